@@ -1,0 +1,485 @@
+"""The storage port's repositories over one SQLAlchemy connection (one transaction)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, and_, bindparam, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from treasury_core.companies import ApiKey, Company, KeyKind, MerchantAccount
+from treasury_core.errors import LedgerInvariantViolation
+from treasury_core.events import Event, EventType
+from treasury_core.idempotency import IdempotencyRecord, IdempotencyState, StoredResponse
+from treasury_core.ledger import (
+    Account,
+    AccountKind,
+    Journal,
+    LedgerPlan,
+    PendingCategory,
+    PendingMovement,
+    PendingStatus,
+    Posting,
+    PostingKind,
+    check_account,
+    plan_journal,
+    referenced_pendings,
+)
+from treasury_core.wallets import Wallet, WalletStatus
+from treasury_sqlalchemy import schema as t
+
+_COUNTERS = (
+    "debits_posted",
+    "credits_posted",
+    "debits_pending_holds",
+    "debits_pending_out",
+    "credits_pending",
+)
+
+# Built once: SQLAlchemy caches the compiled form of each statement object.
+_ACCOUNT_BUMP = (
+    update(t.ledger_accounts)
+    .where(t.ledger_accounts.c.id == bindparam("account_id"))
+    .values({c: t.ledger_accounts.c[c] + bindparam(f"d_{c}") for c in _COUNTERS})
+    .returning(*t.ledger_accounts.c)
+)
+_POSTING_INSERT = insert(t.ledger_postings)
+_PENDING_INSERT = insert(t.ledger_pendings)
+_PENDING_RESOLVE = (
+    update(t.ledger_pendings)
+    .where(
+        and_(
+            t.ledger_pendings.c.id == bindparam("pending_id"),
+            t.ledger_pendings.c.status == PendingStatus.PENDING.value,
+        )
+    )
+    .values(status=bindparam("new_status"), resolved_by=bindparam("resolved_by"))
+)
+_ACCOUNT_BY_ID = select(t.ledger_accounts).where(t.ledger_accounts.c.id == bindparam("account_id"))
+
+
+def _account(row: Row[Any]) -> Account:
+    m = row._mapping
+    return Account(
+        id=m["id"],
+        currency=m["currency"],
+        kind=AccountKind(m["kind"]),
+        company_id=m["company_id"],
+        guarded=bool(m["guarded"]),
+        overdraft_limit=m["overdraft_limit"],
+        debits_posted=m["debits_posted"],
+        credits_posted=m["credits_posted"],
+        debits_pending_holds=m["debits_pending_holds"],
+        debits_pending_out=m["debits_pending_out"],
+        credits_pending=m["credits_pending"],
+    )
+
+
+def _pending(row: Row[Any]) -> PendingMovement:
+    m = row._mapping
+    return PendingMovement(
+        id=m["id"],
+        debit_account_id=m["debit_account_id"],
+        credit_account_id=m["credit_account_id"],
+        currency=m["currency"],
+        amount=m["amount"],
+        category=PendingCategory(m["category"]),
+        deadline=m["deadline"],
+        status=PendingStatus(m["status"]),
+        resolved_by=m["resolved_by"],
+    )
+
+
+def _posting(row: Row[Any]) -> Posting:
+    m = row._mapping
+    return Posting(
+        id=m["id"],
+        journal_id=m["journal_id"],
+        kind=PostingKind(m["kind"]),
+        debit_account_id=m["debit_account_id"],
+        credit_account_id=m["credit_account_id"],
+        currency=m["currency"],
+        amount=m["amount"],
+        released=m["released"],
+        category=PendingCategory(m["category"]) if m["category"] else None,
+        pending_id=m["pending_id"],
+        deadline=m["deadline"],
+        created_at=m["created_at"],
+    )
+
+
+def _wallet(row: Row[Any]) -> Wallet:
+    m = row._mapping
+    return Wallet(
+        id=m["id"],
+        company_id=m["company_id"],
+        name=m["name"],
+        description=m["description"],
+        currency=m["currency"],
+        status=WalletStatus(m["status"]),
+        created_at=m["created_at"],
+    )
+
+
+def _newest_first(statement: Any, id_column: Any, limit: int, starting_after: str | None) -> Any:
+    if starting_after is not None:
+        statement = statement.where(id_column < starting_after)
+    return statement.order_by(id_column.desc()).limit(limit)
+
+
+class SqlWallets:
+    """Wallet rows."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def add(self, wallet: Wallet) -> None:
+        self._conn.execute(insert(t.wallets), [wallet.model_dump(mode="python")])
+
+    def get(self, company_id: int, wallet_id: str) -> Wallet | None:
+        row = self._conn.execute(
+            select(t.wallets).where(t.wallets.c.id == wallet_id, t.wallets.c.company_id == company_id)
+        ).first()
+        return _wallet(row) if row else None
+
+    def list(self, company_id: int, limit: int, starting_after: str | None) -> list[Wallet]:
+        query = select(t.wallets).where(t.wallets.c.company_id == company_id)
+        query = _newest_first(query, t.wallets.c.id, limit, starting_after)
+        return [_wallet(r) for r in self._conn.execute(query)]
+
+
+class SqlLedger:
+    """Accounts, postings and pending movements."""
+
+    def __init__(self, conn: Connection, lock_rows: bool) -> None:
+        self._conn = conn
+        self._lock_rows = lock_rows
+
+    def _account_values(self, account: Account) -> dict[str, Any]:
+        return {
+            "id": account.id,
+            "currency": account.currency,
+            "kind": account.kind.value,
+            "company_id": account.company_id,
+            "guarded": account.guarded,
+            "overdraft_limit": account.overdraft_limit,
+            **dict.fromkeys(_COUNTERS, 0),
+        }
+
+    def open_account(self, account: Account) -> None:
+        self._conn.execute(insert(t.ledger_accounts), [self._account_values(account)])
+
+    def ensure_account(self, account: Account) -> None:
+        if self.get_account(account.id) is not None:
+            return
+        # A concurrent transaction may create the same system account; a savepoint keeps the
+        # unique-key failure from aborting ours.
+        try:
+            with self._conn.begin_nested():
+                self.open_account(account)
+        except IntegrityError:
+            pass
+
+    def get_account(self, account_id: str) -> Account | None:
+        row = self._conn.execute(_ACCOUNT_BY_ID, {"account_id": account_id}).first()
+        return _account(row) if row else None
+
+    def get_accounts(self, account_ids: Sequence[str]) -> dict[str, Account]:
+        if not account_ids:
+            return {}
+        rows = self._conn.execute(
+            select(t.ledger_accounts).where(t.ledger_accounts.c.id.in_(list(account_ids)))
+        )
+        return {a.id: a for a in map(_account, rows)}
+
+    def wallet_accounts(self, company_id: int, limit: int, starting_after: str | None) -> list[Account]:
+        query = select(t.ledger_accounts).where(
+            t.ledger_accounts.c.company_id == company_id,
+            t.ledger_accounts.c.kind == AccountKind.WALLET.value,
+        )
+        query = _newest_first(query, t.ledger_accounts.c.id, limit, starting_after)
+        return [_account(r) for r in self._conn.execute(query)]
+
+    def apply(self, journal: Journal, now: datetime) -> LedgerPlan:
+        pending_ids = referenced_pendings(journal)
+        pendings: dict[str, PendingMovement] = {}
+        if pending_ids:
+            query = select(t.ledger_pendings).where(t.ledger_pendings.c.id.in_(pending_ids))
+            if self._lock_rows:
+                query = query.order_by(t.ledger_pendings.c.id).with_for_update()
+            pendings = {p.id: p for p in map(_pending, self._conn.execute(query))}
+        plan = plan_journal(journal, pendings, now)
+        # Each UPDATE locks its row; taking them in sorted id order means two journals over the
+        # same accounts queue behind each other instead of deadlocking. The check runs on the
+        # row as updated, so it sees every committed movement before ours.
+        for account_id in plan.account_ids:
+            delta = plan.deltas[account_id]
+            params = {"account_id": account_id}
+            params.update({f"d_{c}": getattr(delta, c) for c in _COUNTERS})
+            row = self._conn.execute(_ACCOUNT_BUMP, params).first()
+            if row is None:
+                raise LedgerInvariantViolation(f"unknown ledger account {account_id}")
+            check_account(_account(row), plan)
+        self._conn.execute(
+            _POSTING_INSERT,
+            [
+                {
+                    "id": p.id,
+                    "journal_id": p.journal_id,
+                    "operation": journal.operation,
+                    "kind": p.kind.value,
+                    "debit_account_id": p.debit_account_id,
+                    "credit_account_id": p.credit_account_id,
+                    "currency": p.currency,
+                    "amount": p.amount,
+                    "released": p.released,
+                    "category": p.category.value if p.category else None,
+                    "pending_id": p.pending_id,
+                    "deadline": p.deadline,
+                    "created_at": p.created_at,
+                }
+                for p in plan.postings
+            ],
+        )
+        if plan.new_pendings:
+            self._conn.execute(
+                _PENDING_INSERT,
+                [
+                    {
+                        "id": p.id,
+                        "debit_account_id": p.debit_account_id,
+                        "credit_account_id": p.credit_account_id,
+                        "currency": p.currency,
+                        "amount": p.amount,
+                        "category": p.category.value,
+                        "deadline": p.deadline,
+                        "status": p.status.value,
+                        "resolved_by": None,
+                    }
+                    for p in plan.new_pendings
+                ],
+            )
+        for resolved in plan.resolved_pendings:
+            result = self._conn.execute(
+                _PENDING_RESOLVE,
+                {
+                    "pending_id": resolved.id,
+                    "new_status": resolved.status.value,
+                    "resolved_by": resolved.resolved_by,
+                },
+            )
+            if result.rowcount != 1:  # pragma: no cover - the row was locked above
+                raise LedgerInvariantViolation(f"pending movement {resolved.id} changed underneath")
+        return plan
+
+    def get_pending(self, pending_id: str) -> PendingMovement | None:
+        row = self._conn.execute(
+            select(t.ledger_pendings).where(t.ledger_pendings.c.id == pending_id)
+        ).first()
+        return _pending(row) if row else None
+
+    def due_pendings(self, now: datetime, limit: int) -> list[PendingMovement]:
+        query = (
+            select(t.ledger_pendings)
+            .where(
+                t.ledger_pendings.c.status == PendingStatus.PENDING.value,
+                t.ledger_pendings.c.deadline <= now,
+            )
+            .order_by(t.ledger_pendings.c.deadline, t.ledger_pendings.c.id)
+            .limit(limit)
+        )
+        return [_pending(r) for r in self._conn.execute(query)]
+
+    def all_accounts(self) -> Iterator[Account]:
+        return map(_account, self._conn.execute(select(t.ledger_accounts).order_by(t.ledger_accounts.c.id)))
+
+    def postings(self) -> Iterator[Posting]:
+        return map(_posting, self._conn.execute(select(t.ledger_postings).order_by(t.ledger_postings.c.id)))
+
+    def pendings(self) -> Iterator[PendingMovement]:
+        return map(_pending, self._conn.execute(select(t.ledger_pendings).order_by(t.ledger_pendings.c.id)))
+
+
+class SqlCompanies:
+    """Companies, merchant accounts, API keys."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def add_company(self, name: str, created_at: datetime) -> Company:
+        result = self._conn.execute(
+            insert(t.companies).values(name=name, created_at=created_at).returning(t.companies.c.id)
+        )
+        return Company(id=result.scalar_one(), name=name, created_at=created_at)
+
+    def get_company(self, company_id: int) -> Company | None:
+        row = self._conn.execute(select(t.companies).where(t.companies.c.id == company_id)).first()
+        return Company.model_validate(dict(row._mapping)) if row else None
+
+    def add_merchant_account(self, company_id: int, name: str, created_at: datetime) -> MerchantAccount:
+        result = self._conn.execute(
+            insert(t.merchant_accounts)
+            .values(company_id=company_id, name=name, created_at=created_at)
+            .returning(t.merchant_accounts.c.id)
+        )
+        return MerchantAccount(
+            id=result.scalar_one(), company_id=company_id, name=name, created_at=created_at
+        )
+
+    def merchant_accounts(self, company_id: int) -> list[MerchantAccount]:
+        rows = self._conn.execute(
+            select(t.merchant_accounts)
+            .where(t.merchant_accounts.c.company_id == company_id)
+            .order_by(t.merchant_accounts.c.id)
+        )
+        return [MerchantAccount.model_validate(dict(r._mapping)) for r in rows]
+
+    def add_api_key(self, key: ApiKey) -> None:
+        self._conn.execute(insert(t.api_keys), [key.model_dump(mode="python")])
+
+    def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        row = self._conn.execute(select(t.api_keys).where(t.api_keys.c.key_hash == key_hash)).first()
+        if row is None:
+            return None
+        values = dict(row._mapping)
+        values["kind"] = KeyKind(values["kind"])
+        return ApiKey.model_validate(values)
+
+    def revoke_api_key(self, key_id: str, revoked_at: datetime) -> bool:
+        result = self._conn.execute(
+            update(t.api_keys)
+            .where(t.api_keys.c.id == key_id, t.api_keys.c.revoked_at.is_(None))
+            .values(revoked_at=revoked_at)
+        )
+        return result.rowcount == 1
+
+
+class SqlOutbox:
+    """The events table, written in the business transaction."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def add(self, event: Event) -> None:
+        self._conn.execute(
+            insert(t.events),
+            [
+                {
+                    "id": event.id,
+                    "company_id": event.company_id,
+                    "type": event.type.value,
+                    "created_at": event.created_at,
+                    "payload": json.dumps(event.data, separators=(",", ":"), default=str),
+                }
+            ],
+        )
+
+    def list(self, company_id: int | None = None) -> list[Event]:
+        query = select(t.events).order_by(t.events.c.id)
+        if company_id is not None:
+            query = query.where(t.events.c.company_id == company_id)
+        return [
+            Event(
+                id=r.id,
+                type=EventType(r.type),
+                company_id=r.company_id,
+                created_at=r.created_at,
+                data=json.loads(r.payload),
+            )
+            for r in self._conn.execute(query)
+        ]
+
+
+class SqlIdempotency:
+    """Idempotency records."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    @staticmethod
+    def _values(record: IdempotencyRecord) -> dict[str, Any]:
+        return {
+            "company_id": record.company_id,
+            "key": record.key,
+            "fingerprint": record.fingerprint,
+            "state": record.state.value,
+            "token": record.token,
+            "created_at": record.created_at,
+            "lease_until": record.lease_until,
+            "response_status": record.response.status if record.response else None,
+            "response_body": record.response.body if record.response else None,
+        }
+
+    def get(self, company_id: int, key: str) -> IdempotencyRecord | None:
+        row = self._conn.execute(
+            select(t.idempotency_keys).where(
+                t.idempotency_keys.c.company_id == company_id, t.idempotency_keys.c.key == key
+            )
+        ).first()
+        if row is None:
+            return None
+        m = row._mapping
+        response = None
+        if m["response_status"] is not None:
+            response = StoredResponse(m["response_status"], bytes(m["response_body"]))
+        return IdempotencyRecord(
+            company_id=m["company_id"],
+            key=m["key"],
+            fingerprint=m["fingerprint"],
+            state=IdempotencyState(m["state"]),
+            token=m["token"],
+            created_at=m["created_at"],
+            lease_until=m["lease_until"],
+            response=response,
+        )
+
+    def insert(self, record: IdempotencyRecord) -> bool:
+        try:
+            with self._conn.begin_nested():
+                self._conn.execute(insert(t.idempotency_keys), [self._values(record)])
+        except IntegrityError:
+            return False
+        return True
+
+    def replace(self, record: IdempotencyRecord, expected_token: str) -> bool:
+        values = self._values(record)
+        result = self._conn.execute(
+            update(t.idempotency_keys)
+            .where(
+                t.idempotency_keys.c.company_id == record.company_id,
+                t.idempotency_keys.c.key == record.key,
+                t.idempotency_keys.c.token == expected_token,
+            )
+            .values({k: v for k, v in values.items() if k not in ("company_id", "key")})
+        )
+        return result.rowcount == 1
+
+    def delete(self, company_id: int, key: str, expected_token: str) -> bool:
+        result = self._conn.execute(
+            delete(t.idempotency_keys).where(
+                t.idempotency_keys.c.company_id == company_id,
+                t.idempotency_keys.c.key == key,
+                t.idempotency_keys.c.token == expected_token,
+            )
+        )
+        return result.rowcount == 1
+
+    def purge(self, created_before: datetime) -> int:
+        result = self._conn.execute(
+            delete(t.idempotency_keys).where(t.idempotency_keys.c.created_at < created_before)
+        )
+        return int(result.rowcount)
+
+
+class SqlUnitOfWork:
+    """One transaction's repositories."""
+
+    def __init__(self, conn: Connection, *, lock_rows: bool) -> None:
+        self.wallets = SqlWallets(conn)
+        self.ledger = SqlLedger(conn, lock_rows)
+        self.companies = SqlCompanies(conn)
+        self.outbox = SqlOutbox(conn)
+        self.idempotency = SqlIdempotency(conn)

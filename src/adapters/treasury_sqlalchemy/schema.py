@@ -1,0 +1,183 @@
+"""Tables, as SQLAlchemy Core metadata. Alembic migrations create them; a test keeps both equal.
+
+Timestamps are stored as UTC (``timestamptz`` on PostgreSQL; ISO text on SQLite, where the type
+below re-attaches the zone). Amounts and counters are ``BIGINT`` minor units.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.types import TypeDecorator
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """An aware UTC ``datetime`` in and out, on every backend."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if not isinstance(value, datetime):  # pragma: no cover - drivers return datetimes
+            raise TypeError(f"unexpected stored time {value!r}")
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+companies = Table(
+    "companies",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(255), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+merchant_accounts = Table(
+    "merchant_accounts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("company_id", Integer, ForeignKey("companies.id"), nullable=False, index=True),
+    Column("name", String(255), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("company_id", Integer, ForeignKey("companies.id"), nullable=False, index=True),
+    Column("kind", String(16), nullable=False),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("prefix", String(16), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("revoked_at", UtcDateTime, nullable=True),
+)
+
+wallets = Table(
+    "wallets",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("company_id", Integer, ForeignKey("companies.id"), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("description", Text, nullable=True),
+    Column("currency", String(3), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_wallets_company_id_id", "company_id", "id"),
+)
+
+ledger_accounts = Table(
+    "ledger_accounts",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("currency", String(3), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("company_id", Integer, nullable=True),
+    Column("guarded", Boolean, nullable=False),
+    Column("overdraft_limit", BigInteger, nullable=False),
+    Column("debits_posted", BigInteger, nullable=False),
+    Column("credits_posted", BigInteger, nullable=False),
+    Column("debits_pending_holds", BigInteger, nullable=False),
+    Column("debits_pending_out", BigInteger, nullable=False),
+    Column("credits_pending", BigInteger, nullable=False),
+    Index("ix_ledger_accounts_company_id_kind_id", "company_id", "kind", "id"),
+)
+
+# Append-only: rows are inserted, never updated or deleted.
+ledger_postings = Table(
+    "ledger_postings",
+    metadata,
+    Column("id", String(80), primary_key=True),
+    Column("journal_id", String(64), nullable=False, index=True),
+    Column("operation", String(32), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("debit_account_id", String(64), nullable=False),
+    Column("credit_account_id", String(64), nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("amount", BigInteger, nullable=False),
+    Column("released", BigInteger, nullable=False),
+    Column("category", String(8), nullable=True),
+    Column("pending_id", String(80), nullable=True),
+    Column("deadline", UtcDateTime, nullable=True),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+ledger_pendings = Table(
+    "ledger_pendings",
+    metadata,
+    Column("id", String(80), primary_key=True),
+    Column("debit_account_id", String(64), nullable=False),
+    Column("credit_account_id", String(64), nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("amount", BigInteger, nullable=False),
+    Column("category", String(8), nullable=False),
+    Column("deadline", UtcDateTime, nullable=True),
+    Column("status", String(16), nullable=False),
+    Column("resolved_by", String(80), nullable=True),
+    Index(
+        "ix_ledger_pendings_due",
+        "deadline",
+        postgresql_where=text("status = 'pending'"),
+        sqlite_where=text("status = 'pending'"),
+    ),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("company_id", Integer, nullable=False),
+    Column("type", String(96), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("payload", Text, nullable=False),
+    Index("ix_events_company_id_id", "company_id", "id"),
+)
+
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("company_id", Integer, primary_key=True),
+    Column("key", String(255), primary_key=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("token", String(64), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False, index=True),
+    Column("lease_until", UtcDateTime, nullable=False),
+    Column("response_status", Integer, nullable=True),
+    Column("response_body", LargeBinary, nullable=True),
+)

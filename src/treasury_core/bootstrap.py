@@ -1,0 +1,87 @@
+"""Assembling a treasury: the one place that chooses concrete adapters.
+
+:func:`bootstrap` reads the configuration, asks the plugin manager for factories, builds the
+adapters and hands them to the services. Tests and embedding applications may pass adapters
+directly (``storage=``, ``clock=``, ``ids=``) to override what configuration would pick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pluggy
+
+from treasury_core.config import TreasuryConfig
+from treasury_core.currency import CurrencyRegistry
+from treasury_core.errors import TreasuryError
+from treasury_core.plugins import collect_factories, make_plugin_manager
+from treasury_core.ports import Clock, IdSource, Storage
+from treasury_core.services import CompanyService, IdempotencyService, WalletService
+
+
+class AdapterNotFound(TreasuryError):
+    """Configuration names an adapter no plugin registers."""
+
+
+@dataclass
+class Treasury:
+    """A wired treasury: configuration, adapters and services. Close it when done."""
+
+    config: TreasuryConfig
+    currencies: CurrencyRegistry
+    storage: Storage
+    clock: Clock
+    ids: IdSource
+    plugins: pluggy.PluginManager
+    companies: CompanyService
+    wallets: WalletService
+    idempotency: IdempotencyService
+
+    def close(self) -> None:
+        """Release the storage's connections and threads."""
+        self.storage.close()
+
+
+def _build(pm: pluggy.PluginManager, kind: str, name: str, *args: Any) -> Any:
+    factories = collect_factories(pm, kind)
+    if name not in factories:
+        known = ", ".join(sorted(factories)) or "none"
+        raise AdapterNotFound(f"No {kind} adapter named {name!r} (registered: {known})")
+    return factories[name](*args)
+
+
+def bootstrap(
+    config: TreasuryConfig | None = None,
+    *,
+    plugins: pluggy.PluginManager | None = None,
+    storage: Storage | None = None,
+    clock: Clock | None = None,
+    ids: IdSource | None = None,
+    migrate: bool = True,
+) -> Treasury:
+    """Build a :class:`Treasury` from ``config`` (default: the sandbox on ``./treasury.db``).
+
+    With ``migrate`` the storage schema is brought up to date first.
+    """
+    config = config or TreasuryConfig()
+    pm = plugins or make_plugin_manager()
+    currencies = config.currency_registry()
+    clock = clock or _build(pm, "clock", config.clock, config)
+    ids = ids or _build(pm, "id_source", config.ids, config)
+    storage = storage or _build(pm, "storage", config.storage_name, config)
+    if migrate:
+        storage.migrate()
+    return Treasury(
+        config=config,
+        currencies=currencies,
+        storage=storage,
+        clock=clock,
+        ids=ids,
+        plugins=pm,
+        companies=CompanyService(storage, clock, ids),
+        wallets=WalletService(storage, clock, ids, currencies),
+        idempotency=IdempotencyService(
+            storage, clock, ids, config.idempotency_ttl_seconds, config.idempotency_lease_seconds
+        ),
+    )

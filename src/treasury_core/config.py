@@ -1,0 +1,72 @@
+"""Configuration of a treasury: which adapters, which currencies, which limits.
+
+Plain data with defaults fit for the sandbox; :func:`config_from_env` reads ``TREASURY_*``
+variables for the command line. Nothing here opens a connection.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from treasury_core.currency import DEFAULT_CURRENCIES, DEFAULT_VBAN_CURRENCIES, CurrencyRegistry
+
+DEFAULT_DATABASE_URL = "sqlite:///treasury.db"
+
+
+class TreasuryConfig(BaseModel):
+    """Everything :func:`treasury_core.bootstrap` needs to assemble a treasury."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    database_url: str = Field(default=DEFAULT_DATABASE_URL, description="sqlite:///…, postgresql://… or memory://")
+    sandbox: bool = Field(default=True, description="Sandbox mode: sandbox adapters and controls.")
+    storage: str | None = Field(default=None, description="Storage adapter name; inferred from the URL.")
+    clock: str = "system"
+    ids: str = "ulid"
+    currencies: tuple[str, ...] = DEFAULT_CURRENCIES
+    vban_currencies: tuple[str, ...] = DEFAULT_VBAN_CURRENCIES
+    currency_exponents: dict[str, int] = Field(default_factory=dict)
+    max_amount: int = Field(default=99_999_999_999, gt=0, description="Largest amount, minor units.")
+    idempotency_ttl_seconds: int = Field(default=24 * 3600, gt=0)
+    idempotency_lease_seconds: int = Field(default=60, gt=0)
+    pool_size: int = Field(default=8, ge=1, le=128, description="Connections/threads for storage.")
+    max_body_bytes: int = Field(default=64 * 1024, gt=0)
+
+    @property
+    def storage_name(self) -> str:
+        """The storage adapter to use: the explicit one, or the one the URL's scheme implies."""
+        if self.storage:
+            return self.storage
+        if self.database_url.startswith("memory:"):
+            return "memory"
+        return "sqlalchemy"
+
+    def currency_registry(self) -> CurrencyRegistry:
+        """The enabled currencies."""
+        return CurrencyRegistry.from_codes(
+            self.currencies, self.vban_currencies, exponents=self.currency_exponents
+        )
+
+
+def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) -> TreasuryConfig:
+    """A config from ``TREASURY_*`` variables, then ``overrides`` (which win)."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    if "TREASURY_DATABASE_URL" in env:
+        values["database_url"] = env["TREASURY_DATABASE_URL"]
+    if "TREASURY_SANDBOX" in env:
+        values["sandbox"] = env["TREASURY_SANDBOX"].lower() not in ("0", "false", "no", "off")
+    if "TREASURY_CURRENCIES" in env:
+        values["currencies"] = tuple(c.strip() for c in env["TREASURY_CURRENCIES"].split(",") if c.strip())
+    if "TREASURY_VBAN_CURRENCIES" in env:
+        values["vban_currencies"] = tuple(
+            c.strip() for c in env["TREASURY_VBAN_CURRENCIES"].split(",") if c.strip()
+        )
+    if "TREASURY_POOL_SIZE" in env:
+        values["pool_size"] = int(env["TREASURY_POOL_SIZE"])
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return TreasuryConfig(**values)

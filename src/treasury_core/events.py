@@ -1,0 +1,56 @@
+"""Event types and the event record written to the outbox.
+
+An event is written in the same transaction as the change it reports and delivered after commit,
+at least once; its ``id`` is stable so receivers can drop duplicates.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class EventType(StrEnum):
+    """Every event type of the interface (part 6.1) and of decisions.md."""
+
+    PAYMENT_INTENT_CREATED = "merchant_of_record.payment_intent.created"
+    PAYMENT_INTENT_PROCESSING = "merchant_of_record.payment_intent.processing"
+    PAYMENT_INTENT_SUCCEEDED = "merchant_of_record.payment_intent.succeeded"
+    PAYMENT_INTENT_PAYMENT_FAILED = "merchant_of_record.payment_intent.payment_failed"
+    PAYMENT_INTENT_AUTHORIZED = "merchant_of_record.payment_intent.authorized"
+    PAYMENT_INTENT_CANCELLED = "merchant_of_record.payment_intent.cancelled"
+    TRANSACTION_CREATED = "merchant_of_record.transaction.created"
+    TRANSACTION_COMPLETED = "merchant_of_record.transaction.completed"
+    TRANSACTION_FAILED = "merchant_of_record.transaction.failed"
+    TRANSACTION_REQUIRES_ACTION = "merchant_of_record.transaction.requires_action"
+    REFUND_CREATED = "merchant_of_record.refund.created"
+    CHARGEBACK_CREATED = "merchant_of_record.chargeback.created"
+    CHARGEBACK_COMPLETED = "merchant_of_record.chargeback.completed"
+    CHARGEBACK_REVERSED = "merchant_of_record.chargeback.reversed"
+    CHARGEBACK_FAILED = "merchant_of_record.chargeback.failed"
+    PAYOUT_CREATED = "merchant_of_record.payout.created"
+    PAYOUT_CONFIRMED = "merchant_of_record.payout.confirmed"
+    PAYOUT_APPLIED = "merchant_of_record.payout.applied"
+    PAYOUT_COMPLETED = "merchant_of_record.payout.completed"
+    PAYOUT_FAILED = "merchant_of_record.payout.failed"
+    DEPOSIT_COMPLETED = "treasury.deposit.completed"
+    DEPOSIT_FAILED = "treasury.deposit.failed"
+    WITHDRAWAL_COMPLETED = "treasury.withdrawal.completed"
+    WITHDRAWAL_FAILED = "treasury.withdrawal.failed"
+    TRANSFER_COMPLETED = "treasury.transfer.completed"
+    TRANSFER_FAILED = "treasury.transfer.failed"
+
+
+class Event(BaseModel):
+    """One event as stored in the outbox: ``data`` is ``{"object": <resource as the API shows it>}``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    type: EventType
+    company_id: int
+    created_at: datetime
+    data: dict[str, Any]

@@ -1,0 +1,102 @@
+"""Hook specifications. Each ``register_*`` hook returns factories keyed by adapter name.
+
+A factory takes the :class:`~treasury_core.config.TreasuryConfig` (and, where it needs them, the
+already-built clock) and returns the adapter. Configuration picks an adapter by name; the default
+adapters are plugins registered through these same hooks, so a third-party package that declares
+an entry point in the ``treasury`` group is a peer of the built-in ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from treasury_core.config import TreasuryConfig
+    from treasury_core.ports import (
+        BankRail,
+        CardProvider,
+        Clock,
+        FxRates,
+        IdSource,
+        Notifier,
+        Storage,
+        Vault,
+    )
+
+PROJECT_NAME = "treasury"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+StorageFactory = Callable[["TreasuryConfig"], "Storage"]
+ClockFactory = Callable[["TreasuryConfig"], "Clock"]
+IdSourceFactory = Callable[["TreasuryConfig"], "IdSource"]
+CardProviderFactory = Callable[["TreasuryConfig", "Clock"], "CardProvider"]
+VaultFactory = Callable[["TreasuryConfig"], "Vault"]
+FxRatesFactory = Callable[["TreasuryConfig", "Clock"], "FxRates"]
+BankRailFactory = Callable[["TreasuryConfig", "Clock"], "BankRail"]
+NotifierFactory = Callable[["TreasuryConfig"], "Notifier"]
+
+
+@hookspec
+def register_storage() -> Mapping[str, StorageFactory]:
+    """Storage adapters by name (``memory``, ``sqlalchemy``, …)."""
+    raise NotImplementedError
+
+
+@hookspec
+def register_clock() -> Mapping[str, ClockFactory]:
+    """Clocks by name (``system``, ``sandbox``, …)."""
+    raise NotImplementedError
+
+
+@hookspec
+def register_id_source() -> Mapping[str, IdSourceFactory]:
+    """Id sources by name (``ulid``, …)."""
+    raise NotImplementedError
+
+
+@hookspec
+def register_card_provider() -> Mapping[str, CardProviderFactory]:
+    """Card providers by name (``sandbox``, …)."""
+    raise NotImplementedError
+
+
+@hookspec
+def register_vault() -> Mapping[str, VaultFactory]:
+    """Card vaults by name."""
+    raise NotImplementedError
+
+
+@hookspec
+def register_fx_rates() -> Mapping[str, FxRatesFactory]:
+    """FX rate sources by name."""
+    raise NotImplementedError
+
+
+@hookspec
+def register_bank_rail() -> Mapping[str, BankRailFactory]:
+    """Bank rails by name."""
+    raise NotImplementedError
+
+
+@hookspec
+def register_notifier() -> Mapping[str, NotifierFactory]:
+    """Event notifiers by name."""
+    raise NotImplementedError
+
+
+#: Every ``register_*`` hook, by the kind of adapter it registers.
+REGISTER_HOOKS: Mapping[str, Any] = {
+    "storage": register_storage,
+    "clock": register_clock,
+    "id_source": register_id_source,
+    "card_provider": register_card_provider,
+    "vault": register_vault,
+    "fx_rates": register_fx_rates,
+    "bank_rail": register_bank_rail,
+    "notifier": register_notifier,
+}

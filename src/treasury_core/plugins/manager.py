@@ -1,0 +1,41 @@
+"""Building the plugin manager (never at import time) and reading factories out of it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pluggy
+
+from treasury_core.plugins import hookspecs
+
+ENTRY_POINT_GROUP = "treasury"
+
+
+def make_plugin_manager(
+    *, load_entry_points: bool = True, plugins: Iterable[object] = ()
+) -> pluggy.PluginManager:
+    """A plugin manager with the hook specs, the entry points of group ``treasury``, and ``plugins``.
+
+    The built-in adapters are entry points of this project, so they load the same way a third
+    party's do. Pass ``load_entry_points=False`` and explicit ``plugins`` for full control.
+    """
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    if load_entry_points:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    for plugin in plugins:
+        pm.register(plugin)
+    return pm
+
+
+def collect_factories(pm: pluggy.PluginManager, kind: str) -> dict[str, Callable[..., Any]]:
+    """All factories registered for ``kind`` (a key of ``REGISTER_HOOKS``), later plugins winning."""
+    if kind not in hookspecs.REGISTER_HOOKS:
+        raise KeyError(f"no such adapter kind: {kind}")
+    hook = getattr(pm.hook, f"register_{kind}")
+    factories: dict[str, Callable[..., Any]] = {}
+    # pluggy returns results last-registered first; reverse so the last registration wins.
+    for mapping in reversed(hook()):
+        factories.update(mapping)
+    return factories

@@ -1,0 +1,39 @@
+"""Ports: what the core needs from the world, as typed protocols. Adapters implement them."""
+
+from treasury_core.ports.bank_rail import BankRail, PaymentInstruction
+from treasury_core.ports.card_provider import CardProvider, CardProviderResult
+from treasury_core.ports.clock import Clock
+from treasury_core.ports.fx import FxQuote, FxRates
+from treasury_core.ports.ids import IdSource
+from treasury_core.ports.notifier import Notifier
+from treasury_core.ports.storage import (
+    CompanyRepository,
+    IdempotencyRepository,
+    LedgerRepository,
+    OutboxRepository,
+    Storage,
+    UnitOfWork,
+    WalletRepository,
+)
+from treasury_core.ports.vault import StoredCard, Vault
+
+__all__ = [
+    "BankRail",
+    "CardProvider",
+    "CardProviderResult",
+    "Clock",
+    "CompanyRepository",
+    "FxQuote",
+    "FxRates",
+    "IdSource",
+    "IdempotencyRepository",
+    "LedgerRepository",
+    "Notifier",
+    "OutboxRepository",
+    "PaymentInstruction",
+    "Storage",
+    "StoredCard",
+    "UnitOfWork",
+    "Vault",
+    "WalletRepository",
+]

@@ -1,0 +1,29 @@
+"""The FX rates port (filled by the treasury issue; shaped here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class FxQuote:
+    """A rate: major units of ``target`` per major unit of ``source``, and when it was observed."""
+
+    source: str
+    target: str
+    rate: Decimal
+    as_of: datetime
+
+
+@runtime_checkable
+class FxRates(Protocol):
+    """Answers exchange rates; a quote older than ``max_age_seconds`` must not be used."""
+
+    max_age_seconds: float
+
+    async def rate(self, source: str, target: str) -> FxQuote:
+        """The current quote from ``source`` to ``target``; raises ``ProviderError`` if none."""
+        ...

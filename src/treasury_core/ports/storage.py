@@ -1,0 +1,232 @@
+"""The storage port: a unit of work with repositories, and the transaction runner around it.
+
+Rules:
+- One business operation is one call of :meth:`Storage.run` with a function of the unit of work.
+  The function's writes (state, ledger postings, outbox events, the idempotency record) commit
+  together when it returns and roll back together when it raises.
+- The function may be run more than once when storage reports a transient conflict (deadlock,
+  serialization failure), so it must do nothing but read and write through the unit of work.
+- Repositories are synchronous: the function runs on a worker thread (SQL adapters) or inline
+  (memory), and an operation costs one thread hop, not one per statement.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Protocol, TypeVar
+
+from treasury_core.companies import ApiKey, Company, MerchantAccount
+from treasury_core.errors import ConflictRetryExhausted
+from treasury_core.events import Event
+from treasury_core.idempotency import IdempotencyRecord
+from treasury_core.ledger import Account, Journal, LedgerPlan, PendingMovement, Posting
+from treasury_core.wallets import Wallet
+
+T = TypeVar("T")
+
+
+class WalletRepository(Protocol):
+    """Wallet rows."""
+
+    def add(self, wallet: Wallet) -> None:
+        """Store a new wallet."""
+        ...
+
+    def get(self, company_id: int, wallet_id: str) -> Wallet | None:
+        """The wallet of ``company_id`` with this id, or ``None`` (also for another company's)."""
+        ...
+
+    def list(self, company_id: int, limit: int, starting_after: str | None) -> list[Wallet]:
+        """Up to ``limit`` wallets, newest first, with ids below ``starting_after``."""
+        ...
+
+
+class LedgerRepository(Protocol):
+    """Ledger accounts, postings and pending movements."""
+
+    def open_account(self, account: Account) -> None:
+        """Create an account with zero counters (the counters given are ignored)."""
+        ...
+
+    def ensure_account(self, account: Account) -> None:
+        """Create a system account unless one with its id exists."""
+        ...
+
+    def get_account(self, account_id: str) -> Account | None:
+        """One account, or ``None``."""
+        ...
+
+    def get_accounts(self, account_ids: Sequence[str]) -> dict[str, Account]:
+        """The accounts that exist among ``account_ids``."""
+        ...
+
+    def wallet_accounts(self, company_id: int, limit: int, starting_after: str | None) -> list[Account]:
+        """A company's wallet accounts, newest first, ids below ``starting_after``."""
+        ...
+
+    def apply(self, journal: Journal, now: datetime) -> LedgerPlan:
+        """Plan, lock, check and write ``journal``; raises (and writes nothing) on refusal."""
+        ...
+
+    def get_pending(self, pending_id: str) -> PendingMovement | None:
+        """A pending movement by id."""
+        ...
+
+    def due_pendings(self, now: datetime, limit: int) -> list[PendingMovement]:
+        """Pending movements whose deadline is at or before ``now``, oldest deadline first."""
+        ...
+
+    def all_accounts(self) -> Iterator[Account]:
+        """Every account (for audits and invariant checks)."""
+        ...
+
+    def postings(self) -> Iterator[Posting]:
+        """Every posting, in insertion order (for audits and invariant checks)."""
+        ...
+
+    def pendings(self) -> Iterator[PendingMovement]:
+        """Every pending movement, whatever its status (for audits)."""
+        ...
+
+
+class CompanyRepository(Protocol):
+    """Companies, merchant accounts and API keys."""
+
+    def add_company(self, name: str, created_at: datetime) -> Company:
+        """Store a company; storage assigns its integer id."""
+        ...
+
+    def get_company(self, company_id: int) -> Company | None:
+        """A company by id."""
+        ...
+
+    def add_merchant_account(self, company_id: int, name: str, created_at: datetime) -> MerchantAccount:
+        """Store a merchant account; storage assigns its integer id."""
+        ...
+
+    def merchant_accounts(self, company_id: int) -> list[MerchantAccount]:
+        """A company's merchant accounts, oldest first."""
+        ...
+
+    def add_api_key(self, key: ApiKey) -> None:
+        """Store a key (its digest)."""
+        ...
+
+    def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        """The key whose digest is ``key_hash``."""
+        ...
+
+    def revoke_api_key(self, key_id: str, revoked_at: datetime) -> bool:
+        """Revoke a key; ``False`` when there is no such live key."""
+        ...
+
+
+class OutboxRepository(Protocol):
+    """Events written with the change they report."""
+
+    def add(self, event: Event) -> None:
+        """Write an event to the outbox."""
+        ...
+
+    def list(self, company_id: int | None = None) -> list[Event]:
+        """Events, oldest first (delivery state is the notifications issue's)."""
+        ...
+
+
+class IdempotencyRepository(Protocol):
+    """Idempotency records keyed by (company, key)."""
+
+    def get(self, company_id: int, key: str) -> IdempotencyRecord | None:
+        """The record, or ``None``."""
+        ...
+
+    def insert(self, record: IdempotencyRecord) -> bool:
+        """Insert a new record; ``False`` (and nothing written) if the key is already taken."""
+        ...
+
+    def replace(self, record: IdempotencyRecord, expected_token: str) -> bool:
+        """Overwrite the record if its current token is ``expected_token``; ``False`` otherwise."""
+        ...
+
+    def delete(self, company_id: int, key: str, expected_token: str) -> bool:
+        """Delete the record if its token is ``expected_token``."""
+        ...
+
+    def purge(self, created_before: datetime) -> int:
+        """Delete records created before ``created_before``; returns how many."""
+        ...
+
+
+class UnitOfWork(Protocol):
+    """One transaction's view of storage."""
+
+    wallets: WalletRepository
+    ledger: LedgerRepository
+    companies: CompanyRepository
+    outbox: OutboxRepository
+    idempotency: IdempotencyRepository
+
+
+class Storage(abc.ABC):
+    """A storage backend. Subclasses provide :meth:`transaction`; this class runs functions in it."""
+
+    #: How many times a function is re-run after a transient conflict before giving up.
+    max_attempts: int = 8
+    #: Whether :meth:`run` moves the work to a thread (blocking drivers) or runs it inline.
+    offload: bool = True
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+
+    @abc.abstractmethod
+    def transaction(self, *, write: bool = True) -> AbstractContextManager[UnitOfWork]:
+        """A unit of work that commits on a clean exit and rolls back on an exception."""
+
+    def is_transient(self, error: BaseException) -> bool:
+        """Whether ``error`` is a conflict that a re-run can get past (default: never)."""
+        return False
+
+    def migrate(self) -> None:  # noqa: B027 - a no-op default is the point
+        """Bring the schema up to date (no-op for stores without one)."""
+
+    def close(self) -> None:
+        """Release connections and threads."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    @property
+    def worker_threads(self) -> int:
+        """Threads available to :meth:`run` (the connection pool should have as many)."""
+        return 8
+
+    def run_sync(self, fn: Callable[[UnitOfWork], T], *, write: bool = True) -> T:
+        """Run ``fn`` in a transaction, re-running it on transient conflicts; blocking."""
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                with self.transaction(write=write) as uow:
+                    return fn(uow)
+            except Exception as exc:
+                if not self.is_transient(exc) or attempt == self.max_attempts:
+                    if self.is_transient(exc):
+                        raise ConflictRetryExhausted(
+                            "The database stayed busy; retry the request"
+                        ) from exc
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def run(self, fn: Callable[[UnitOfWork], T], *, write: bool = True) -> T:
+        """Run ``fn`` in a transaction without blocking the event loop."""
+        if not self.offload:
+            return self.run_sync(fn, write=write)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=self.worker_threads, thread_name_prefix="treasury-storage"
+            )
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: self.run_sync(fn, write=write))

@@ -1,0 +1,110 @@
+"""Companies, merchant accounts and API keys: issuing, authenticating, revoking."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from treasury_core.companies import (
+    ApiKey,
+    Company,
+    KeyKind,
+    MerchantAccount,
+    Principal,
+    hash_api_key,
+    key_kind_of,
+)
+from treasury_core.errors import AuthenticationFailed, NotFound, ValidationFailed
+from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedCompany:
+    """A new company with its first merchant account and keys; the raw keys are shown only here."""
+
+    company: Company
+    merchant_account: MerchantAccount
+    secret_key: str
+    publishable_key: str
+
+
+class CompanyService:
+    """Tenancy: who a key belongs to and what it may do."""
+
+    def __init__(self, storage: Storage, clock: Clock, ids: IdSource) -> None:
+        self._storage = storage
+        self._clock = clock
+        self._ids = ids
+
+    def _new_key(self, company_id: int, kind: KeyKind) -> tuple[ApiKey, str]:
+        raw = kind.prefix + self._ids.token(24)
+        key = ApiKey(
+            id=self._ids.new_id("key"),
+            company_id=company_id,
+            kind=kind,
+            key_hash=hash_api_key(raw),
+            prefix=raw[:7],
+            created_at=self._clock.now(),
+        )
+        return key, raw
+
+    async def create_company(self, name: str) -> CreatedCompany:
+        """Create a company, its first merchant account, and one key of each kind."""
+        name = name.strip() if isinstance(name, str) else ""
+        if not name or len(name) > 255:
+            raise ValidationFailed("A company name must be 1 to 255 characters", param="name")
+        now = self._clock.now()
+
+        def create(uow: UnitOfWork) -> CreatedCompany:
+            company = uow.companies.add_company(name, now)
+            merchant = uow.companies.add_merchant_account(company.id, f"{name} (default)", now)
+            secret, secret_raw = self._new_key(company.id, KeyKind.SECRET)
+            publishable, publishable_raw = self._new_key(company.id, KeyKind.PUBLISHABLE)
+            uow.companies.add_api_key(secret)
+            uow.companies.add_api_key(publishable)
+            return CreatedCompany(company, merchant, secret_raw, publishable_raw)
+
+        return await self._storage.run(create)
+
+    async def create_api_key(self, company_id: int, kind: KeyKind) -> tuple[ApiKey, str]:
+        """Issue another key; returns the stored key and the raw secret (shown once)."""
+
+        def create(uow: UnitOfWork) -> tuple[ApiKey, str]:
+            if uow.companies.get_company(company_id) is None:
+                raise NotFound(f"No such company: {company_id}", param="company_id")
+            key, raw = self._new_key(company_id, kind)
+            uow.companies.add_api_key(key)
+            return key, raw
+
+        return await self._storage.run(create)
+
+    async def revoke_api_key(self, key_id: str) -> None:
+        """Revoke a key at once."""
+        now = self._clock.now()
+        revoked = await self._storage.run(lambda uow: uow.companies.revoke_api_key(key_id, now))
+        if not revoked:
+            raise NotFound(f"No such API key: {key_id}", param="key_id")
+
+    async def authenticate(self, raw_key: str) -> Principal:
+        """The principal for a presented key; :class:`AuthenticationFailed` for anything else."""
+        kind = key_kind_of(raw_key)
+        if kind is None:
+            raise AuthenticationFailed("Invalid API key provided")
+        digest = hash_api_key(raw_key)
+        key = await self._storage.run(lambda uow: uow.companies.api_key_by_hash(digest), write=False)
+        # The index finds the row by digest; comparing digests in constant time as well keeps a
+        # storage backend's string comparison out of the timing picture.
+        if (
+            key is None
+            or not hmac.compare_digest(key.key_hash, digest)
+            or key.revoked_at is not None
+            or key.kind is not kind
+        ):
+            raise AuthenticationFailed("Invalid API key provided")
+        return Principal(company_id=key.company_id, key_id=key.id, kind=key.kind)
+
+    async def merchant_accounts(self, company_id: int) -> list[MerchantAccount]:
+        """A company's merchant accounts."""
+        return await self._storage.run(
+            lambda uow: uow.companies.merchant_accounts(company_id), write=False
+        )

@@ -1,0 +1,148 @@
+"""Claiming, completing and replaying ``Idempotency-Key``s (see :mod:`treasury_core.idempotency`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import TypeVar
+
+from treasury_core.errors import IdempotencyError, IdempotencyInFlight, ValidationFailed
+from treasury_core.idempotency import (
+    MAX_KEY_LENGTH,
+    IdempotencyRecord,
+    IdempotencyState,
+    IdempotencyTicket,
+    StoredResponse,
+)
+from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The key was used before with the same request: answer with this response."""
+
+    response: StoredResponse
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The key is ours until completed or released; ``token`` proves it."""
+
+    company_id: int
+    key: str
+    token: str
+
+    def ticket(self, render: Callable[[R], StoredResponse]) -> IdempotencyTicket[R]:
+        """A ticket a service completes in its transaction, rendering its result with ``render``."""
+        return IdempotencyTicket(self.company_id, self.key, self.token, render)
+
+
+class IdempotencyService:
+    """Keys are scoped to a company; responses are kept for ``ttl_seconds``."""
+
+    def __init__(
+        self, storage: Storage, clock: Clock, ids: IdSource, ttl_seconds: int, lease_seconds: int
+    ) -> None:
+        self._storage = storage
+        self._clock = clock
+        self._ids = ids
+        self._ttl = timedelta(seconds=ttl_seconds)
+        self._lease = timedelta(seconds=lease_seconds)
+
+    async def claim(self, company_id: int, key: str, fingerprint: str) -> Claim | Replay:
+        """Take ``key`` for a request with ``fingerprint``, or say how to answer instead.
+
+        Raises :class:`IdempotencyError` (same key, other request) or
+        :class:`IdempotencyInFlight` (same key, first request still running).
+        """
+        if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+            raise ValidationFailed(
+                f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable characters",
+                param="Idempotency-Key",
+            )
+        now = self._clock.now()
+        token = self._ids.token(16)
+
+        def claim(uow: UnitOfWork) -> Claim | Replay:
+            fresh = IdempotencyRecord(
+                company_id=company_id,
+                key=key,
+                fingerprint=fingerprint,
+                state=IdempotencyState.IN_FLIGHT,
+                token=token,
+                created_at=now,
+                lease_until=now + self._lease,
+            )
+            current = uow.idempotency.get(company_id, key)
+            if current is None:
+                if uow.idempotency.insert(fresh):
+                    return Claim(company_id, key, token)
+                current = uow.idempotency.get(company_id, key)
+                if current is None:  # pragma: no cover - inserted and deleted concurrently
+                    raise IdempotencyInFlight("A request with this Idempotency-Key is in progress")
+            if current.created_at + self._ttl <= now:
+                # Expired: the key is free again.
+                uow.idempotency.replace(fresh, current.token)
+                return Claim(company_id, key, token)
+            if current.fingerprint != fingerprint:
+                raise IdempotencyError(
+                    "Keys for idempotent requests can only be used with the same parameters "
+                    "they were first used with",
+                    param="Idempotency-Key",
+                )
+            if current.state is IdempotencyState.COMPLETED and current.response is not None:
+                return Replay(current.response)
+            if current.lease_until > now:
+                raise IdempotencyInFlight(
+                    "A request with this Idempotency-Key is still being processed; retry later",
+                    param="Idempotency-Key",
+                )
+            # The first owner's lease ran out (its process died): take the key over.
+            uow.idempotency.replace(replace(fresh, created_at=current.created_at), current.token)
+            return Claim(company_id, key, token)
+
+        return await self._storage.run(claim)
+
+    async def complete(self, claim: Claim, response: StoredResponse) -> None:
+        """Store ``response`` for a claim in a transaction of its own (refusals, errors)."""
+
+        def complete(uow: UnitOfWork) -> None:
+            complete_in(uow, IdempotencyTicket(claim.company_id, claim.key, claim.token, _same), response)
+
+        await self._storage.run(complete)
+
+    async def release(self, claim: Claim) -> None:
+        """Give the key back without a stored response (the request failed unexpectedly)."""
+        await self._storage.run(
+            lambda uow: uow.idempotency.delete(claim.company_id, claim.key, claim.token)
+        )
+
+
+def complete_in(uow: UnitOfWork, ticket: IdempotencyTicket[R], response: StoredResponse) -> None:
+    """Mark ``ticket``'s key completed with ``response`` inside the caller's transaction.
+
+    Raises :class:`IdempotencyInFlight` if the claim was lost (its lease ran out and another
+    request took the key); the caller's transaction then rolls back, so nothing happens twice.
+    """
+    current = uow.idempotency.get(ticket.company_id, ticket.key)
+    if current is None or current.token != ticket.token:
+        raise IdempotencyInFlight(
+            "This Idempotency-Key was taken over by another request", param="Idempotency-Key"
+        )
+    done = replace(current, state=IdempotencyState.COMPLETED, response=response)
+    if not uow.idempotency.replace(done, ticket.token):  # pragma: no cover - token checked above
+        raise IdempotencyInFlight("This Idempotency-Key was taken over by another request")
+
+
+def finish(uow: UnitOfWork, ticket: IdempotencyTicket[R] | None, result: R) -> R:
+    """Complete ``ticket`` (if any) with ``result`` rendered; return ``result``. For services."""
+    if ticket is not None:
+        complete_in(uow, ticket, ticket.render(result))
+    return result
+
+
+def _same(response: StoredResponse) -> StoredResponse:
+    return response

@@ -1,0 +1,112 @@
+"""Wallets: creation, lookup, balances and lists."""
+
+from __future__ import annotations
+
+from treasury_core.currency import CurrencyRegistry
+from treasury_core.errors import NotFound, ValidationFailed
+from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.ledger import Account, AccountKind, BalanceRecord
+from treasury_core.pagination import MAX_LIMIT, Page, PageRequest, page_of
+from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
+from treasury_core.services.idempotency import finish
+from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord, WalletStatus
+
+WALLET_ID_PREFIX = "wal"
+
+
+class WalletService:
+    """A company's wallets and their balances."""
+
+    def __init__(
+        self, storage: Storage, clock: Clock, ids: IdSource, currencies: CurrencyRegistry
+    ) -> None:
+        self._storage = storage
+        self._clock = clock
+        self._ids = ids
+        self._currencies = currencies
+
+    async def create(
+        self,
+        company_id: int,
+        request: CreateWalletRequest,
+        *,
+        idempotency: IdempotencyTicket[Wallet] | None = None,
+    ) -> Wallet:
+        """Open a wallet and its guarded ledger account in one transaction."""
+        currency = self._currencies.get(request.currency_id, param="currency_id")
+        wallet = Wallet(
+            id=self._ids.new_id(WALLET_ID_PREFIX),
+            company_id=company_id,
+            name=request.name,
+            description=request.description,
+            currency=currency.code,
+            status=WalletStatus.ACTIVE,
+            created_at=self._clock.now(),
+        )
+        account = Account(
+            id=wallet.id,
+            currency=currency.code,
+            kind=AccountKind.WALLET,
+            company_id=company_id,
+            guarded=True,
+        )
+
+        def create(uow: UnitOfWork) -> Wallet:
+            uow.wallets.add(wallet)
+            uow.ledger.open_account(account)
+            return finish(uow, idempotency, wallet)
+
+        return await self._storage.run(create)
+
+    async def get(self, company_id: int, wallet_id: str) -> Wallet:
+        """The wallet, or :class:`NotFound` (also for another company's wallet)."""
+        wallet = await self._storage.run(
+            lambda uow: uow.wallets.get(company_id, wallet_id), write=False
+        )
+        if wallet is None:
+            raise NotFound(f"No such wallet: {wallet_id}", param="wallet_id")
+        return wallet
+
+    async def balance(self, company_id: int, wallet_id: str) -> BalanceRecord:
+        """The wallet's balance record: one account row, whatever the history."""
+
+        def read(uow: UnitOfWork) -> Account | None:
+            account = uow.ledger.get_account(wallet_id)
+            if account is None or account.company_id != company_id or account.kind is not AccountKind.WALLET:
+                return None
+            return account
+
+        account = await self._storage.run(read, write=False)
+        if account is None:
+            raise NotFound(f"No such wallet: {wallet_id}", param="wallet_id")
+        return BalanceRecord.of(account)
+
+    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[Wallet]:
+        """A page of the company's wallets, newest first."""
+        page = _checked(page)
+        rows = await self._storage.run(
+            lambda uow: uow.wallets.list(company_id, page.limit + 1, page.starting_after),
+            write=False,
+        )
+        return page_of(rows, page.limit)
+
+    async def balances(self, company_id: int, page: PageRequest | None = None) -> Page[BalanceRecord]:
+        """A page of the company's balance records, newest wallet first, read in one query."""
+        page = _checked(page)
+        rows = await self._storage.run(
+            lambda uow: uow.ledger.wallet_accounts(company_id, page.limit + 1, page.starting_after),
+            write=False,
+        )
+        result = page_of(rows, page.limit)
+        return Page([BalanceRecord.of(a) for a in result.items], result.has_more)
+
+    def record(self, wallet: Wallet) -> WalletRecord:
+        """The interface's record of ``wallet``."""
+        return WalletRecord.of(wallet, self._currencies.get(wallet.currency))
+
+
+def _checked(page: PageRequest | None) -> PageRequest:
+    page = page or PageRequest()
+    if isinstance(page.limit, bool) or not isinstance(page.limit, int) or not 1 <= page.limit <= MAX_LIMIT:
+        raise ValidationFailed(f"limit must be an integer from 1 to {MAX_LIMIT}", param="limit")
+    return page

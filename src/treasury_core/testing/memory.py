@@ -1,0 +1,315 @@
+"""An in-memory storage adapter: the reference implementation of the storage port.
+
+It keeps state in dicts of immutable values under one lock. A transaction records an undo entry
+for every write and replays them backwards on rollback, so a refused operation leaves nothing
+behind, exactly as on a database. It is fast, dependency-free, and what the contract tests hold
+the SQL adapter to.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from treasury_core.companies import ApiKey, Company, MerchantAccount
+from treasury_core.events import Event
+from treasury_core.idempotency import IdempotencyRecord
+from treasury_core.ledger import (
+    Account,
+    AccountKind,
+    Journal,
+    LedgerPlan,
+    PendingMovement,
+    PendingStatus,
+    Posting,
+    apply_plan,
+    plan_journal,
+    referenced_pendings,
+)
+from treasury_core.ports.storage import Storage, UnitOfWork
+from treasury_core.wallets import Wallet
+
+_MISSING: Any = object()
+
+
+@dataclass
+class _State:
+    wallets: dict[str, Wallet] = field(default_factory=dict)
+    accounts: dict[str, Account] = field(default_factory=dict)
+    postings: list[Posting] = field(default_factory=list)
+    pendings: dict[str, PendingMovement] = field(default_factory=dict)
+    companies: dict[int, Company] = field(default_factory=dict)
+    merchant_accounts: dict[int, MerchantAccount] = field(default_factory=dict)
+    api_keys: dict[str, ApiKey] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    idempotency: dict[tuple[int, str], IdempotencyRecord] = field(default_factory=dict)
+    sequences: dict[str, itertools.count[int]] = field(default_factory=dict)
+
+
+class _Tx:
+    """Write access to the state that can be undone."""
+
+    def __init__(self, state: _State, write: bool) -> None:
+        self.state = state
+        self.write = write
+        self._undo: list[Callable[[], None]] = []
+
+    def put(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        self._require_write()
+        old = table.get(key, _MISSING)
+        table[key] = value
+        self._undo.append(lambda: table.pop(key) if old is _MISSING else table.__setitem__(key, old))
+
+    def remove(self, table: dict[Any, Any], key: Any) -> None:
+        self._require_write()
+        old = table.pop(key)
+        self._undo.append(lambda: table.__setitem__(key, old))
+
+    def append(self, items: list[Any], value: Any) -> None:
+        self._require_write()
+        items.append(value)
+        self._undo.append(items.pop)
+
+    def next_id(self, sequence: str) -> int:
+        self._require_write()
+        counter = self.state.sequences.setdefault(sequence, itertools.count(1))
+        return next(counter)  # like a database sequence, not given back on rollback
+
+    def rollback(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+
+    def _require_write(self) -> None:
+        if not self.write:
+            raise RuntimeError("write in a read-only transaction")
+
+
+class _Wallets:
+    def __init__(self, tx: _Tx) -> None:
+        self._tx = tx
+
+    def add(self, wallet: Wallet) -> None:
+        if wallet.id in self._tx.state.wallets:
+            raise ValueError(f"duplicate wallet id {wallet.id}")
+        self._tx.put(self._tx.state.wallets, wallet.id, wallet)
+
+    def get(self, company_id: int, wallet_id: str) -> Wallet | None:
+        wallet = self._tx.state.wallets.get(wallet_id)
+        return wallet if wallet is not None and wallet.company_id == company_id else None
+
+    def list(self, company_id: int, limit: int, starting_after: str | None) -> list[Wallet]:
+        rows = [w for w in self._tx.state.wallets.values() if w.company_id == company_id]
+        return _newest_first(rows, lambda w: w.id, limit, starting_after)
+
+
+class _Ledger:
+    def __init__(self, tx: _Tx) -> None:
+        self._tx = tx
+
+    def open_account(self, account: Account) -> None:
+        if account.id in self._tx.state.accounts:
+            raise ValueError(f"duplicate account id {account.id}")
+        self._tx.put(self._tx.state.accounts, account.id, _zeroed(account))
+
+    def ensure_account(self, account: Account) -> None:
+        if account.id not in self._tx.state.accounts:
+            self._tx.put(self._tx.state.accounts, account.id, _zeroed(account))
+
+    def get_account(self, account_id: str) -> Account | None:
+        return self._tx.state.accounts.get(account_id)
+
+    def get_accounts(self, account_ids: Sequence[str]) -> dict[str, Account]:
+        accounts = self._tx.state.accounts
+        return {i: accounts[i] for i in account_ids if i in accounts}
+
+    def wallet_accounts(self, company_id: int, limit: int, starting_after: str | None) -> list[Account]:
+        rows = [
+            a
+            for a in self._tx.state.accounts.values()
+            if a.company_id == company_id and a.kind is AccountKind.WALLET
+        ]
+        return _newest_first(rows, lambda a: a.id, limit, starting_after)
+
+    def apply(self, journal: Journal, now: datetime) -> LedgerPlan:
+        state = self._tx.state
+        referenced = {
+            i: state.pendings[i] for i in referenced_pendings(journal) if i in state.pendings
+        }
+        plan = plan_journal(journal, referenced, now)
+        updated = apply_plan(state.accounts, plan)
+        for account_id, account in updated.items():
+            self._tx.put(state.accounts, account_id, account)
+        for posting in plan.postings:
+            self._tx.append(state.postings, posting)
+        for pending in (*plan.new_pendings, *plan.resolved_pendings):
+            self._tx.put(state.pendings, pending.id, pending)
+        return plan
+
+    def get_pending(self, pending_id: str) -> PendingMovement | None:
+        return self._tx.state.pendings.get(pending_id)
+
+    def due_pendings(self, now: datetime, limit: int) -> list[PendingMovement]:
+        due = [
+            p
+            for p in self._tx.state.pendings.values()
+            if p.status is PendingStatus.PENDING and p.deadline is not None and p.deadline <= now
+        ]
+        due.sort(key=lambda p: (p.deadline, p.id))
+        return due[:limit]
+
+    def all_accounts(self) -> Iterator[Account]:
+        return iter(list(self._tx.state.accounts.values()))
+
+    def postings(self) -> Iterator[Posting]:
+        return iter(list(self._tx.state.postings))
+
+    def pendings(self) -> Iterator[PendingMovement]:
+        return iter(list(self._tx.state.pendings.values()))
+
+
+class _Companies:
+    def __init__(self, tx: _Tx) -> None:
+        self._tx = tx
+
+    def add_company(self, name: str, created_at: datetime) -> Company:
+        company = Company(id=self._tx.next_id("company"), name=name, created_at=created_at)
+        self._tx.put(self._tx.state.companies, company.id, company)
+        return company
+
+    def get_company(self, company_id: int) -> Company | None:
+        return self._tx.state.companies.get(company_id)
+
+    def add_merchant_account(self, company_id: int, name: str, created_at: datetime) -> MerchantAccount:
+        account = MerchantAccount(
+            id=self._tx.next_id("merchant_account"),
+            company_id=company_id,
+            name=name,
+            created_at=created_at,
+        )
+        self._tx.put(self._tx.state.merchant_accounts, account.id, account)
+        return account
+
+    def merchant_accounts(self, company_id: int) -> list[MerchantAccount]:
+        rows = [m for m in self._tx.state.merchant_accounts.values() if m.company_id == company_id]
+        return sorted(rows, key=lambda m: m.id)
+
+    def add_api_key(self, key: ApiKey) -> None:
+        if any(k.key_hash == key.key_hash for k in self._tx.state.api_keys.values()):
+            raise ValueError("duplicate API key")
+        self._tx.put(self._tx.state.api_keys, key.id, key)
+
+    def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        return next((k for k in self._tx.state.api_keys.values() if k.key_hash == key_hash), None)
+
+    def revoke_api_key(self, key_id: str, revoked_at: datetime) -> bool:
+        key = self._tx.state.api_keys.get(key_id)
+        if key is None or key.revoked_at is not None:
+            return False
+        self._tx.put(self._tx.state.api_keys, key_id, key.model_copy(update={"revoked_at": revoked_at}))
+        return True
+
+
+class _Outbox:
+    def __init__(self, tx: _Tx) -> None:
+        self._tx = tx
+
+    def add(self, event: Event) -> None:
+        self._tx.append(self._tx.state.events, event)
+
+    def list(self, company_id: int | None = None) -> list[Event]:
+        events = self._tx.state.events
+        return [e for e in events if company_id is None or e.company_id == company_id]
+
+
+class _Idempotency:
+    def __init__(self, tx: _Tx) -> None:
+        self._tx = tx
+
+    def get(self, company_id: int, key: str) -> IdempotencyRecord | None:
+        return self._tx.state.idempotency.get((company_id, key))
+
+    def insert(self, record: IdempotencyRecord) -> bool:
+        table = self._tx.state.idempotency
+        if (record.company_id, record.key) in table:
+            return False
+        self._tx.put(table, (record.company_id, record.key), record)
+        return True
+
+    def replace(self, record: IdempotencyRecord, expected_token: str) -> bool:
+        table = self._tx.state.idempotency
+        current = table.get((record.company_id, record.key))
+        if current is None or current.token != expected_token:
+            return False
+        self._tx.put(table, (record.company_id, record.key), record)
+        return True
+
+    def delete(self, company_id: int, key: str, expected_token: str) -> bool:
+        table = self._tx.state.idempotency
+        current = table.get((company_id, key))
+        if current is None or current.token != expected_token:
+            return False
+        self._tx.remove(table, (company_id, key))
+        return True
+
+    def purge(self, created_before: datetime) -> int:
+        table = self._tx.state.idempotency
+        old = [k for k, r in table.items() if r.created_at < created_before]
+        for k in old:
+            self._tx.remove(table, k)
+        return len(old)
+
+
+class _MemoryUnitOfWork:
+    def __init__(self, tx: _Tx) -> None:
+        self.wallets = _Wallets(tx)
+        self.ledger = _Ledger(tx)
+        self.companies = _Companies(tx)
+        self.outbox = _Outbox(tx)
+        self.idempotency = _Idempotency(tx)
+
+
+class MemoryStorage(Storage):
+    """Storage in process memory; transactions are serialized by one lock."""
+
+    offload = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._state = _State()
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[UnitOfWork]:
+        with self._lock:
+            tx = _Tx(self._state, write)
+            try:
+                yield _MemoryUnitOfWork(tx)
+            except BaseException:
+                tx.rollback()
+                raise
+
+
+def _zeroed(account: Account) -> Account:
+    return replace(
+        account,
+        debits_posted=0,
+        credits_posted=0,
+        debits_pending_holds=0,
+        debits_pending_out=0,
+        credits_pending=0,
+    )
+
+
+def _newest_first(
+    rows: list[Any], key: Callable[[Any], str], limit: int, starting_after: str | None
+) -> list[Any]:
+    if starting_after is not None:
+        rows = [r for r in rows if key(r) < starting_after]
+    rows.sort(key=key, reverse=True)
+    return rows[:limit]
