@@ -67,7 +67,7 @@ def bootstrap(
     config = config or TreasuryConfig()
     pm = plugins or make_plugin_manager()
     currencies = config.currency_registry()
-    clock = clock or _build(pm, "clock", config.clock, config)
+    clock = clock or _build(pm, "clock", config.clock_name, config)
     ids = ids or _build(pm, "id_source", config.ids, config)
     storage = storage or _build(pm, "storage", config.storage_name, config)
     if migrate:

@@ -25,7 +25,7 @@ class TreasuryConfig(BaseModel):
     database_url: str = Field(default=DEFAULT_DATABASE_URL, description="sqlite:///…, postgresql://… or memory://")
     sandbox: bool = Field(default=True, description="Sandbox mode: sandbox adapters and controls.")
     storage: str | None = Field(default=None, description="Storage adapter name; inferred from the URL.")
-    clock: str = "system"
+    clock: str | None = Field(default=None, description="Clock name; default sandbox/system by mode.")
     ids: str = "ulid"
     currencies: tuple[str, ...] = DEFAULT_CURRENCIES
     vban_currencies: tuple[str, ...] = DEFAULT_VBAN_CURRENCIES
@@ -44,6 +44,11 @@ class TreasuryConfig(BaseModel):
         if self.database_url.startswith("memory:"):
             return "memory"
         return "sqlalchemy"
+
+    @property
+    def clock_name(self) -> str:
+        """The clock to use: the explicit one, else ``sandbox`` in sandbox mode, ``system`` otherwise."""
+        return self.clock or ("sandbox" if self.sandbox else "system")
 
     def currency_registry(self) -> CurrencyRegistry:
         """The enabled currencies."""

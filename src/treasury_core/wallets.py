@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from treasury_core.currency import Currency
+from treasury_core.serialization import Timestamp
 
 
 class WalletStatus(StrEnum):
@@ -67,7 +68,7 @@ class WalletRecord(BaseModel):
     company_id: str
     currency: CurrencyObject
     status: WalletStatus
-    created_at: datetime
+    created_at: Timestamp
 
     @classmethod
     def of(cls, wallet: Wallet, currency: Currency) -> WalletRecord:

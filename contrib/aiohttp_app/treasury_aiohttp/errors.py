@@ -1,0 +1,67 @@
+"""Turning anything that goes wrong into the documented error body; never a bare 500 page."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from treasury_core.errors import TreasuryError, ValidationFailed
+
+log = logging.getLogger("treasury.http")
+
+_HTTP_ERRORS: dict[int, tuple[str, str, str]] = {
+    400: ("invalid_request_error", "invalid_request", "The request could not be understood"),
+    404: ("not_found", "route_not_found", "Unrecognized request URL"),
+    405: ("invalid_request_error", "method_not_allowed", "This method is not allowed on this URL"),
+    413: (
+        "invalid_request_error",
+        "request_too_large",
+        "The request body is larger than the limit",
+    ),
+}
+
+
+def error_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+    """A JSON error response."""
+    return web.json_response(body, status=status, headers=headers)
+
+
+def treasury_error_response(error: TreasuryError) -> web.Response:
+    """The response for a domain error."""
+    headers = {}
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    return error_response(error.http_status, error.to_body(), headers)
+
+
+def http_exception_response(exc: web.HTTPException, max_body: int) -> web.Response:
+    """The response for one of aiohttp's own HTTP errors (unknown route, wrong method, too large)."""
+    error_type, code, message = _HTTP_ERRORS.get(
+        exc.status, ("invalid_request_error", "http_error", exc.reason)
+    )
+    if exc.status == 413:
+        message = f"The request body is larger than the limit of {max_body} bytes"
+    headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+    return error_response(exc.status, {"error": {"type": error_type, "code": code, "message": message}}, headers)
+
+
+def validation_failed(exc: ValidationError) -> ValidationFailed:
+    """The first problem pydantic found, as an error naming the field."""
+    error = exc.errors(include_url=False)[0]
+    param = ".".join(str(p) for p in error["loc"]) or None
+    kind = error["type"]
+    if kind == "json_invalid":
+        return ValidationFailed("The request body is not valid JSON", code="body_invalid")
+    if kind in ("model_type", "model_attributes_type", "dict_type") and not error["loc"]:
+        return ValidationFailed("The request body must be a JSON object", code="body_invalid")
+    if kind == "missing":
+        return ValidationFailed(
+            f"Missing required parameter: {param}", code="parameter_missing", param=param
+        )
+    if kind == "extra_forbidden":
+        return ValidationFailed(f"Received unknown parameter: {param}", code="parameter_unknown", param=param)
+    return ValidationFailed(f"Invalid {param}: {error['msg']}", param=param)

@@ -1,0 +1,80 @@
+"""Endpoint handlers: JSON to service calls and back. Nothing about money is decided here."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from treasury_core.currency import CurrencyRecord
+from treasury_core.ledger import BalanceRecord
+from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
+from treasury_aiohttp.io import (
+    Responder,
+    json_response,
+    list_response,
+    page_request,
+    parse_body,
+    principal,
+    treasury,
+)
+from treasury_aiohttp.routing import Auth, Route
+
+
+async def create_wallet(request: web.Request) -> web.StreamResponse:
+    """Create a wallet in an enabled currency."""
+    body = await parse_body(request, CreateWalletRequest)
+    service = treasury(request).wallets
+    responder: Responder[Wallet] = Responder(request, service.record)
+    wallet = await service.create(principal(request).company_id, body, idempotency=responder.ticket())
+    return responder.respond(wallet)
+
+
+async def get_wallet(request: web.Request) -> web.StreamResponse:
+    """One wallet of the caller's company."""
+    service = treasury(request).wallets
+    wallet = await service.get(principal(request).company_id, request.match_info["wallet_id"])
+    return json_response(service.record(wallet))
+
+
+async def get_wallet_balance(request: web.Request) -> web.StreamResponse:
+    """A wallet's balance record."""
+    wallet_id = request.match_info["wallet_id"]
+    balance = await treasury(request).wallets.balance(principal(request).company_id, wallet_id)
+    return json_response(balance)
+
+
+async def list_wallets(request: web.Request) -> web.StreamResponse:
+    """The company's wallets, newest first."""
+    service = treasury(request).wallets
+    page = await service.list(principal(request).company_id, page_request(request))
+    records = [service.record(w) for w in page.items]
+    return list_response(request, records, page, WalletRecord, lambda w: w.id)
+
+
+async def list_wallet_balances(request: web.Request) -> web.StreamResponse:
+    """Balance records of the company's wallets in one call, newest wallet first."""
+    page = await treasury(request).wallets.balances(principal(request).company_id, page_request(request))
+    return list_response(request, page.items, page, BalanceRecord, lambda b: b.wallet_id)
+
+
+async def list_currencies(request: web.Request) -> web.StreamResponse:
+    """Every enabled currency, with ``can_vban``."""
+    records = [CurrencyRecord.of(c) for c in treasury(request).currencies]
+    return web.json_response([r.model_dump(mode="json") for r in records])
+
+
+WALLET_ID = {"wallet_id": "Wallet id (`wal_…`)."}
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", "/api/v1/wallet", create_wallet, "Create a wallet", body=CreateWalletRequest,
+          response=WalletRecord, tags=("Wallets",)),
+    Route("GET", "/api/v1/wallet/{wallet_id}", get_wallet, "Get a wallet", response=WalletRecord,
+          tags=("Wallets",), path_params=WALLET_ID),
+    Route("GET", "/api/v1/wallet/{wallet_id}/balance", get_wallet_balance, "Get a wallet's balance",
+          response=BalanceRecord, tags=("Wallets",), path_params=WALLET_ID),
+    Route("GET", "/api/v1/wallets", list_wallets, "List wallets", response=WalletRecord, is_list=True,
+          tags=("Wallets",)),
+    Route("GET", "/api/v1/wallets/balances", list_wallet_balances, "List wallet balances",
+          response=BalanceRecord, is_list=True, tags=("Wallets",)),
+    Route("GET", "/api/v1/currencies", list_currencies, "List enabled currencies",
+          response=CurrencyRecord, is_list=True, tags=("Currencies",), auth=Auth.SECRET),
+)

@@ -1,0 +1,116 @@
+"""Reading requests and writing responses: strict JSON in, pydantic-rendered JSON out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from treasury_core import Treasury
+from treasury_core.companies import Principal
+from treasury_core.errors import ValidationFailed
+from treasury_core.idempotency import IdempotencyTicket, StoredResponse
+from treasury_core.pagination import MAX_LIMIT, Page, PageRequest
+from treasury_core.services.idempotency import Claim
+from treasury_aiohttp.errors import validation_failed
+from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, PRINCIPAL, TREASURY_KEY
+
+M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
+
+JSON = "application/json"
+_adapters: dict[type[BaseModel], TypeAdapter[list[Any]]] = {}
+
+
+def treasury(request: web.Request) -> Treasury:
+    """The treasury this app serves."""
+    return request.app[TREASURY_KEY]
+
+
+def principal(request: web.Request) -> Principal:
+    """The authenticated caller (set by the auth middleware)."""
+    return request[PRINCIPAL]
+
+
+async def parse_body(request: web.Request, model: type[M]) -> M:
+    """The body validated strictly against ``model``; an empty body counts as ``{}``."""
+    raw = await request.read()
+    try:
+        return model.model_validate_json(raw if raw.strip() else b"{}", strict=True)
+    except ValidationError as exc:
+        raise validation_failed(exc) from None
+
+
+def page_request(request: web.Request) -> PageRequest:
+    """``limit`` (1–100, default 20) and ``starting_after`` from the query string."""
+    query = request.query
+    limit = 20
+    if "limit" in query:
+        raw = query["limit"]
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+            raise ValidationFailed(f"limit must be an integer from 1 to {MAX_LIMIT}", param="limit")
+        limit = int(raw)
+    after = query.get("starting_after")
+    if after is not None and (not after or len(after) > 64 or not after.isprintable()):
+        raise ValidationFailed("starting_after must be an id from a previous page", param="starting_after")
+    return PageRequest(limit=limit, starting_after=after)
+
+
+def json_bytes(model: BaseModel) -> bytes:
+    """A record as JSON bytes."""
+    return model.__pydantic_serializer__.to_json(model)
+
+
+def json_response(model: BaseModel, status: int = 200) -> web.Response:
+    """A record as a JSON response."""
+    return web.Response(body=json_bytes(model), status=status, content_type=JSON)
+
+
+def list_response(
+    request: web.Request, items: Sequence[BaseModel], page: Page[Any], model: type[BaseModel], cursor: Callable[[Any], str]
+) -> web.Response:
+    """A JSON array, with ``Link: <…>; rel="next"`` when more remain."""
+    adapter = _adapters.get(model)
+    if adapter is None:
+        adapter = _adapters[model] = TypeAdapter(list[model])  # type: ignore[valid-type]
+    response = web.Response(body=adapter.dump_json(list(items)), content_type=JSON)
+    if page.has_more and page.items:
+        url = request.url.update_query(starting_after=cursor(page.items[-1]))
+        if "limit" not in request.query:
+            url = url.update_query(limit=len(page.items))
+        response.headers["Link"] = f'<{url.path_qs}>; rel="next"'
+    return response
+
+
+class Responder(Generic[R]):
+    """Renders a service result once, for the response and the idempotency record alike.
+
+    When the request holds an idempotency claim, :meth:`ticket` hands the service a ticket that
+    stores the rendered response in the service's own transaction.
+    """
+
+    def __init__(self, request: web.Request, render: Callable[[R], BaseModel], status: int = 200) -> None:
+        self._request = request
+        self._render = render
+        self._status = status
+        self._stored: StoredResponse | None = None
+
+    def _store(self, result: R) -> StoredResponse:
+        self._stored = StoredResponse(self._status, json_bytes(self._render(result)))
+        return self._stored
+
+    def ticket(self) -> IdempotencyTicket[R] | None:
+        """The ticket for the service call, or ``None`` without an ``Idempotency-Key``."""
+        claim: Claim | None = self._request.get(CLAIM)
+        return claim.ticket(self._store) if claim is not None else None
+
+    def respond(self, result: R) -> web.Response:
+        """The response for ``result`` (the exact bytes stored for replays, if any)."""
+        if self._stored is not None:
+            self._request[IDEMPOTENCY_DONE] = True
+            stored = self._stored
+        else:
+            stored = StoredResponse(self._status, json_bytes(self._render(result)))
+        return web.Response(body=stored.body, status=stored.status, content_type=JSON)

@@ -1,0 +1,125 @@
+"""Middlewares, outermost first: errors → body limit → auth → idempotency."""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from treasury_core.companies import key_kind_of
+from treasury_core.errors import (
+    AuthenticationFailed,
+    PermissionDenied,
+    TreasuryError,
+)
+from treasury_core.idempotency import StoredResponse, fingerprint
+from treasury_core.services.idempotency import Replay
+from treasury_aiohttp.errors import (
+    error_response,
+    http_exception_response,
+    treasury_error_response,
+)
+from treasury_aiohttp.io import treasury
+from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, PRINCIPAL
+from treasury_aiohttp.routing import Auth, Handler, Route
+
+log = logging.getLogger("treasury.http")
+
+_NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+
+
+def _route_of(request: web.Request) -> Route | None:
+    route = getattr(request.match_info.handler, "treasury_route", None)
+    return route if isinstance(route, Route) else None
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure becomes the documented error body; unexpected ones are logged, not shown."""
+    try:
+        response = await handler(request)
+    except TreasuryError as exc:
+        response = treasury_error_response(exc)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        response = http_exception_response(exc, request.app.get("max_body_bytes", 0))
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        response = error_response(
+            500,
+            {"error": {"type": "api_error", "code": "internal_error", "message": "An internal error occurred"}},
+        )
+    for name, value in _NO_STORE.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+@web.middleware
+async def body_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse a declared oversize body before reading it (aiohttp refuses undeclared ones on read)."""
+    limit = request.app["max_body_bytes"]
+    if request.content_length is not None and request.content_length > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+    return await handler(request)
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """``Authorization: Bearer <key>``; the route says which kind of key it needs."""
+    route = _route_of(request)
+    if route is None or route.auth is Auth.NONE:
+        return await handler(request)
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw_key = header.partition(" ")
+    raw_key = raw_key.strip()
+    if scheme.lower() != "bearer" or not raw_key:
+        raise AuthenticationFailed(
+            "You did not provide an API key. Provide it in the Authorization header, "
+            "using Bearer auth (Authorization: Bearer YOUR_SECRET_KEY)",
+            code="api_key_missing",
+        )
+    if key_kind_of(raw_key) is None:
+        raise AuthenticationFailed("Invalid API key provided")
+    principal = await treasury(request).companies.authenticate(raw_key)
+    if route.auth is Auth.SECRET and not principal.is_secret:
+        raise PermissionDenied("This API call cannot be made with a publishable API key")
+    request[PRINCIPAL] = principal
+    return await handler(request)
+
+
+@web.middleware
+async def idempotency_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """``Idempotency-Key`` on a POST: replay the stored response or record this one."""
+    key = request.headers.get("Idempotency-Key")
+    if key is None or request.method != "POST" or PRINCIPAL not in request:
+        return await handler(request)
+    service = treasury(request).idempotency
+    body = await request.read()
+    outcome = await service.claim(
+        request[PRINCIPAL].company_id, key, fingerprint(request.method, request.path_qs, body)
+    )
+    if isinstance(outcome, Replay):
+        return web.Response(
+            body=outcome.response.body,
+            status=outcome.response.status,
+            content_type="application/json",
+            headers={"Idempotent-Replayed": "true"},
+        )
+    request[CLAIM] = outcome
+    try:
+        response = await handler(request)
+    except TreasuryError as exc:
+        response = treasury_error_response(exc)
+    except BaseException:
+        await service.release(outcome)
+        raise
+    if request.get(IDEMPOTENCY_DONE):
+        return response
+    # Not stored by the business transaction: a refusal (4xx, nothing changed) is stored so
+    # a retry gets the same answer; anything else gives the key back.
+    if isinstance(response, web.Response) and 400 <= response.status < 500 and response.status not in (409, 429):
+        await service.complete(outcome, StoredResponse(response.status, bytes(response.body or b"")))  # type: ignore[arg-type]
+    else:
+        await service.release(outcome)
+    return response

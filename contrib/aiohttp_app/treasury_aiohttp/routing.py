@@ -1,0 +1,42 @@
+"""Routes as data: one table drives both aiohttp's router and the OpenAPI document."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from aiohttp import web
+from pydantic import BaseModel
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Auth(StrEnum):
+    """Which key a route needs."""
+
+    NONE = "none"
+    PUBLISHABLE = "publishable"  # either kind of key
+    SECRET = "secret"
+
+
+@dataclass(frozen=True)
+class Route:
+    """One endpoint: how it is reached, who may call it, what it takes and returns."""
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    auth: Auth = Auth.SECRET
+    body: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    is_list: bool = False
+    tags: tuple[str, ...] = ()
+    description: str = ""
+    path_params: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def operation_id(self) -> str:
+        """A stable operation id for the OpenAPI document."""
+        return self.handler.__name__
