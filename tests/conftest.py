@@ -1,0 +1,89 @@
+"""Shared fixtures: storage backends (memory, SQLite file, PostgreSQL schema) and a fake clock."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from treasury_core.ports import Storage
+from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.memory import MemoryStorage
+
+POSTGRES_ENV = "TREASURY_TEST_POSTGRES_URL"
+
+
+def postgres_url_or_skip() -> str:
+    """The PostgreSQL URL for tests, or skip the test saying how to enable it."""
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        pytest.skip(f"{POSTGRES_ENV} is not set; PostgreSQL tests need a server (.ci/run sets it)")
+    return url
+
+
+class PostgresSchema:
+    """A private schema in the test database, dropped afterwards."""
+
+    def __init__(self, base_url: str) -> None:
+        from sqlalchemy import create_engine
+
+        from treasury_sqlalchemy.storage import normalize_url
+
+        self.name = f"t_{uuid.uuid4().hex[:12]}"
+        self._admin = create_engine(normalize_url(base_url), isolation_level="AUTOCOMMIT")
+        with self._admin.connect() as conn:
+            conn.exec_driver_sql(f"CREATE SCHEMA {self.name}")
+        separator = "&" if "?" in base_url else "?"
+        self.url = f"{base_url}{separator}options=-csearch_path%3D{self.name}"
+
+    def drop(self) -> None:
+        with self._admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {self.name} CASCADE")
+        self._admin.dispose()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """Business time that moves only when a test says so."""
+    return FakeClock()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A fresh SQLite file URL."""
+    return f"sqlite:///{tmp_path / 'treasury.db'}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A URL whose connections use a fresh, private PostgreSQL schema."""
+    schema = PostgresSchema(postgres_url_or_skip())
+    try:
+        yield schema.url
+    finally:
+        schema.drop()
+
+
+def make_storage(kind: str, request: pytest.FixtureRequest) -> Storage:
+    """A migrated, empty storage of ``kind``."""
+    if kind == "memory":
+        return MemoryStorage()
+    from treasury_sqlalchemy.storage import SqlStorage
+
+    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "postgres_url")
+    storage = SqlStorage(url, pool_size=4)
+    storage.migrate()
+    return storage
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def storage(request: pytest.FixtureRequest) -> Iterator[Storage]:
+    """Each storage backend in turn: the contract tests run against all three."""
+    backend = make_storage(request.param, request)
+    try:
+        yield backend
+    finally:
+        backend.close()
