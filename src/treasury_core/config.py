@@ -22,15 +22,23 @@ class TreasuryConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    database_url: str = Field(default=DEFAULT_DATABASE_URL, description="sqlite:///…, postgresql://… or memory://")
+    database_url: str = Field(
+        default=DEFAULT_DATABASE_URL, description="sqlite:///…, postgresql://… or memory://"
+    )
     sandbox: bool = Field(default=True, description="Sandbox mode: sandbox adapters and controls.")
-    storage: str | None = Field(default=None, description="Storage adapter name; inferred from the URL.")
-    clock: str | None = Field(default=None, description="Clock name; default sandbox/system by mode.")
+    storage: str | None = Field(
+        default=None, description="Storage adapter name; inferred from the URL."
+    )
+    clock: str | None = Field(
+        default=None, description="Clock name; default sandbox/system by mode."
+    )
     ids: str = "ulid"
     currencies: tuple[str, ...] = DEFAULT_CURRENCIES
     vban_currencies: tuple[str, ...] = DEFAULT_VBAN_CURRENCIES
     currency_exponents: dict[str, int] = Field(default_factory=dict)
-    max_amount: int = Field(default=99_999_999_999, gt=0, description="Largest amount, minor units.")
+    max_amount: int = Field(
+        default=99_999_999_999, gt=0, description="Largest amount, minor units."
+    )
     idempotency_ttl_seconds: int = Field(default=24 * 3600, gt=0)
     idempotency_lease_seconds: int = Field(default=60, gt=0)
     pool_size: int = Field(default=8, ge=1, le=128, description="Connections/threads for storage.")
@@ -47,7 +55,7 @@ class TreasuryConfig(BaseModel):
 
     @property
     def clock_name(self) -> str:
-        """The clock to use: the explicit one, else ``sandbox`` in sandbox mode, ``system`` otherwise."""
+        """The clock: the explicit one, else ``sandbox`` in sandbox mode, ``system`` otherwise."""
         return self.clock or ("sandbox" if self.sandbox else "system")
 
     def currency_registry(self) -> CurrencyRegistry:
@@ -66,7 +74,9 @@ def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) 
     if "TREASURY_SANDBOX" in env:
         values["sandbox"] = env["TREASURY_SANDBOX"].lower() not in ("0", "false", "no", "off")
     if "TREASURY_CURRENCIES" in env:
-        values["currencies"] = tuple(c.strip() for c in env["TREASURY_CURRENCIES"].split(",") if c.strip())
+        values["currencies"] = tuple(
+            c.strip() for c in env["TREASURY_CURRENCIES"].split(",") if c.strip()
+        )
     if "TREASURY_VBAN_CURRENCIES" in env:
         values["vban_currencies"] = tuple(
             c.strip() for c in env["TREASURY_VBAN_CURRENCIES"].split(",") if c.strip()

@@ -53,7 +53,7 @@ class Currency:
     @property
     def minor_per_major(self) -> int:
         """How many minor units make one major unit (100 for USD, 1 for JPY)."""
-        return 10**self.decimal_places
+        return int(10**self.decimal_places)
 
 
 @cache
@@ -63,7 +63,9 @@ def _known_codes() -> frozenset[str]:
     return frozenset(get_global("all_currencies"))
 
 
-def iso_currency(code: str, *, can_vban: bool = False, decimal_places: int | None = None) -> Currency:
+def iso_currency(
+    code: str, *, can_vban: bool = False, decimal_places: int | None = None
+) -> Currency:
     """Build a :class:`Currency` from its ISO 4217 code, with Babel's CLDR data for display.
 
     Raises :class:`UnknownCurrency` when the code is not an ISO 4217 currency.
@@ -75,7 +77,7 @@ def iso_currency(code: str, *, can_vban: bool = False, decimal_places: int | Non
         raise UnknownCurrency(f"Unknown currency: {code!s}", param="currency")
     exponent = decimal_places
     if exponent is None:
-        exponent = _ISO_EXPONENT_OVERRIDES.get(upper, get_currency_precision(upper))
+        exponent = _ISO_EXPONENT_OVERRIDES.get(upper, int(get_currency_precision(upper)))
     return Currency(
         code=upper,
         decimal_places=exponent,
@@ -85,7 +87,17 @@ def iso_currency(code: str, *, can_vban: bool = False, decimal_places: int | Non
     )
 
 
-DEFAULT_CURRENCIES: tuple[str, ...] = ("USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "SGD", "KWD")
+DEFAULT_CURRENCIES: tuple[str, ...] = (
+    "USD",
+    "EUR",
+    "GBP",
+    "JPY",
+    "CHF",
+    "CAD",
+    "AUD",
+    "SGD",
+    "KWD",
+)
 DEFAULT_VBAN_CURRENCIES: tuple[str, ...] = ("USD", "EUR", "GBP")
 
 
@@ -97,7 +109,11 @@ class CurrencyRegistry:
 
     @classmethod
     def from_codes(
-        cls, codes: Iterable[str], vban_codes: Iterable[str] = (), *, exponents: Mapping[str, int] | None = None
+        cls,
+        codes: Iterable[str],
+        vban_codes: Iterable[str] = (),
+        *,
+        exponents: Mapping[str, int] | None = None,
     ) -> CurrencyRegistry:
         """Enable ``codes``; those also in ``vban_codes`` get ``can_vban``."""
         vban = set(vban_codes)

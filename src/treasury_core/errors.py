@@ -53,7 +53,11 @@ class TreasuryError(Exception):
 
     def to_body(self) -> dict[str, Any]:
         """The error body of the HTTP interface for this error."""
-        error: dict[str, Any] = {"type": self.error_type, "code": self.code, "message": self.message}
+        error: dict[str, Any] = {
+            "type": self.error_type,
+            "code": self.code,
+            "message": self.message,
+        }
         if self.param is not None:
             error["param"] = self.param
         if self.failure_reason is not None:
@@ -166,4 +170,4 @@ class ProviderError(TreasuryError):
 
 
 class LedgerInvariantViolation(Exception):
-    """A journal broke a rule that only a programming error can break (unbalanced, wrong currency)."""
+    """A journal broke a rule only a programming error can break (unbalanced, wrong currency)."""

@@ -45,7 +45,10 @@ class EventType(StrEnum):
 
 
 class Event(BaseModel):
-    """One event as stored in the outbox: ``data`` is ``{"object": <resource as the API shows it>}``."""
+    """One event in the outbox; ``data`` is ``{"object": <the resource as the API shows it>}``.
+
+    (Payload shapes per event type belong to the notifications issue.)
+    """
 
     model_config = ConfigDict(frozen=True)
 

@@ -1,4 +1,4 @@
-"""Cursor pagination shared by every list: newest first, ``limit`` 1–100, ``starting_after`` an id."""
+"""Cursor pagination for every list: newest first, ``limit`` 1–100, ``starting_after`` an id."""
 
 from __future__ import annotations
 

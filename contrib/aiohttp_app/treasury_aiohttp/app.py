@@ -7,9 +7,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 from aiohttp import web
 
-from treasury_core import Treasury
 from treasury_aiohttp.handlers import ROUTES
-from treasury_aiohttp.keys import TREASURY_KEY
+from treasury_aiohttp.keys import MAX_BODY_KEY, OPENAPI_KEY, TREASURY_KEY
 from treasury_aiohttp.middlewares import (
     auth_middleware,
     body_limit_middleware,
@@ -18,6 +17,7 @@ from treasury_aiohttp.middlewares import (
 )
 from treasury_aiohttp.openapi import build_openapi
 from treasury_aiohttp.routing import Auth, Handler, Route
+from treasury_core import Treasury
 
 __all__ = ["TREASURY_KEY", "create_app"]
 
@@ -47,14 +47,21 @@ def create_app(treasury: Treasury, *, close_treasury: bool = False) -> web.Appli
     max_body = treasury.config.max_body_bytes
     app = web.Application(
         client_max_size=max_body,
-        middlewares=[error_middleware, body_limit_middleware, auth_middleware, idempotency_middleware],
+        middlewares=[
+            error_middleware,
+            body_limit_middleware,
+            auth_middleware,
+            idempotency_middleware,
+        ],
     )
     app[TREASURY_KEY] = treasury
-    app["max_body_bytes"] = max_body
-    openapi_route = Route("GET", "/api/v1/openapi.json", _openapi, "The OpenAPI document", auth=Auth.NONE)
+    app[MAX_BODY_KEY] = max_body
+    openapi_route = Route(
+        "GET", "/api/v1/openapi.json", _openapi, "The OpenAPI document", auth=Auth.NONE
+    )
     for route in (*ROUTES, openapi_route):
         app.router.add_route(route.method, route.path, _tagged(route))
-    app["openapi"] = build_openapi(ROUTES, title="treasury-core", version=_package_version())
+    app[OPENAPI_KEY] = build_openapi(ROUTES, title="treasury-core", version=_package_version())
     if close_treasury:
 
         async def _close(_app: web.Application) -> None:
@@ -66,4 +73,4 @@ def create_app(treasury: Treasury, *, close_treasury: bool = False) -> web.Appli
 
 async def _openapi(request: web.Request) -> web.StreamResponse:
     """The OpenAPI 3.1 document of this server."""
-    return web.json_response(request.app["openapi"])
+    return web.json_response(request.app[OPENAPI_KEY])

@@ -13,7 +13,10 @@ import click
 from treasury_core import Treasury, TreasuryError, bootstrap, config_from_env
 from treasury_core.config import TreasuryConfig
 
-DATABASE_HELP = "Database URL (sqlite:///path, postgresql://…) or an SQLite file path. [env: TREASURY_DATABASE_URL; default: ./treasury.db]"
+DATABASE_HELP = (
+    "Database URL (sqlite:///path, postgresql://…) or an SQLite file path."
+    " [env: TREASURY_DATABASE_URL; default: ./treasury.db]"
+)
 
 
 def _database_url(value: str | None) -> str | None:
@@ -40,7 +43,9 @@ def main() -> None:
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
+@click.option(
+    "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port."
+)
 @click.option("--database", default=None, help=DATABASE_HELP)
 def serve(host: str, port: int, database: str | None) -> None:
     """Apply migrations and serve the HTTP interface."""
@@ -50,7 +55,10 @@ def serve(host: str, port: int, database: str | None) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     treasury = _bootstrap(database)
-    click.echo(f"treasury-core serving on http://{host}:{port} (database {_redacted(treasury.config.database_url)})")
+    click.echo(
+        f"treasury-core serving on http://{host}:{port}"
+        f" (database {_redacted(treasury.config.database_url)})"
+    )
     web.run_app(create_app(treasury, close_treasury=True), host=host, port=port, print=None)
 
 

@@ -24,7 +24,9 @@ _HTTP_ERRORS: dict[int, tuple[str, str, str]] = {
 }
 
 
-def error_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+def error_response(
+    status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> web.Response:
     """A JSON error response."""
     return web.json_response(body, status=status, headers=headers)
 
@@ -39,14 +41,16 @@ def treasury_error_response(error: TreasuryError) -> web.Response:
 
 
 def http_exception_response(exc: web.HTTPException, max_body: int) -> web.Response:
-    """The response for one of aiohttp's own HTTP errors (unknown route, wrong method, too large)."""
+    """The response for aiohttp's own HTTP errors (unknown route, wrong method, too large)."""
     error_type, code, message = _HTTP_ERRORS.get(
         exc.status, ("invalid_request_error", "http_error", exc.reason)
     )
     if exc.status == 413:
         message = f"The request body is larger than the limit of {max_body} bytes"
     headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
-    return error_response(exc.status, {"error": {"type": error_type, "code": code, "message": message}}, headers)
+    return error_response(
+        exc.status, {"error": {"type": error_type, "code": code, "message": message}}, headers
+    )
 
 
 def validation_failed(exc: ValidationError) -> ValidationFailed:
@@ -63,5 +67,7 @@ def validation_failed(exc: ValidationError) -> ValidationFailed:
             f"Missing required parameter: {param}", code="parameter_missing", param=param
         )
     if kind == "extra_forbidden":
-        return ValidationFailed(f"Received unknown parameter: {param}", code="parameter_unknown", param=param)
+        return ValidationFailed(
+            f"Received unknown parameter: {param}", code="parameter_unknown", param=param
+        )
     return ValidationFailed(f"Invalid {param}: {error['msg']}", param=param)

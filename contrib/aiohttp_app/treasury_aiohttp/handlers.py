@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from treasury_core.currency import CurrencyRecord
-from treasury_core.ledger import BalanceRecord
-from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
 from treasury_aiohttp.io import (
     Responder,
     json_response,
@@ -17,6 +14,9 @@ from treasury_aiohttp.io import (
     treasury,
 )
 from treasury_aiohttp.routing import Auth, Route
+from treasury_core.currency import CurrencyRecord
+from treasury_core.ledger import BalanceRecord
+from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
 
 
 async def create_wallet(request: web.Request) -> web.StreamResponse:
@@ -24,7 +24,9 @@ async def create_wallet(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, CreateWalletRequest)
     service = treasury(request).wallets
     responder: Responder[Wallet] = Responder(request, service.record)
-    wallet = await service.create(principal(request).company_id, body, idempotency=responder.ticket())
+    wallet = await service.create(
+        principal(request).company_id, body, idempotency=responder.ticket()
+    )
     return responder.respond(wallet)
 
 
@@ -52,7 +54,9 @@ async def list_wallets(request: web.Request) -> web.StreamResponse:
 
 async def list_wallet_balances(request: web.Request) -> web.StreamResponse:
     """Balance records of the company's wallets in one call, newest wallet first."""
-    page = await treasury(request).wallets.balances(principal(request).company_id, page_request(request))
+    page = await treasury(request).wallets.balances(
+        principal(request).company_id, page_request(request)
+    )
     return list_response(request, page.items, page, BalanceRecord, lambda b: b.wallet_id)
 
 
@@ -65,16 +69,59 @@ async def list_currencies(request: web.Request) -> web.StreamResponse:
 WALLET_ID = {"wallet_id": "Wallet id (`wal_…`)."}
 
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/api/v1/wallet", create_wallet, "Create a wallet", body=CreateWalletRequest,
-          response=WalletRecord, tags=("Wallets",)),
-    Route("GET", "/api/v1/wallet/{wallet_id}", get_wallet, "Get a wallet", response=WalletRecord,
-          tags=("Wallets",), path_params=WALLET_ID),
-    Route("GET", "/api/v1/wallet/{wallet_id}/balance", get_wallet_balance, "Get a wallet's balance",
-          response=BalanceRecord, tags=("Wallets",), path_params=WALLET_ID),
-    Route("GET", "/api/v1/wallets", list_wallets, "List wallets", response=WalletRecord, is_list=True,
-          tags=("Wallets",)),
-    Route("GET", "/api/v1/wallets/balances", list_wallet_balances, "List wallet balances",
-          response=BalanceRecord, is_list=True, tags=("Wallets",)),
-    Route("GET", "/api/v1/currencies", list_currencies, "List enabled currencies",
-          response=CurrencyRecord, is_list=True, tags=("Currencies",), auth=Auth.SECRET),
+    Route(
+        "POST",
+        "/api/v1/wallet",
+        create_wallet,
+        "Create a wallet",
+        body=CreateWalletRequest,
+        response=WalletRecord,
+        tags=("Wallets",),
+    ),
+    Route(
+        "GET",
+        "/api/v1/wallet/{wallet_id}",
+        get_wallet,
+        "Get a wallet",
+        response=WalletRecord,
+        tags=("Wallets",),
+        path_params=WALLET_ID,
+    ),
+    Route(
+        "GET",
+        "/api/v1/wallet/{wallet_id}/balance",
+        get_wallet_balance,
+        "Get a wallet's balance",
+        response=BalanceRecord,
+        tags=("Wallets",),
+        path_params=WALLET_ID,
+    ),
+    Route(
+        "GET",
+        "/api/v1/wallets",
+        list_wallets,
+        "List wallets",
+        response=WalletRecord,
+        is_list=True,
+        tags=("Wallets",),
+    ),
+    Route(
+        "GET",
+        "/api/v1/wallets/balances",
+        list_wallet_balances,
+        "List wallet balances",
+        response=BalanceRecord,
+        is_list=True,
+        tags=("Wallets",),
+    ),
+    Route(
+        "GET",
+        "/api/v1/currencies",
+        list_currencies,
+        "List enabled currencies",
+        response=CurrencyRecord,
+        is_list=True,
+        tags=("Currencies",),
+        auth=Auth.SECRET,
+    ),
 )

@@ -8,14 +8,13 @@ from typing import Any, Generic, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from treasury_aiohttp.errors import validation_failed
+from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, PRINCIPAL, TREASURY_KEY
 from treasury_core import Treasury
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket, StoredResponse
 from treasury_core.pagination import MAX_LIMIT, Page, PageRequest
-from treasury_core.services.idempotency import Claim
-from treasury_aiohttp.errors import validation_failed
-from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, PRINCIPAL, TREASURY_KEY
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
@@ -54,7 +53,9 @@ def page_request(request: web.Request) -> PageRequest:
         limit = int(raw)
     after = query.get("starting_after")
     if after is not None and (not after or len(after) > 64 or not after.isprintable()):
-        raise ValidationFailed("starting_after must be an id from a previous page", param="starting_after")
+        raise ValidationFailed(
+            "starting_after must be an id from a previous page", param="starting_after"
+        )
     return PageRequest(limit=limit, starting_after=after)
 
 
@@ -69,7 +70,11 @@ def json_response(model: BaseModel, status: int = 200) -> web.Response:
 
 
 def list_response(
-    request: web.Request, items: Sequence[BaseModel], page: Page[Any], model: type[BaseModel], cursor: Callable[[Any], str]
+    request: web.Request,
+    items: Sequence[BaseModel],
+    page: Page[Any],
+    model: type[BaseModel],
+    cursor: Callable[[Any], str],
 ) -> web.Response:
     """A JSON array, with ``Link: <…>; rel="next"`` when more remain."""
     adapter = _adapters.get(model)
@@ -91,7 +96,9 @@ class Responder(Generic[R]):
     stores the rendered response in the service's own transaction.
     """
 
-    def __init__(self, request: web.Request, render: Callable[[R], BaseModel], status: int = 200) -> None:
+    def __init__(
+        self, request: web.Request, render: Callable[[R], BaseModel], status: int = 200
+    ) -> None:
         self._request = request
         self._render = render
         self._status = status
@@ -103,7 +110,7 @@ class Responder(Generic[R]):
 
     def ticket(self) -> IdempotencyTicket[R] | None:
         """The ticket for the service call, or ``None`` without an ``Idempotency-Key``."""
-        claim: Claim | None = self._request.get(CLAIM)
+        claim = self._request.get(CLAIM)
         return claim.ticket(self._store) if claim is not None else None
 
     def respond(self, result: R) -> web.Response:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from treasury_core import Treasury
+from treasury_core.companies import Principal
+from treasury_core.services.idempotency import Claim
 
 TREASURY_KEY = web.AppKey("treasury", Treasury)
-PRINCIPAL = "treasury.principal"
-CLAIM = "treasury.idempotency_claim"
-IDEMPOTENCY_DONE = "treasury.idempotency_done"
-ROUTE = "treasury.route"
+MAX_BODY_KEY = web.AppKey("max_body_bytes", int)
+OPENAPI_KEY = web.AppKey("openapi", dict[str, Any])
+PRINCIPAL = web.RequestKey("principal", Principal)
+CLAIM = web.RequestKey("idempotency_claim", Claim)
+IDEMPOTENCY_DONE = web.RequestKey("idempotency_done", bool)

@@ -6,6 +6,14 @@ import logging
 
 from aiohttp import web
 
+from treasury_aiohttp.errors import (
+    error_response,
+    http_exception_response,
+    treasury_error_response,
+)
+from treasury_aiohttp.io import treasury
+from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, MAX_BODY_KEY, PRINCIPAL
+from treasury_aiohttp.routing import Auth, Handler, Route
 from treasury_core.companies import key_kind_of
 from treasury_core.errors import (
     AuthenticationFailed,
@@ -14,14 +22,6 @@ from treasury_core.errors import (
 )
 from treasury_core.idempotency import StoredResponse, fingerprint
 from treasury_core.services.idempotency import Replay
-from treasury_aiohttp.errors import (
-    error_response,
-    http_exception_response,
-    treasury_error_response,
-)
-from treasury_aiohttp.io import treasury
-from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, PRINCIPAL
-from treasury_aiohttp.routing import Auth, Handler, Route
 
 log = logging.getLogger("treasury.http")
 
@@ -43,12 +43,18 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        response = http_exception_response(exc, request.app.get("max_body_bytes", 0))
+        response = http_exception_response(exc, request.app.get(MAX_BODY_KEY, 0))
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         response = error_response(
             500,
-            {"error": {"type": "api_error", "code": "internal_error", "message": "An internal error occurred"}},
+            {
+                "error": {
+                    "type": "api_error",
+                    "code": "internal_error",
+                    "message": "An internal error occurred",
+                }
+            },
         )
     for name, value in _NO_STORE.items():
         response.headers.setdefault(name, value)
@@ -57,8 +63,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 @web.middleware
 async def body_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Refuse a declared oversize body before reading it (aiohttp refuses undeclared ones on read)."""
-    limit = request.app["max_body_bytes"]
+    """Refuse a declared oversize body unread (aiohttp refuses undeclared ones while reading)."""
+    limit = request.app[MAX_BODY_KEY]
     if request.content_length is not None and request.content_length > limit:
         raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
     return await handler(request)
@@ -118,8 +124,10 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
         return response
     # Not stored by the business transaction: a refusal (4xx, nothing changed) is stored so
     # a retry gets the same answer; anything else gives the key back.
-    if isinstance(response, web.Response) and 400 <= response.status < 500 and response.status not in (409, 429):
-        await service.complete(outcome, StoredResponse(response.status, bytes(response.body or b"")))  # type: ignore[arg-type]
+    sent = response.body if isinstance(response, web.Response) else None
+    refused = 400 <= response.status < 500 and response.status not in (409, 429)
+    if isinstance(sent, bytes) and refused:
+        await service.complete(outcome, StoredResponse(response.status, sent))
     else:
         await service.release(outcome)
     return response

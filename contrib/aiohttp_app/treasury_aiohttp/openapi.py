@@ -72,20 +72,38 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
         if route.handler.__doc__:
             operation["description"] = route.handler.__doc__.strip()
         parameters: list[dict[str, Any]] = [
-            {"name": name, "in": "path", "required": True, "description": text, "schema": {"type": "string"}}
+            {
+                "name": name,
+                "in": "path",
+                "required": True,
+                "description": text,
+                "schema": {"type": "string"},
+            }
             for name, text in route.path_params.items()
         ]
         if route.is_list and route.path != "/api/v1/currencies":
             parameters += [
-                {"name": "limit", "in": "query", "required": False,
-                 "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
-                {"name": "starting_after", "in": "query", "required": False,
-                 "schema": {"type": "string", "maxLength": 64}},
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+                },
+                {
+                    "name": "starting_after",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string", "maxLength": 64},
+                },
             ]
         if route.method == "POST":
             parameters.append(
-                {"name": "Idempotency-Key", "in": "header", "required": False,
-                 "schema": {"type": "string", "minLength": 1, "maxLength": 255}}
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                }
             )
         if parameters:
             operation["parameters"] = parameters
@@ -98,10 +116,17 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
         if route.response is not None:
             item = keys[(route.response, "serialization")]
             ok["content"] = {
-                "application/json": {"schema": {"type": "array", "items": item} if route.is_list else item}
+                "application/json": {
+                    "schema": {"type": "array", "items": item} if route.is_list else item
+                }
             }
             if route.is_list:
-                ok["headers"] = {"Link": {"description": 'rel="next" when more remain', "schema": {"type": "string"}}}
+                ok["headers"] = {
+                    "Link": {
+                        "description": 'rel="next" when more remain',
+                        "schema": {"type": "string"},
+                    }
+                }
         responses = operation["responses"]
         responses["200"] = ok
         responses["400"] = _error("Invalid request")

@@ -141,7 +141,9 @@ class SqlWallets:
 
     def get(self, company_id: int, wallet_id: str) -> Wallet | None:
         row = self._conn.execute(
-            select(t.wallets).where(t.wallets.c.id == wallet_id, t.wallets.c.company_id == company_id)
+            select(t.wallets).where(
+                t.wallets.c.id == wallet_id, t.wallets.c.company_id == company_id
+            )
         ).first()
         return _wallet(row) if row else None
 
@@ -195,7 +197,9 @@ class SqlLedger:
         )
         return {a.id: a for a in map(_account, rows)}
 
-    def wallet_accounts(self, company_id: int, limit: int, starting_after: str | None) -> list[Account]:
+    def wallet_accounts(
+        self, company_id: int, limit: int, starting_after: str | None
+    ) -> list[Account]:
         query = select(t.ledger_accounts).where(
             t.ledger_accounts.c.company_id == company_id,
             t.ledger_accounts.c.kind == AccountKind.WALLET.value,
@@ -294,13 +298,19 @@ class SqlLedger:
         return [_pending(r) for r in self._conn.execute(query)]
 
     def all_accounts(self) -> Iterator[Account]:
-        return map(_account, self._conn.execute(select(t.ledger_accounts).order_by(t.ledger_accounts.c.id)))
+        return map(
+            _account, self._conn.execute(select(t.ledger_accounts).order_by(t.ledger_accounts.c.id))
+        )
 
     def postings(self) -> Iterator[Posting]:
-        return map(_posting, self._conn.execute(select(t.ledger_postings).order_by(t.ledger_postings.c.id)))
+        return map(
+            _posting, self._conn.execute(select(t.ledger_postings).order_by(t.ledger_postings.c.id))
+        )
 
     def pendings(self) -> Iterator[PendingMovement]:
-        return map(_pending, self._conn.execute(select(t.ledger_pendings).order_by(t.ledger_pendings.c.id)))
+        return map(
+            _pending, self._conn.execute(select(t.ledger_pendings).order_by(t.ledger_pendings.c.id))
+        )
 
 
 class SqlCompanies:
@@ -319,7 +329,9 @@ class SqlCompanies:
         row = self._conn.execute(select(t.companies).where(t.companies.c.id == company_id)).first()
         return Company.model_validate(dict(row._mapping)) if row else None
 
-    def add_merchant_account(self, company_id: int, name: str, created_at: datetime) -> MerchantAccount:
+    def add_merchant_account(
+        self, company_id: int, name: str, created_at: datetime
+    ) -> MerchantAccount:
         result = self._conn.execute(
             insert(t.merchant_accounts)
             .values(company_id=company_id, name=name, created_at=created_at)
@@ -341,7 +353,9 @@ class SqlCompanies:
         self._conn.execute(insert(t.api_keys), [key.model_dump(mode="python")])
 
     def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
-        row = self._conn.execute(select(t.api_keys).where(t.api_keys.c.key_hash == key_hash)).first()
+        row = self._conn.execute(
+            select(t.api_keys).where(t.api_keys.c.key_hash == key_hash)
+        ).first()
         if row is None:
             return None
         values = dict(row._mapping)

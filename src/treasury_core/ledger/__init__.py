@@ -11,7 +11,13 @@ from treasury_core.ledger.journal import (
     Reserve,
     VoidPending,
 )
-from treasury_core.ledger.kernel import LedgerPlan, apply_plan, check_account, plan_journal, referenced_pendings
+from treasury_core.ledger.kernel import (
+    LedgerPlan,
+    apply_plan,
+    check_account,
+    plan_journal,
+    referenced_pendings,
+)
 from treasury_core.ledger.postings import (
     PendingCategory,
     PendingMovement,

@@ -8,7 +8,10 @@ from treasury_core.ledger.accounts import Account
 
 
 class BalanceRecord(BaseModel):
-    """A wallet's balances in minor units; ``available_balance = balance - pending_holds - pending_out``."""
+    """A wallet's balances in minor units.
+
+    ``available_balance = balance - pending_holds - pending_out``; ``pending_in`` never adds to it.
+    """
 
     model_config = ConfigDict(frozen=True)
 

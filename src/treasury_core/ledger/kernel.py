@@ -123,7 +123,11 @@ def plan_journal(
 def referenced_pendings(journal: Journal) -> list[str]:
     """The pending movements ``journal`` resolves, sorted (the order to lock them in)."""
     return sorted(
-        {leg.pending_id for leg in journal.legs if isinstance(leg, PostPending | VoidPending | ExpirePending)}
+        {
+            leg.pending_id
+            for leg in journal.legs
+            if isinstance(leg, PostPending | VoidPending | ExpirePending)
+        }
     )
 
 
@@ -131,13 +135,19 @@ def check_account(after: Account, plan: LedgerPlan) -> None:
     """Refuse the plan if ``after`` (the account with the plan applied) breaks a ledger rule."""
     expected = plan.currencies.get(after.id)
     if expected is None:
-        raise LedgerInvariantViolation(f"account {after.id} is not part of journal {plan.journal.id}")
+        raise LedgerInvariantViolation(
+            f"account {after.id} is not part of journal {plan.journal.id}"
+        )
     if after.currency != expected:
         raise LedgerInvariantViolation(
             f"account {after.id} holds {after.currency}, journal {plan.journal.id} moves {expected}"
         )
     delta = plan.deltas[after.id]
-    if after.guarded and delta.debit_exposure > 0 and after.available_balance < -after.overdraft_limit:
+    if (
+        after.guarded
+        and delta.debit_exposure > 0
+        and after.available_balance < -after.overdraft_limit
+    ):
         raise InsufficientFunds(
             "Insufficient funds: the available balance does not cover this amount",
             param="amount",

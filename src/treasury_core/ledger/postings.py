@@ -74,7 +74,9 @@ class Posting:
         reserved = self.amount if self.kind is PostingKind.PENDING else -self.released
         holds = reserved if self.category is PendingCategory.HOLD else 0
         out = reserved if self.category is PendingCategory.OUT else 0
-        return CounterDelta(debits_posted=posted, debits_pending_holds=holds, debits_pending_out=out)
+        return CounterDelta(
+            debits_posted=posted, debits_pending_holds=holds, debits_pending_out=out
+        )
 
     def _credit_side(self) -> CounterDelta:
         posted = self.amount if self.kind in (PostingKind.POSTED, PostingKind.POST_PENDING) else 0

@@ -15,7 +15,7 @@ ENTRY_POINT_GROUP = "treasury"
 def make_plugin_manager(
     *, load_entry_points: bool = True, plugins: Iterable[object] = ()
 ) -> pluggy.PluginManager:
-    """A plugin manager with the hook specs, the entry points of group ``treasury``, and ``plugins``.
+    """A plugin manager with the hook specs, the ``treasury`` entry points, and ``plugins``.
 
     The built-in adapters are entry points of this project, so they load the same way a third
     party's do. Pass ``load_entry_points=False`` and explicit ``plugins`` for full control.
@@ -30,7 +30,7 @@ def make_plugin_manager(
 
 
 def collect_factories(pm: pluggy.PluginManager, kind: str) -> dict[str, Callable[..., Any]]:
-    """All factories registered for ``kind`` (a key of ``REGISTER_HOOKS``), later plugins winning."""
+    """Every factory registered for ``kind`` (a ``REGISTER_HOOKS`` key); later plugins win."""
     if kind not in hookspecs.REGISTER_HOOKS:
         raise KeyError(f"no such adapter kind: {kind}")
     hook = getattr(pm.hook, f"register_{kind}")

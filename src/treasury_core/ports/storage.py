@@ -65,7 +65,9 @@ class LedgerRepository(Protocol):
         """The accounts that exist among ``account_ids``."""
         ...
 
-    def wallet_accounts(self, company_id: int, limit: int, starting_after: str | None) -> list[Account]:
+    def wallet_accounts(
+        self, company_id: int, limit: int, starting_after: str | None
+    ) -> list[Account]:
         """A company's wallet accounts, newest first, ids below ``starting_after``."""
         ...
 
@@ -105,7 +107,9 @@ class CompanyRepository(Protocol):
         """A company by id."""
         ...
 
-    def add_merchant_account(self, company_id: int, name: str, created_at: datetime) -> MerchantAccount:
+    def add_merchant_account(
+        self, company_id: int, name: str, created_at: datetime
+    ) -> MerchantAccount:
         """Store a merchant account; storage assigns its integer id."""
         ...
 
@@ -163,17 +167,36 @@ class IdempotencyRepository(Protocol):
 
 
 class UnitOfWork(Protocol):
-    """One transaction's view of storage."""
+    """One transaction's view of storage (read-only attributes, so adapters may narrow them)."""
 
-    wallets: WalletRepository
-    ledger: LedgerRepository
-    companies: CompanyRepository
-    outbox: OutboxRepository
-    idempotency: IdempotencyRepository
+    @property
+    def wallets(self) -> WalletRepository:
+        """Wallet rows."""
+        ...
+
+    @property
+    def ledger(self) -> LedgerRepository:
+        """The ledger."""
+        ...
+
+    @property
+    def companies(self) -> CompanyRepository:
+        """Tenancy."""
+        ...
+
+    @property
+    def outbox(self) -> OutboxRepository:
+        """The outbox."""
+        ...
+
+    @property
+    def idempotency(self) -> IdempotencyRepository:
+        """Idempotency records."""
+        ...
 
 
 class Storage(abc.ABC):
-    """A storage backend. Subclasses provide :meth:`transaction`; this class runs functions in it."""
+    """Storage: subclasses provide :meth:`transaction`, this class runs functions in it."""
 
     #: How many times a function is re-run after a transient conflict before giving up.
     max_attempts: int = 8

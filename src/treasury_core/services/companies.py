@@ -91,7 +91,9 @@ class CompanyService:
         if kind is None:
             raise AuthenticationFailed("Invalid API key provided")
         digest = hash_api_key(raw_key)
-        key = await self._storage.run(lambda uow: uow.companies.api_key_by_hash(digest), write=False)
+        key = await self._storage.run(
+            lambda uow: uow.companies.api_key_by_hash(digest), write=False
+        )
         # The index finds the row by digest; comparing digests in constant time as well keeps a
         # storage backend's string comparison out of the timing picture.
         if (

@@ -1,4 +1,4 @@
-"""Claiming, completing and replaying ``Idempotency-Key``s (see :mod:`treasury_core.idempotency`)."""
+"""Claiming, completing and replaying ``Idempotency-Key``s (:mod:`treasury_core.idempotency`)."""
 
 from __future__ import annotations
 
@@ -110,7 +110,9 @@ class IdempotencyService:
         """Store ``response`` for a claim in a transaction of its own (refusals, errors)."""
 
         def complete(uow: UnitOfWork) -> None:
-            complete_in(uow, IdempotencyTicket(claim.company_id, claim.key, claim.token, _same), response)
+            complete_in(
+                uow, IdempotencyTicket(claim.company_id, claim.key, claim.token, _same), response
+            )
 
         await self._storage.run(complete)
 

@@ -72,7 +72,11 @@ class WalletService:
 
         def read(uow: UnitOfWork) -> Account | None:
             account = uow.ledger.get_account(wallet_id)
-            if account is None or account.company_id != company_id or account.kind is not AccountKind.WALLET:
+            if (
+                account is None
+                or account.company_id != company_id
+                or account.kind is not AccountKind.WALLET
+            ):
                 return None
             return account
 
@@ -90,7 +94,9 @@ class WalletService:
         )
         return page_of(rows, page.limit)
 
-    async def balances(self, company_id: int, page: PageRequest | None = None) -> Page[BalanceRecord]:
+    async def balances(
+        self, company_id: int, page: PageRequest | None = None
+    ) -> Page[BalanceRecord]:
         """A page of the company's balance records, newest wallet first, read in one query."""
         page = _checked(page)
         rows = await self._storage.run(
@@ -107,6 +113,10 @@ class WalletService:
 
 def _checked(page: PageRequest | None) -> PageRequest:
     page = page or PageRequest()
-    if isinstance(page.limit, bool) or not isinstance(page.limit, int) or not 1 <= page.limit <= MAX_LIMIT:
+    if (
+        isinstance(page.limit, bool)
+        or not isinstance(page.limit, int)
+        or not 1 <= page.limit <= MAX_LIMIT
+    ):
         raise ValidationFailed(f"limit must be an integer from 1 to {MAX_LIMIT}", param="limit")
     return page

@@ -63,7 +63,9 @@ class _Tx:
         self._require_write()
         old = table.get(key, _MISSING)
         table[key] = value
-        self._undo.append(lambda: table.pop(key) if old is _MISSING else table.__setitem__(key, old))
+        self._undo.append(
+            lambda: table.pop(key) if old is _MISSING else table.__setitem__(key, old)
+        )
 
     def remove(self, table: dict[Any, Any], key: Any) -> None:
         self._require_write()
@@ -128,7 +130,9 @@ class _Ledger:
         accounts = self._tx.state.accounts
         return {i: accounts[i] for i in account_ids if i in accounts}
 
-    def wallet_accounts(self, company_id: int, limit: int, starting_after: str | None) -> list[Account]:
+    def wallet_accounts(
+        self, company_id: int, limit: int, starting_after: str | None
+    ) -> list[Account]:
         rows = [
             a
             for a in self._tx.state.accounts.values()
@@ -185,7 +189,9 @@ class _Companies:
     def get_company(self, company_id: int) -> Company | None:
         return self._tx.state.companies.get(company_id)
 
-    def add_merchant_account(self, company_id: int, name: str, created_at: datetime) -> MerchantAccount:
+    def add_merchant_account(
+        self, company_id: int, name: str, created_at: datetime
+    ) -> MerchantAccount:
         account = MerchantAccount(
             id=self._tx.next_id("merchant_account"),
             company_id=company_id,
@@ -211,7 +217,9 @@ class _Companies:
         key = self._tx.state.api_keys.get(key_id)
         if key is None or key.revoked_at is not None:
             return False
-        self._tx.put(self._tx.state.api_keys, key_id, key.model_copy(update={"revoked_at": revoked_at}))
+        self._tx.put(
+            self._tx.state.api_keys, key_id, key.model_copy(update={"revoked_at": revoked_at})
+        )
         return True
 
 

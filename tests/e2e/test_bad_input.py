@@ -1,0 +1,88 @@
+"""Bad input gets the documented error body, never a 500, and writes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from tests.e2e.conftest import Tenant
+from treasury_core import Treasury
+
+Client = TestClient[Any, Any]
+
+
+async def wallet_count(treasury: Treasury, tenant: Tenant) -> int:
+    page = await treasury.wallets.list(tenant.company_id)
+    return len(page.items)
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "code"),
+    [
+        (b'{"name": "x", "currency_id": "USD"', None, "body_invalid"),
+        (b"not json", None, "body_invalid"),
+        (b"[1, 2]", None, "body_invalid"),
+        (b'"a string"', None, "body_invalid"),
+        (b"null", None, "body_invalid"),
+        (b"{}", "name", "parameter_missing"),
+        (b"", "name", "parameter_missing"),
+        (b'{"name": "x"}', "currency_id", "parameter_missing"),
+        (b'{"name": 5, "currency_id": "USD"}', "name", "parameter_invalid"),
+        (b'{"name": "x", "currency_id": 840}', "currency_id", "parameter_invalid"),
+        (b'{"name": "x", "currency_id": ["USD"]}', "currency_id", "parameter_invalid"),
+        (b'{"name": "", "currency_id": "USD"}', "name", "parameter_invalid"),
+        (b'{"name": "   ", "currency_id": "USD"}', "name", "parameter_invalid"),
+        (
+            b'{"name": "x", "currency_id": "USD", "description": 7}',
+            "description",
+            "parameter_invalid",
+        ),
+        (b'{"name": "x", "currency_id": "USD", "colour": "red"}', "colour", "parameter_unknown"),
+        (b'{"name": "x", "currency_id": "ZZZ"}', "currency_id", "unknown_currency"),
+        (b'{"name": "x", "currency_id": "US"}', "currency_id", "parameter_invalid"),
+        (
+            '{"name": "\udcff", "currency_id": "USD"}'.encode("utf-8", "surrogatepass"),
+            None,
+            "body_invalid",
+        ),
+    ],
+)
+async def test_bad_wallet_bodies(
+    client: Client, tenant: Tenant, treasury: Treasury, body: bytes, param: str | None, code: str
+) -> None:
+    response = await client.post(
+        "/api/v1/wallet", data=body, headers={**tenant.auth, "Content-Type": "application/json"}
+    )
+    assert response.status == 400
+    error = (await response.json())["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["code"] == code
+    assert error.get("param") == param
+    assert error["message"]
+    assert await wallet_count(treasury, tenant) == 0
+
+
+async def test_oversized_bodies_are_413(client: Client, tenant: Tenant, treasury: Treasury) -> None:
+    big = b'{"name": "' + b"a" * 70_000 + b'", "currency_id": "USD"}'
+    response = await client.post("/api/v1/wallet", data=big, headers=tenant.auth)
+    assert response.status == 413
+    assert (await response.json())["error"]["code"] == "request_too_large"
+
+    async def chunks() -> Any:  # no Content-Length: refused while reading
+        for _ in range(70):
+            yield b"a" * 1024
+
+    response = await client.post("/api/v1/wallet", data=chunks(), headers=tenant.auth)
+    assert response.status == 413
+    assert await wallet_count(treasury, tenant) == 0
+
+
+async def test_unknown_routes_and_methods(client: Client, tenant: Tenant) -> None:
+    response = await client.get("/api/v1/nothing-here", headers=tenant.auth)
+    assert response.status == 404
+    assert (await response.json())["error"]["type"] == "not_found"
+    response = await client.delete("/api/v1/wallets", headers=tenant.auth)
+    assert response.status == 405
+    assert (await response.json())["error"]["code"] == "method_not_allowed"

@@ -1,0 +1,342 @@
+"""One contract, three backends: memory, an SQLite file and a PostgreSQL schema."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from treasury_core.companies import ApiKey, KeyKind
+from treasury_core.errors import InsufficientFunds, LedgerRejected
+from treasury_core.events import Event, EventType
+from treasury_core.idempotency import IdempotencyRecord, IdempotencyState, StoredResponse
+from treasury_core.ledger import (
+    Account,
+    AccountKind,
+    ExpirePending,
+    Journal,
+    Move,
+    PendingCategory,
+    PendingStatus,
+    PostPending,
+    Reserve,
+    VoidPending,
+)
+from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.wallets import Wallet, WalletStatus
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Boom(Exception):
+    pass
+
+
+def world(currency: str = "USD") -> Account:
+    return Account(f"world:{currency}", currency, AccountKind.WORLD)
+
+
+def wallet_account(wallet_id: str, currency: str = "USD", company_id: int = 1) -> Account:
+    return Account(wallet_id, currency, AccountKind.WALLET, company_id=company_id, guarded=True)
+
+
+def setup_company(storage: Storage) -> int:
+    return storage.run_sync(lambda uow: uow.companies.add_company("Acme", NOW).id)
+
+
+def open_accounts(storage: Storage, *accounts: Account) -> None:
+    def run(uow: UnitOfWork) -> None:
+        for account in accounts:
+            uow.ledger.open_account(account)
+
+    storage.run_sync(run)
+
+
+def apply(storage: Storage, journal: Journal, now: datetime = NOW) -> None:
+    storage.run_sync(lambda uow: uow.ledger.apply(journal, now))
+
+
+def account(storage: Storage, account_id: str) -> Account:
+    found = storage.run_sync(lambda uow: uow.ledger.get_account(account_id), write=False)
+    assert found is not None
+    return found
+
+
+def snapshot(storage: Storage) -> tuple[object, ...]:
+    def read(uow: UnitOfWork) -> tuple[object, ...]:
+        return (
+            sorted(uow.ledger.all_accounts(), key=lambda a: a.id),
+            sorted(uow.ledger.postings(), key=lambda p: p.id),
+            sorted(uow.ledger.pendings(), key=lambda p: p.id),
+            uow.outbox.list(),
+        )
+
+    return storage.run_sync(read, write=False)
+
+
+def make_wallet(wallet_id: str, company_id: int, created: datetime = NOW) -> Wallet:
+    return Wallet(
+        id=wallet_id,
+        company_id=company_id,
+        name="Main",
+        description=None,
+        currency="USD",
+        status=WalletStatus.ACTIVE,
+        created_at=created,
+    )
+
+
+def test_wallets_round_trip_and_are_scoped_to_their_company(storage: Storage) -> None:
+    company = setup_company(storage)
+    other = setup_company(storage)
+    assert other > company
+    storage.run_sync(lambda uow: uow.wallets.add(make_wallet("wal_1", company)))
+    got = storage.run_sync(lambda uow: uow.wallets.get(company, "wal_1"), write=False)
+    assert got == make_wallet("wal_1", company)
+    assert got is not None and got.created_at.tzinfo is not None
+    assert storage.run_sync(lambda uow: uow.wallets.get(other, "wal_1"), write=False) is None
+
+
+def test_lists_are_newest_first_with_a_cursor(storage: Storage) -> None:
+    company = setup_company(storage)
+
+    def add(uow: UnitOfWork) -> None:
+        for i in range(5):
+            uow.wallets.add(make_wallet(f"wal_{i}", company))
+            uow.ledger.open_account(wallet_account(f"wal_{i}", company_id=company))
+
+    storage.run_sync(add)
+    first = storage.run_sync(lambda uow: uow.wallets.list(company, 2, None), write=False)
+    assert [w.id for w in first] == ["wal_4", "wal_3"]
+    rest = storage.run_sync(lambda uow: uow.wallets.list(company, 10, "wal_3"), write=False)
+    assert [w.id for w in rest] == ["wal_2", "wal_1", "wal_0"]
+    balances = storage.run_sync(
+        lambda uow: uow.ledger.wallet_accounts(company, 3, "wal_4"), write=False
+    )
+    assert [a.id for a in balances] == ["wal_3", "wal_2", "wal_1"]
+    assert storage.run_sync(lambda uow: uow.wallets.list(company + 99, 10, None), write=False) == []
+
+
+def test_a_failed_function_writes_nothing(storage: Storage) -> None:
+    company = setup_company(storage)
+    before = snapshot(storage)
+
+    def fail(uow: UnitOfWork) -> None:
+        uow.wallets.add(make_wallet("wal_x", company))
+        uow.ledger.open_account(wallet_account("wal_x", company_id=company))
+        uow.outbox.add(
+            Event(
+                id="evt_1",
+                type=EventType.DEPOSIT_COMPLETED,
+                company_id=company,
+                created_at=NOW,
+                data={"object": {}},
+            )
+        )
+        raise Boom
+
+    with pytest.raises(Boom):
+        storage.run_sync(fail)
+    assert snapshot(storage) == before
+    assert storage.run_sync(lambda uow: uow.wallets.get(company, "wal_x"), write=False) is None
+
+
+def test_movements_update_running_counters(storage: Storage) -> None:
+    open_accounts(storage, world(), wallet_account("wal_a"), wallet_account("wal_b"))
+    apply(storage, Journal("j1", (Move("world:USD", "wal_a", "USD", 1000),)))
+    apply(storage, Journal("j2", (Move("wal_a", "wal_b", "USD", 300),)))
+    a, b, w = account(storage, "wal_a"), account(storage, "wal_b"), account(storage, "world:USD")
+    assert (a.balance, b.balance, w.balance) == (700, 300, -1000)
+    assert a.debits_posted == 300 and a.credits_posted == 1000
+
+
+def test_a_refused_journal_changes_nothing(storage: Storage) -> None:
+    open_accounts(storage, world(), wallet_account("wal_a"), wallet_account("wal_b"))
+    apply(storage, Journal("j1", (Move("world:USD", "wal_a", "USD", 100),)))
+    before = snapshot(storage)
+    with pytest.raises(InsufficientFunds):
+        apply(
+            storage,
+            Journal("j2", (Move("wal_a", "wal_b", "USD", 60), Move("wal_a", "wal_b", "USD", 41))),
+        )
+    assert snapshot(storage) == before
+
+
+def test_two_phase_movements(storage: Storage) -> None:
+    open_accounts(storage, world(), wallet_account("wal_a"), wallet_account("wal_b"))
+    apply(storage, Journal("j1", (Move("world:USD", "wal_a", "USD", 1000),)))
+    deadline = NOW + timedelta(days=7)
+    apply(
+        storage,
+        Journal(
+            "j2",
+            (
+                Reserve("wal_a", "wal_b", "USD", 400, PendingCategory.OUT),
+                Reserve("wal_a", "world:USD", "USD", 100, PendingCategory.HOLD, deadline),
+            ),
+        ),
+    )
+    a = account(storage, "wal_a")
+    assert (a.balance, a.pending_out, a.pending_holds, a.available_balance) == (1000, 400, 100, 500)
+    assert account(storage, "wal_b").pending_in == 400
+    with pytest.raises(InsufficientFunds):
+        apply(storage, Journal("j3", (Move("wal_a", "wal_b", "USD", 501),)))
+
+    apply(storage, Journal("j3", (PostPending("j2.0", 250),)))
+    a, b = account(storage, "wal_a"), account(storage, "wal_b")
+    assert (a.balance, a.pending_out, b.balance, b.pending_in) == (750, 0, 250, 0)
+
+    due = storage.run_sync(lambda uow: uow.ledger.due_pendings(deadline, 10), write=False)
+    assert [p.id for p in due] == ["j2.1"]
+    assert storage.run_sync(lambda uow: uow.ledger.due_pendings(NOW, 10), write=False) == []
+    with pytest.raises(LedgerRejected):
+        apply(storage, Journal("j4", (PostPending("j2.1"),)), deadline)
+    apply(storage, Journal("j4", (ExpirePending("j2.1"),)), deadline)
+    assert account(storage, "wal_a").available_balance == 750
+    pending = storage.run_sync(lambda uow: uow.ledger.get_pending("j2.1"), write=False)
+    assert (
+        pending is not None
+        and pending.status is PendingStatus.EXPIRED
+        and pending.resolved_by == "j4.0"
+    )
+    # Expiring twice is refused and changes nothing.
+    before = snapshot(storage)
+    with pytest.raises(LedgerRejected):
+        apply(storage, Journal("j5", (ExpirePending("j2.1"),)), deadline)
+    with pytest.raises(LedgerRejected):
+        apply(storage, Journal("j5", (VoidPending("j2.0"),)), deadline)
+    assert snapshot(storage) == before
+
+
+def test_ensure_account_is_idempotent(storage: Storage) -> None:
+    open_accounts(storage, wallet_account("wal_a"))
+    storage.run_sync(lambda uow: uow.ledger.ensure_account(world()))
+    apply(storage, Journal("j1", (Move("world:USD", "wal_a", "USD", 5),)))
+    storage.run_sync(lambda uow: uow.ledger.ensure_account(world()))
+    assert account(storage, "world:USD").balance == -5
+
+
+def test_companies_and_keys(storage: Storage) -> None:
+    company = setup_company(storage)
+    merchant = storage.run_sync(
+        lambda uow: uow.companies.add_merchant_account(company, "Shop", NOW)
+    )
+    assert storage.run_sync(lambda uow: uow.companies.merchant_accounts(company), write=False) == [
+        merchant
+    ]
+    key = ApiKey(
+        id="key_1",
+        company_id=company,
+        kind=KeyKind.SECRET,
+        key_hash="ab" * 32,
+        prefix="sk_abcd",
+        created_at=NOW,
+    )
+    storage.run_sync(lambda uow: uow.companies.add_api_key(key))
+    assert (
+        storage.run_sync(lambda uow: uow.companies.api_key_by_hash("ab" * 32), write=False) == key
+    )
+    assert (
+        storage.run_sync(lambda uow: uow.companies.api_key_by_hash("cd" * 32), write=False) is None
+    )
+    assert storage.run_sync(lambda uow: uow.companies.revoke_api_key("key_1", NOW))
+    assert not storage.run_sync(lambda uow: uow.companies.revoke_api_key("key_1", NOW))
+    revoked = storage.run_sync(lambda uow: uow.companies.api_key_by_hash("ab" * 32), write=False)
+    assert revoked is not None and revoked.revoked_at == NOW
+    company_row = storage.run_sync(lambda uow: uow.companies.get_company(company), write=False)
+    assert company_row is not None and company_row.name == "Acme"
+
+
+def test_outbox_events_commit_with_the_change(storage: Storage) -> None:
+    company = setup_company(storage)
+    event = Event(
+        id="evt_1",
+        type=EventType.TRANSFER_COMPLETED,
+        company_id=company,
+        created_at=NOW,
+        data={"object": {"id": "trf_1", "from_amount": 5}},
+    )
+    storage.run_sync(lambda uow: uow.outbox.add(event))
+    assert storage.run_sync(lambda uow: uow.outbox.list(company), write=False) == [event]
+    assert storage.run_sync(lambda uow: uow.outbox.list(company + 1), write=False) == []
+
+
+def test_idempotency_records(storage: Storage) -> None:
+    record = IdempotencyRecord(
+        company_id=1,
+        key="k1",
+        fingerprint="f" * 64,
+        state=IdempotencyState.IN_FLIGHT,
+        token="t1",
+        created_at=NOW,
+        lease_until=NOW + timedelta(seconds=60),
+    )
+    assert storage.run_sync(lambda uow: uow.idempotency.insert(record))
+    assert not storage.run_sync(lambda uow: uow.idempotency.insert(record))
+    done = replace(
+        record,
+        state=IdempotencyState.COMPLETED,
+        lease_until=NOW,
+        response=StoredResponse(200, b'{"ok":true}'),
+    )
+    assert not storage.run_sync(lambda uow: uow.idempotency.replace(done, "wrong-token"))
+    assert storage.run_sync(lambda uow: uow.idempotency.replace(done, "t1"))
+    assert storage.run_sync(lambda uow: uow.idempotency.get(1, "k1"), write=False) == done
+    assert storage.run_sync(lambda uow: uow.idempotency.get(2, "k1"), write=False) is None
+    assert not storage.run_sync(lambda uow: uow.idempotency.delete(1, "k1", "nope"))
+    assert storage.run_sync(lambda uow: uow.idempotency.purge(NOW + timedelta(seconds=1))) == 1
+    assert storage.run_sync(lambda uow: uow.idempotency.get(1, "k1"), write=False) is None
+
+
+def test_async_run_does_not_block_and_commits(storage: Storage) -> None:
+    company = setup_company(storage)
+
+    async def main() -> list[int]:
+        async def one(i: int) -> int:
+            def add(uow: UnitOfWork) -> int:
+                uow.wallets.add(make_wallet(f"wal_{i:03d}", company))
+                return i
+
+            return await storage.run(add)
+
+        return await asyncio.gather(*(one(i) for i in range(20)))
+
+    assert sorted(asyncio.run(main())) == list(range(20))
+    assert (
+        len(storage.run_sync(lambda uow: uow.wallets.list(company, 100, None), write=False)) == 20
+    )
+
+
+def test_concurrent_opposite_transfers_keep_the_total(storage: Storage) -> None:
+    """Threads move money both ways between the same wallets: no deadlock, no lost update."""
+    ids = [f"wal_{i}" for i in range(4)]
+    open_accounts(storage, world(), *(wallet_account(i) for i in ids))
+    for n, wallet_id in enumerate(ids):
+        apply(storage, Journal(f"fund{n}", (Move("world:USD", wallet_id, "USD", 1000),)))
+    errors: list[BaseException] = []
+    refused = [0]
+
+    def worker(seed: int) -> None:
+        for step in range(40):
+            source, target = ids[(seed + step) % 4], ids[(seed + step * 3 + 1) % 4]
+            if source == target:
+                continue
+            try:
+                apply(storage, Journal(f"t{seed}-{step}", (Move(source, target, "USD", 70),)))
+            except InsufficientFunds:
+                refused[0] += 1
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    balances = [account(storage, i) for i in ids]
+    assert sum(a.balance for a in balances) == 4000
+    assert all(a.available_balance >= 0 for a in balances)

@@ -1,0 +1,121 @@
+"""Hook specs, the plugin manager and bootstrap's choice of adapters."""
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from treasury_core import AdapterNotFound, TreasuryConfig, bootstrap
+from treasury_core.plugins import collect_factories, hookimpl, make_plugin_manager
+from treasury_core.plugins.hookspecs import REGISTER_HOOKS
+from treasury_core.testing.memory import MemoryStorage
+
+
+def test_every_hook_is_documented() -> None:
+    for kind, spec in REGISTER_HOOKS.items():
+        assert spec.__name__ == f"register_{kind}"
+        assert (spec.__doc__ or "").strip(), spec.__name__
+
+
+def test_built_in_adapters_load_through_entry_points() -> None:
+    pm = make_plugin_manager()
+    assert {"memory", "sqlalchemy"} <= set(collect_factories(pm, "storage"))
+    assert {"system", "sandbox"} <= set(collect_factories(pm, "clock"))
+    assert "ulid" in collect_factories(pm, "id_source")
+
+
+def test_no_entry_points_means_no_adapters() -> None:
+    pm = make_plugin_manager(load_entry_points=False)
+    assert collect_factories(pm, "storage") == {}
+    with pytest.raises(KeyError):
+        collect_factories(pm, "no_such_kind")
+
+
+class _FixedClock:
+    def now(self) -> datetime:
+        return datetime(2030, 5, 5, tzinfo=UTC)
+
+
+class _ThirdParty:
+    """A plugin that registers one adapter of every kind, as a third party would."""
+
+    made: list[str]
+
+    def __init__(self) -> None:
+        self.made = []
+
+    def _factory(self, kind: str, result: Any) -> Mapping[str, Any]:
+        def build(*args: Any) -> Any:
+            self.made.append(kind)
+            return result
+
+        return {"acme": build}
+
+    @hookimpl
+    def register_storage(self) -> Mapping[str, Any]:
+        return self._factory("storage", MemoryStorage())
+
+    @hookimpl
+    def register_clock(self) -> Mapping[str, Any]:
+        return self._factory("clock", _FixedClock())
+
+    @hookimpl
+    def register_id_source(self) -> Mapping[str, Any]:
+        from treasury_core.testing.clock import SequentialIds
+
+        return self._factory("id_source", SequentialIds())
+
+    @hookimpl
+    def register_card_provider(self) -> Mapping[str, Any]:
+        return self._factory("card_provider", object())
+
+    @hookimpl
+    def register_vault(self) -> Mapping[str, Any]:
+        return self._factory("vault", object())
+
+    @hookimpl
+    def register_fx_rates(self) -> Mapping[str, Any]:
+        return self._factory("fx_rates", object())
+
+    @hookimpl
+    def register_bank_rail(self) -> Mapping[str, Any]:
+        return self._factory("bank_rail", object())
+
+    @hookimpl
+    def register_notifier(self) -> Mapping[str, Any]:
+        return self._factory("notifier", object())
+
+
+@pytest.mark.parametrize("kind", sorted(REGISTER_HOOKS))
+def test_each_hook_collects_a_third_party_factory(kind: str) -> None:
+    plugin = _ThirdParty()
+    pm = make_plugin_manager(plugins=[plugin])
+    factories = collect_factories(pm, kind)
+    assert "acme" in factories
+    factories["acme"]()
+    assert plugin.made == [kind]
+
+
+def test_bootstrap_picks_adapters_by_configured_name() -> None:
+    plugin = _ThirdParty()
+    pm = make_plugin_manager(plugins=[plugin])
+    treasury = bootstrap(TreasuryConfig(storage="acme", clock="acme", ids="acme"), plugins=pm)
+    assert treasury.clock.now().year == 2030
+    assert isinstance(treasury.storage, MemoryStorage)
+    assert treasury.ids.new_id("wal").startswith("wal_")
+    assert sorted(plugin.made) == ["clock", "id_source", "storage"]
+
+
+def test_unknown_adapter_name_is_a_clear_error() -> None:
+    with pytest.raises(AdapterNotFound, match="No storage adapter named 'nope'"):
+        bootstrap(TreasuryConfig(storage="nope"))
+
+
+def test_sandbox_mode_uses_the_advanceable_clock() -> None:
+    from treasury_sandbox import SandboxClock
+    from treasury_system import SystemClock
+
+    assert isinstance(bootstrap(TreasuryConfig(database_url="memory://")).clock, SandboxClock)
+    live = bootstrap(TreasuryConfig(database_url="memory://", sandbox=False))
+    assert isinstance(live.clock, SystemClock)
