@@ -54,6 +54,7 @@ def serve(host: str, port: int, database: str | None) -> None:
     from treasury_aiohttp.app import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     treasury = _bootstrap(database)
     click.echo(
         f"treasury-core serving on http://{host}:{port}"

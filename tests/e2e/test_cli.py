@@ -1,0 +1,170 @@
+"""The ``treasury`` command as users run it: real processes, a real SQLite file, real HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TREASURY = [sys.executable, "-m", "treasury_aiohttp.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TREASURY_")}
+    return subprocess.run(
+        [*TREASURY, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def call(
+    port: int, method: str, path: str, key: str | None = None, body: Any = None
+) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+class Server:
+    def __init__(self, cwd: Path, *args: str) -> None:
+        self.port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TREASURY_")}
+        self.process = subprocess.Popen(
+            [*TREASURY, "serve", "--port", str(self.port), *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self._wait_until_listening()
+
+    def _wait_until_listening(self) -> None:
+        # Readiness, not a race fix: the port accepts connections once the app is serving.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"server exited: {self.process.stdout.read() if self.process.stdout else ''}"
+                )
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError("server did not start")
+
+    def stop(self) -> str:
+        self.process.send_signal(signal.SIGINT)
+        output, _ = self.process.communicate(timeout=30)
+        return output
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+
+
+def test_companies_create_prints_one_json_line(workdir: Path) -> None:
+    result = run_cli("companies", "create", "Acme", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1
+    created = json.loads(lines[0])
+    assert set(created) == {"company_id", "account_id", "secret_key", "publishable_key"}
+    assert isinstance(created["company_id"], int)
+    assert isinstance(created["account_id"], int)
+    assert created["secret_key"].startswith("sk_")
+    assert created["publishable_key"].startswith("pk_")
+    assert (workdir / "treasury.db").exists()  # the default database is ./treasury.db
+    # The database holds the key's digest, never the key.
+    assert created["secret_key"].encode() not in (workdir / "treasury.db").read_bytes()
+
+
+def test_serve_then_restart_keeps_everything(workdir: Path) -> None:
+    database = str(workdir / "data" / "t.db")
+    assert run_cli("migrate", "--database", database, cwd=workdir).returncode == 0
+    created = json.loads(
+        run_cli("companies", "create", "Acme", "--database", database, cwd=workdir).stdout
+    )
+    key = created["secret_key"]
+
+    server = Server(workdir, "--database", database)
+    try:
+        status, wallet = call(
+            server.port, "POST", "/api/v1/wallet", key, {"name": "Main", "currency_id": "GBP"}
+        )
+        assert status == 200
+        assert call(server.port, "GET", "/api/v1/wallets", key)[1][0]["id"] == wallet["id"]
+        status, error = call(server.port, "GET", "/api/v1/wallets", "sk_notarealkeynotarealkey")
+        assert status == 401
+        assert error["error"]["type"] == "authentication_error"
+    finally:
+        server.stop()
+
+    server = Server(workdir, "--database", database)
+    try:
+        status, again = call(server.port, "GET", f"/api/v1/wallet/{wallet['id']}", key)
+        assert status == 200
+        assert again == wallet
+        status, balance = call(server.port, "GET", f"/api/v1/wallet/{wallet['id']}/balance", key)
+        assert balance["currency_code"] == "GBP"
+    finally:
+        server.stop()
+
+
+def test_database_url_from_the_environment(workdir: Path) -> None:
+    url = f"sqlite:///{workdir / 'env.db'}"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TREASURY_")},
+        "TREASURY_DATABASE_URL": url,
+    }
+    result = subprocess.run(
+        [*TREASURY, "companies", "create", "Env"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (workdir / "env.db").exists()
+    assert not (workdir / "treasury.db").exists()
+
+
+def test_help_lists_every_command(workdir: Path) -> None:
+    result = run_cli("--help", cwd=workdir)
+    assert result.returncode == 0
+    for command in ("serve", "migrate", "companies"):
+        assert command in result.stdout
+    serve_help = run_cli("serve", "--help", cwd=workdir).stdout
+    for option in ("--host", "--port", "--database"):
+        assert option in serve_help
+
+
+def test_bad_company_name_is_a_clear_error(workdir: Path) -> None:
+    result = run_cli("companies", "create", "   ", cwd=workdir)
+    assert result.returncode != 0
+    assert "company name" in result.stderr

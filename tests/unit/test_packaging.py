@@ -1,0 +1,33 @@
+"""The wheel ships only treasury_* import names, with py.typed and the migrations."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_wheel_top_level_names_are_all_treasury(tmp_path: Path) -> None:
+    builders = pytest.importorskip("hatchling.builders.wheel", reason="hatchling builds the wheel")
+    builder = builders.WheelBuilder(str(ROOT))
+    wheel = Path(next(iter(builder.build(directory=str(tmp_path), versions=["standard"]))))
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {
+        "treasury_core",
+        "treasury_sqlalchemy",
+        "treasury_system",
+        "treasury_sandbox",
+        "treasury_aiohttp",
+    }
+    for package in top:
+        assert f"{package}/py.typed" in names
+    assert "treasury_sqlalchemy/migrations/versions/0001_initial_schema.py" in names
+    assert "treasury_sqlalchemy/migrations/script.py.mako" in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "treasury = treasury_aiohttp.cli:main" in text
+    assert "[treasury]" in text
