@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
 
 from treasury_core.currency import Currency
 from treasury_core.serialization import Timestamp
+from treasury_core.validation import CurrencyCode, Description, Name
 
 
 class WalletStatus(StrEnum):
@@ -82,11 +82,6 @@ class WalletRecord(BaseModel):
             status=wallet.status,
             created_at=wallet.created_at,
         )
-
-
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
-Description = Annotated[str, StringConstraints(max_length=1000)]
-CurrencyCode = Annotated[str, StringConstraints(min_length=3, max_length=3)]
 
 
 class CreateWalletRequest(BaseModel):

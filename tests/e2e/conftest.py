@@ -31,9 +31,17 @@ class Tenant:
         return {"Authorization": f"Bearer {self.publishable_key}"}
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Every HTTP test runs on an SQLite file and on a PostgreSQL schema."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'api.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
 @pytest.fixture
-def treasury(tmp_path: Path, clock: FakeClock) -> Treasury:
-    return bootstrap(TreasuryConfig(database_url=f"sqlite:///{tmp_path / 'api.db'}"), clock=clock)
+def treasury(database_url: str, clock: FakeClock) -> Treasury:
+    return bootstrap(TreasuryConfig(database_url=database_url, pool_size=4), clock=clock)
 
 
 @pytest.fixture

@@ -40,6 +40,14 @@ async def wallet_count(treasury: Treasury, tenant: Tenant) -> int:
             "parameter_invalid",
         ),
         (b'{"name": "x", "currency_id": "USD", "colour": "red"}', "colour", "parameter_unknown"),
+        (rb'{"name": "a\u0000b", "currency_id": "USD"}', "name", "parameter_invalid"),
+        (rb'{"name": "a\ud800b", "currency_id": "USD"}', None, "body_invalid"),
+        (
+            b'{"name": "ok", "currency_id": "USD", "description": "x\u0000"}',
+            "description",
+            "parameter_invalid",
+        ),
+        (rb'{"name": "ok", "currency_id": "U\u0000D"}', "currency_id", "unknown_currency"),
         (b'{"name": "x", "currency_id": "ZZZ"}', "currency_id", "unknown_currency"),
         (b'{"name": "x", "currency_id": "US"}', "currency_id", "parameter_invalid"),
         (
@@ -77,6 +85,32 @@ async def test_oversized_bodies_are_413(client: Client, tenant: Tenant, treasury
     response = await client.post("/api/v1/wallet", data=chunks(), headers=tenant.auth)
     assert response.status == 413
     assert await wallet_count(treasury, tenant) == 0
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/wallet/wal_%00x",
+        "/api/v1/wallet/%ED%A0%80",
+        "/api/v1/wallet/wal_%00x/balance",
+        "/api/v1/wallet/" + "w" * 5000,
+    ],
+)
+async def test_hostile_path_ids_are_not_found(client: Client, tenant: Tenant, path: str) -> None:
+    response = await client.get(path, headers=tenant.auth)
+    assert response.status == 404
+    assert (await response.json())["error"]["type"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    "query", ["starting_after=wal_%00", "limit=%C2%B2", "limit=%D9%A1", "starting_after=%ED%A0%80"]
+)
+async def test_hostile_query_parameters_are_refused(
+    client: Client, tenant: Tenant, query: str
+) -> None:
+    response = await client.get(f"/api/v1/wallets?{query}", headers=tenant.auth)
+    assert response.status == 400
+    assert (await response.json())["error"]["param"] in ("limit", "starting_after")
 
 
 async def test_unknown_routes_and_methods(client: Client, tenant: Tenant) -> None:

@@ -11,7 +11,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +82,8 @@ class Server:
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
 
 
 def test_companies_create_prints_one_json_line(workdir: Path) -> None:

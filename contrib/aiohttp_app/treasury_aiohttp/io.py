@@ -14,7 +14,7 @@ from treasury_core import Treasury
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket, StoredResponse
-from treasury_core.pagination import MAX_LIMIT, Page, PageRequest
+from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, PageRequest
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
@@ -43,20 +43,18 @@ async def parse_body(request: web.Request, model: type[M]) -> M:
 
 
 def page_request(request: web.Request) -> PageRequest:
-    """``limit`` (1–100, default 20) and ``starting_after`` from the query string."""
+    """``limit`` (1–100, default 20) and ``starting_after`` from the query string.
+
+    The services check ``starting_after`` is an id; here only ``limit`` needs parsing.
+    """
     query = request.query
-    limit = 20
+    limit = DEFAULT_LIMIT
     if "limit" in query:
         raw = query["limit"]
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_LIMIT):
             raise ValidationFailed(f"limit must be an integer from 1 to {MAX_LIMIT}", param="limit")
         limit = int(raw)
-    after = query.get("starting_after")
-    if after is not None and (not after or len(after) > 64 or not after.isprintable()):
-        raise ValidationFailed(
-            "starting_after must be an id from a previous page", param="starting_after"
-        )
-    return PageRequest(limit=limit, starting_after=after)
+    return PageRequest(limit=limit, starting_after=query.get("starting_after"))
 
 
 def json_bytes(model: BaseModel) -> bytes:

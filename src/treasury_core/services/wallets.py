@@ -9,6 +9,7 @@ from treasury_core.ledger import Account, AccountKind, BalanceRecord
 from treasury_core.pagination import MAX_LIMIT, Page, PageRequest, page_of
 from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
 from treasury_core.services.idempotency import finish
+from treasury_core.validation import is_resource_id
 from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord, WalletStatus
 
 WALLET_ID_PREFIX = "wal"
@@ -60,6 +61,7 @@ class WalletService:
 
     async def get(self, company_id: int, wallet_id: str) -> Wallet:
         """The wallet, or :class:`NotFound` (also for another company's wallet)."""
+        _require_wallet_id(wallet_id)
         wallet = await self._storage.run(
             lambda uow: uow.wallets.get(company_id, wallet_id), write=False
         )
@@ -69,6 +71,7 @@ class WalletService:
 
     async def balance(self, company_id: int, wallet_id: str) -> BalanceRecord:
         """The wallet's balance record: one account row, whatever the history."""
+        _require_wallet_id(wallet_id)
 
         def read(uow: UnitOfWork) -> Account | None:
             account = uow.ledger.get_account(wallet_id)
@@ -111,8 +114,17 @@ class WalletService:
         return WalletRecord.of(wallet, self._currencies.get(wallet.currency))
 
 
+def _require_wallet_id(wallet_id: str) -> None:
+    if not is_resource_id(wallet_id, WALLET_ID_PREFIX):
+        raise NotFound("No such wallet", param="wallet_id")
+
+
 def _checked(page: PageRequest | None) -> PageRequest:
     page = page or PageRequest()
+    if page.starting_after is not None and not is_resource_id(page.starting_after):
+        raise ValidationFailed(
+            "starting_after must be an id from a previous page", param="starting_after"
+        )
     if (
         isinstance(page.limit, bool)
         or not isinstance(page.limit, int)
