@@ -43,7 +43,7 @@ async def wallet_count(treasury: Treasury, tenant: Tenant) -> int:
         (rb'{"name": "a\u0000b", "currency_id": "USD"}', "name", "parameter_invalid"),
         (rb'{"name": "a\ud800b", "currency_id": "USD"}', None, "body_invalid"),
         (
-            b'{"name": "ok", "currency_id": "USD", "description": "x\u0000"}',
+            rb'{"name": "ok", "currency_id": "USD", "description": "x\u0000"}',
             "description",
             "parameter_invalid",
         ),
