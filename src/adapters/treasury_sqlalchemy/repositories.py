@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, Dialect, Row, and_, bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from treasury_core.companies import ApiKey, Company, KeyKind, MerchantAccount
@@ -39,14 +39,46 @@ _COUNTERS = (
     "credits_pending",
 )
 
-# Built once: SQLAlchemy caches the compiled form of each statement object.
-_ACCOUNT_BUMP = (
-    update(t.ledger_accounts)
-    .where(t.ledger_accounts.c.id == bindparam("account_id"))
-    .values({c: t.ledger_accounts.c[c] + bindparam(f"d_{c}") for c in _COUNTERS})
-    .returning(*t.ledger_accounts.c)
-)
-_POSTING_INSERT = insert(t.ledger_postings)
+_ACCOUNT_COLUMNS = tuple(c.name for c in t.ledger_accounts.c)
+_POSTING_COLUMNS = tuple(c.name for c in t.ledger_postings.c)
+
+
+class _MovementStatements:
+    """The ledger's hot path, rendered once per dialect and run on the DBAPI cursor.
+
+    A movement is two account UPDATEs and one posting INSERT; through SQLAlchemy's execution
+    machinery each statement cost more client time than the database spent on it (see
+    docs/performance.md). The SQL is built from the same table metadata, and timestamps are bound
+    through the column type's own bind processor, so the rows are identical to what SQLAlchemy
+    would write.
+    """
+
+    def __init__(self, dialect: Dialect) -> None:
+        # Only table and column names from our own metadata are interpolated; values are bound.
+        mark = "?" if dialect.paramstyle == "qmark" else "%s"
+        bump = ", ".join(f"{c} = {c} + {mark}" for c in _COUNTERS)
+        self.bump = (
+            f"UPDATE ledger_accounts SET {bump} WHERE id = {mark} "  # noqa: S608
+            f"RETURNING {', '.join(_ACCOUNT_COLUMNS)}"
+        )
+        self.insert_posting = (
+            f"INSERT INTO ledger_postings ({', '.join(_POSTING_COLUMNS)}) "  # noqa: S608
+            f"VALUES ({', '.join([mark] * len(_POSTING_COLUMNS))})"
+        )
+        processor = t.ledger_postings.c.created_at.type.bind_processor(dialect)
+        self.bind_time: Callable[[datetime | None], Any] = processor or (lambda value: value)
+
+
+_STATEMENTS: dict[str, _MovementStatements] = {}
+
+
+def _statements(dialect: Dialect) -> _MovementStatements:
+    statements = _STATEMENTS.get(dialect.name)
+    if statements is None:
+        statements = _STATEMENTS[dialect.name] = _MovementStatements(dialect)
+    return statements
+
+
 _PENDING_INSERT = insert(t.ledger_pendings)
 _PENDING_RESOLVE = (
     update(t.ledger_pendings)
@@ -61,20 +93,21 @@ _PENDING_RESOLVE = (
 _ACCOUNT_BY_ID = select(t.ledger_accounts).where(t.ledger_accounts.c.id == bindparam("account_id"))
 
 
-def _account(row: Row[Any]) -> Account:
-    m = row._mapping
+def _account(row: Sequence[Any]) -> Account:
+    # Positional, in table column order: works for SQLAlchemy rows and DBAPI tuples alike.
+    (id_, currency, kind, company_id, guarded, overdraft, *counters) = row
     return Account(
-        id=m["id"],
-        currency=m["currency"],
-        kind=AccountKind(m["kind"]),
-        company_id=m["company_id"],
-        guarded=bool(m["guarded"]),
-        overdraft_limit=m["overdraft_limit"],
-        debits_posted=m["debits_posted"],
-        credits_posted=m["credits_posted"],
-        debits_pending_holds=m["debits_pending_holds"],
-        debits_pending_out=m["debits_pending_out"],
-        credits_pending=m["credits_pending"],
+        id=id_,
+        currency=currency,
+        kind=AccountKind(kind),
+        company_id=company_id,
+        guarded=bool(guarded),
+        overdraft_limit=overdraft,
+        debits_posted=counters[0],
+        credits_posted=counters[1],
+        debits_pending_holds=counters[2],
+        debits_pending_out=counters[3],
+        credits_pending=counters[4],
     )
 
 
@@ -216,38 +249,52 @@ class SqlLedger:
                 query = query.order_by(t.ledger_pendings.c.id).with_for_update()
             pendings = {p.id: p for p in map(_pending, self._conn.execute(query))}
         plan = plan_journal(journal, pendings, now)
-        # Each UPDATE locks its row; taking them in sorted id order means two journals over the
-        # same accounts queue behind each other instead of deadlocking. The check runs on the
-        # row as updated, so it sees every committed movement before ours.
-        for account_id in plan.account_ids:
-            delta = plan.deltas[account_id]
-            params = {"account_id": account_id}
-            params.update({f"d_{c}": getattr(delta, c) for c in _COUNTERS})
-            row = self._conn.execute(_ACCOUNT_BUMP, params).first()
-            if row is None:
-                raise LedgerInvariantViolation(f"unknown ledger account {account_id}")
-            check_account(_account(row), plan)
-        self._conn.execute(
-            _POSTING_INSERT,
-            [
-                {
-                    "id": p.id,
-                    "journal_id": p.journal_id,
-                    "operation": journal.operation,
-                    "kind": p.kind.value,
-                    "debit_account_id": p.debit_account_id,
-                    "credit_account_id": p.credit_account_id,
-                    "currency": p.currency,
-                    "amount": p.amount,
-                    "released": p.released,
-                    "category": p.category.value if p.category else None,
-                    "pending_id": p.pending_id,
-                    "deadline": p.deadline,
-                    "created_at": p.created_at,
-                }
-                for p in plan.postings
-            ],
-        )
+        sql = _statements(self._conn.dialect)
+        cursor = self._conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            # Each UPDATE locks its row; taking them in sorted id order means two journals over
+            # the same accounts queue behind each other instead of deadlocking. The check runs
+            # on the row as updated, so it sees every movement committed before ours.
+            for account_id in plan.account_ids:
+                d = plan.deltas[account_id]
+                cursor.execute(
+                    sql.bump,
+                    (
+                        d.debits_posted,
+                        d.credits_posted,
+                        d.debits_pending_holds,
+                        d.debits_pending_out,
+                        d.credits_pending,
+                        account_id,
+                    ),
+                )
+                row = cursor.fetchone()
+                if row is None:
+                    raise LedgerInvariantViolation(f"unknown ledger account {account_id}")
+                check_account(_account(row), plan)
+            # One execute per posting: psycopg's executemany enters pipeline mode, which costs
+            # more than it saves for the one or two postings a journal usually has.
+            for p in plan.postings:
+                cursor.execute(
+                    sql.insert_posting,
+                    (
+                        p.id,
+                        p.journal_id,
+                        journal.operation,
+                        p.kind.value,
+                        p.debit_account_id,
+                        p.credit_account_id,
+                        p.currency,
+                        p.amount,
+                        p.released,
+                        p.category.value if p.category else None,
+                        p.pending_id,
+                        sql.bind_time(p.deadline),
+                        sql.bind_time(p.created_at),
+                    ),
+                )
+        finally:
+            cursor.close()
         if plan.new_pendings:
             self._conn.execute(
                 _PENDING_INSERT,

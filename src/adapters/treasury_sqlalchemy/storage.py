@@ -5,20 +5,24 @@ start with ``BEGIN IMMEDIATE`` so a transaction holds the write lock from its fi
 (no upgrade deadlocks), and writers in this process queue on a lock instead of spinning in
 SQLite's busy handler. Readers run concurrently from the WAL snapshot.
 
-PostgreSQL: psycopg 3, a connection pool sized like the worker threads, READ COMMITTED; ledger
-rows are locked by ``UPDATE`` in sorted id order, and deadlocks or serialization failures re-run
-the whole transaction function.
+PostgreSQL: psycopg 3, READ COMMITTED; ledger rows are locked by ``UPDATE`` in sorted id order,
+and deadlocks or serialization failures re-run the whole transaction function.
+
+Each of the storage's worker threads keeps one connection for its lifetime (checking one out of
+the pool per transaction cost as much client time as a statement); any other thread, such as a
+caller of ``run_sync``, borrows one from the pool per transaction.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
@@ -47,6 +51,11 @@ class SqlStorage(Storage):
         self.dialect = parsed.get_backend_name()
         self._pool_size = pool_size
         self._write_lock: threading.Lock | None = None
+        self._local = threading.local()
+        self._kept: list[Connection] = []
+        self._kept_lock = threading.Lock()
+        # Worker threads keep pool_size connections; the overflow serves everyone else.
+        pool = {"pool_size": pool_size, "max_overflow": pool_size}
         if self.dialect == "sqlite":
             database = parsed.database or ""
             if database in ("", ":memory:"):
@@ -57,14 +66,11 @@ class SqlStorage(Storage):
                 self.url,
                 echo=echo,
                 connect_args={"check_same_thread": False, "timeout": 30},
-                pool_size=pool_size,
-                max_overflow=0,
+                **pool,
             )
             event.listen(self.engine, "connect", _sqlite_on_connect)
         elif self.dialect == "postgresql":
-            self.engine = create_engine(
-                self.url, echo=echo, pool_size=pool_size, max_overflow=0, pool_pre_ping=False
-            )
+            self.engine = create_engine(self.url, echo=echo, **pool)
         else:
             raise ValueError(f"unsupported database: {self.dialect} (use sqlite or postgresql)")
 
@@ -73,14 +79,36 @@ class SqlStorage(Storage):
         """As many threads as pooled connections, so no thread waits for a connection."""
         return self._pool_size
 
+    def _worker_started(self) -> None:
+        self._local.keeps_connection = True
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        if not getattr(self._local, "keeps_connection", False):
+            with self.engine.connect() as conn:
+                yield conn
+            return
+        kept: Connection | None = getattr(self._local, "conn", None)
+        if kept is None or kept.closed or kept.invalidated:
+            kept = self._local.conn = self.engine.connect()
+            with self._kept_lock:
+                self._kept.append(kept)
+        yield kept
+
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[UnitOfWork]:
         """One transaction: commits on a clean exit, rolls back on an exception."""
         lock = self._write_lock if (write and self._write_lock is not None) else nullcontext()
-        with lock, self.engine.connect() as conn:
+        with lock, self._connection() as conn:
+            # The ledger's hot path writes through the DBAPI cursor, so SQLAlchemy must be told
+            # a transaction is open or its commit() would have nothing to commit.
+            conn.begin()
             if self.dialect == "sqlite":
-                # pysqlite runs in autocommit mode (see _sqlite_on_connect); we say when.
-                conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+                # pysqlite runs in autocommit mode (see _sqlite_on_connect); we say when, and
+                # take the write lock up front so a transaction never fails half way to it.
+                conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
+                    "BEGIN IMMEDIATE" if write else "BEGIN"
+                )
             try:
                 yield SqlUnitOfWork(conn, lock_rows=self.dialect == "postgresql")
             except BaseException:
@@ -90,12 +118,11 @@ class SqlStorage(Storage):
 
     def is_transient(self, error: BaseException) -> bool:
         """Deadlocks and serialization failures (PostgreSQL), a busy database (SQLite)."""
-        if not isinstance(error, DBAPIError):
-            return False
-        sqlstate = getattr(error.orig, "sqlstate", None)
-        if sqlstate in _TRANSIENT_SQLSTATES:
+        # Errors from the DBAPI cursor (the ledger's hot path) arrive unwrapped.
+        orig = error.orig if isinstance(error, DBAPIError) else error
+        if getattr(orig, "sqlstate", None) in _TRANSIENT_SQLSTATES:
             return True
-        return self.dialect == "sqlite" and "database is locked" in str(error.orig)
+        return isinstance(orig, sqlite3.OperationalError) and "database is locked" in str(orig)
 
     def migrate(self) -> None:
         """Apply every Alembic migration not yet applied."""
@@ -104,8 +131,12 @@ class SqlStorage(Storage):
         upgrade(self.engine)
 
     def close(self) -> None:
-        """Dispose of the pool and the worker threads."""
+        """Stop the worker threads, close their connections, dispose of the pool."""
         super().close()
+        with self._kept_lock:
+            kept, self._kept = self._kept, []
+        for conn in kept:
+            conn.close()
         self.engine.dispose()
 
 

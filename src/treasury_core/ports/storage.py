@@ -223,6 +223,9 @@ class Storage(abc.ABC):
             self._executor.shutdown(wait=True)
             self._executor = None
 
+    def _worker_started(self) -> None:  # noqa: B027 - a no-op default is the point
+        """Called on each of :meth:`run`'s worker threads as it starts (adapters keep state)."""
+
     @property
     def worker_threads(self) -> int:
         """Threads available to :meth:`run` (the connection pool should have as many)."""
@@ -249,7 +252,9 @@ class Storage(abc.ABC):
             return self.run_sync(fn, write=write)
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
-                max_workers=self.worker_threads, thread_name_prefix="treasury-storage"
+                max_workers=self.worker_threads,
+                thread_name_prefix="treasury-storage",
+                initializer=self._worker_started,
             )
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: self.run_sync(fn, write=write))

@@ -375,7 +375,7 @@ def _account_bounds(account: Account) -> list[str]:
     ):
         out.append(
             f"[5] {label}: available balance {account.available_balance} is below "
-            f"-{account.overdraft_limit} (its overdraft limit)"
+            f"{-account.overdraft_limit} (overdraft limit {account.overdraft_limit})"
         )
     return out
 

@@ -250,7 +250,8 @@ def ledger_programs(
 ) -> LedgerProgram:
     """Ledger programs: for each of 1-3 currencies an unguarded world account, an FX liquidity
     account and guarded wallets; then deposits, transfers, reservations (hold or out, with or
-    without deadline), full and partial posts, voids, expiries, FX journals and clock advances.
+    without deadline), full and partial posts, voids, expiries, multi-leg and FX journals, and
+    clock advances.
 
     Phase-two legs name earlier reservations whether or not those were accepted and whatever
     became of them, so refusals (``pending_not_found``, ``pending_already_resolved``, …) are
@@ -260,21 +261,59 @@ def ledger_programs(
     codes = draw(currency_codes if currency_codes is not None else currency_sets())
     if not codes:
         raise ValueError("a ledger program needs at least one currency")
-    opened: list[Account] = []
-    wallets: dict[str, list[str]] = {}
-    world: dict[str, str] = {}
-    liquidity: dict[str, str] = {}
+    builder = _ProgramBuilder(draw, amounts(max_amount))
     for code in codes:
-        world[code] = f"world_{code.lower()}"
-        liquidity[code] = f"fxliq_{code.lower()}"
-        opened.append(Account(id=world[code], currency=code, kind=AccountKind.WORLD))
-        opened.append(Account(id=liquidity[code], currency=code, kind=AccountKind.FX_LIQUIDITY))
-        count = draw(st.integers(min_value=1, max_value=max(1, max_wallets_per_currency)))
-        wallets[code] = []
-        for n in range(count):
-            account_id = f"wal_{code.lower()}_{n}"
-            limit = draw(overdraft_limits(max_amount))
-            opened.append(
+        wallet_count = draw(st.integers(min_value=1, max_value=max(1, max_wallets_per_currency)))
+        builder.open_currency(
+            code, [draw(overdraft_limits(max_amount)) for _ in range(wallet_count)]
+        )
+    choices = [*_SINGLE_LEGS, "advance", "multi"] + (["fx"] if len(codes) > 1 else [])
+    for index in range(draw(st.integers(min_value=0, max_value=max_operations))):
+        what = draw(st.sampled_from(choices))
+        if what == "advance":
+            builder.advance(draw(st.integers(min_value=1, max_value=7200)))
+        elif what == "fx":
+            builder.fx(f"jrn_{index:06d}")
+        else:
+            count = draw(st.integers(min_value=2, max_value=4)) if what == "multi" else 1
+            kinds = (
+                [what]
+                if count == 1
+                else [draw(st.sampled_from(_SINGLE_LEGS)) for _ in range(count)]
+            )
+            builder.journal(f"jrn_{index:06d}", kinds)
+    return LedgerProgram(
+        accounts=tuple(builder.accounts), operations=tuple(builder.operations), start=_EPOCH
+    )
+
+
+_SINGLE_LEGS = ("deposit", "move", "reserve", "post", "void", "expire")
+
+
+class _ProgramBuilder:
+    """The state :func:`ledger_programs` draws against: accounts, reservations, elapsed time."""
+
+    def __init__(self, draw: st.DrawFn, money: st.SearchStrategy[int]) -> None:
+        self.draw = draw
+        self.money = money
+        self.accounts: list[Account] = []
+        self.operations: list[LedgerOperation] = []
+        self.wallets: dict[str, list[str]] = {}
+        self.world: dict[str, str] = {}
+        self.liquidity: dict[str, str] = {}
+        self.reserved: list[tuple[str, int]] = []  # (pending id, amount) of every Reserve leg
+        self.elapsed = 0
+
+    def open_currency(self, code: str, overdraft_limits: list[int]) -> None:
+        self.world[code] = f"world_{code.lower()}"
+        self.liquidity[code] = f"fxliq_{code.lower()}"
+        self.accounts.append(Account(id=self.world[code], currency=code, kind=AccountKind.WORLD))
+        self.accounts.append(
+            Account(id=self.liquidity[code], currency=code, kind=AccountKind.FX_LIQUIDITY)
+        )
+        self.wallets[code] = [f"wal_{code.lower()}_{n}" for n in range(len(overdraft_limits))]
+        for account_id, limit in zip(self.wallets[code], overdraft_limits, strict=True):
+            self.accounts.append(
                 Account(
                     id=account_id,
                     currency=code,
@@ -284,72 +323,65 @@ def ledger_programs(
                     overdraft_limit=limit,
                 )
             )
-            wallets[code].append(account_id)
 
-    money = amounts(max_amount)
-    reserved: list[tuple[str, int]] = []  # (pending id, amount) of every Reserve leg generated
-    elapsed = 0
-    operations: list[LedgerOperation] = []
-    choices = ["deposit", "move", "reserve", "post", "void", "expire", "advance", "multi"]
-    if len(codes) > 1:
-        choices.append("fx")
-    for index in range(draw(st.integers(min_value=0, max_value=max_operations))):
-        journal_id = f"jrn_{index:06d}"
-        what = draw(st.sampled_from(choices))
-        if what == "advance":
-            seconds = draw(st.integers(min_value=1, max_value=7200))
-            elapsed += seconds
-            operations.append(AdvanceClock(seconds))
-            continue
+    def advance(self, seconds: int) -> None:
+        self.elapsed += seconds
+        self.operations.append(AdvanceClock(seconds))
+
+    def fx(self, journal_id: str) -> None:
+        """A wallet sells one currency to FX liquidity and receives another from it."""
+        draw = self.draw
+        source, target = draw(
+            st.lists(st.sampled_from(sorted(self.wallets)), min_size=2, max_size=2, unique=True)
+        )
+        sold = Move(
+            draw(st.sampled_from(self.wallets[source])),
+            self.liquidity[source],
+            source,
+            draw(self.money),
+        )
+        bought = Move(
+            self.liquidity[target],
+            draw(st.sampled_from(self.wallets[target])),
+            target,
+            draw(self.money),
+        )
+        self.operations.append(ApplyJournal(Journal(id=journal_id, legs=(sold, bought))))
+
+    def journal(self, journal_id: str, kinds: list[str]) -> None:
         legs: list[Leg] = []
-        if what == "fx":
-            source, target = draw(
-                st.lists(st.sampled_from(codes), min_size=2, max_size=2, unique=True)
-            )
-            legs = [
-                Move(
-                    draw(st.sampled_from(wallets[source])), liquidity[source], source, draw(money)
-                ),
-                Move(
-                    liquidity[target], draw(st.sampled_from(wallets[target])), target, draw(money)
-                ),
-            ]
+        for kind in kinds:
+            legs.append(self._leg(kind, f"{journal_id}.{len(legs)}"))
+        self.operations.append(ApplyJournal(Journal(id=journal_id, legs=tuple(legs))))
+
+    def _leg(self, kind: str, leg_id: str) -> Leg:
+        draw = self.draw
+        code = draw(st.sampled_from(sorted(self.wallets)))
+        parties = [*self.wallets[code], self.world[code], self.liquidity[code]]
+        if kind in ("move", "reserve"):
+            debit = draw(st.sampled_from(parties))
+            credit = draw(st.sampled_from([p for p in parties if p != debit]))
         else:
-            count = draw(st.integers(min_value=2, max_value=4)) if what == "multi" else 1
-            for _ in range(count):
-                kind = draw(st.sampled_from(choices[:6])) if what == "multi" else what
-                code = draw(st.sampled_from(codes))
-                parties = [*wallets[code], world[code], liquidity[code]]
-                wallet = draw(st.sampled_from(wallets[code]))
-                if kind == "deposit":
-                    legs.append(Move(world[code], wallet, code, draw(money)))
-                elif kind in ("move", "reserve"):
-                    debit = draw(st.sampled_from(parties))
-                    credit = draw(st.sampled_from([p for p in parties if p != debit]))
-                    if kind == "move":
-                        legs.append(Move(debit, credit, code, draw(money)))
-                        continue
-                    amount = draw(money)
-                    offset = draw(st.none() | st.integers(min_value=1, max_value=7200))
-                    deadline = (
-                        None if offset is None else _EPOCH + timedelta(seconds=elapsed + offset)
-                    )
-                    category = draw(pending_categories())
-                    legs.append(Reserve(debit, credit, code, amount, category, deadline))
-                    reserved.append((f"{journal_id}.{len(legs) - 1}", amount))
-                elif not reserved:
-                    legs.append(Move(world[code], wallet, code, draw(money)))
-                else:
-                    pending_id, amount = draw(st.sampled_from(reserved))
-                    if kind == "post":
-                        part = draw(st.none() | st.integers(min_value=1, max_value=amount + 1))
-                        legs.append(PostPending(pending_id, part))
-                    elif kind == "void":
-                        legs.append(VoidPending(pending_id))
-                    else:
-                        legs.append(ExpirePending(pending_id))
-        operations.append(ApplyJournal(Journal(id=journal_id, legs=tuple(legs))))
-    return LedgerProgram(accounts=tuple(opened), operations=tuple(operations), start=_EPOCH)
+            debit, credit = self.world[code], draw(st.sampled_from(self.wallets[code]))
+        if kind == "deposit" or (kind in ("post", "void", "expire") and not self.reserved):
+            return Move(debit, credit, code, draw(self.money))
+        if kind == "move":
+            return Move(debit, credit, code, draw(self.money))
+        if kind == "reserve":
+            amount = draw(self.money)
+            offset = draw(st.none() | st.integers(min_value=1, max_value=7200))
+            # Deadlines lie ahead of the clock as it will be when the journal runs.
+            deadline = None if offset is None else _EPOCH + timedelta(seconds=self.elapsed + offset)
+            self.reserved.append((leg_id, amount))
+            return Reserve(debit, credit, code, amount, draw(pending_categories()), deadline)
+        pending_id, reserved = draw(st.sampled_from(self.reserved))
+        if kind == "post":
+            # Up to one more than reserved: over-posting must be refused.
+            part = draw(st.none() | st.integers(min_value=1, max_value=reserved + 1))
+            return PostPending(pending_id, part)
+        if kind == "void":
+            return VoidPending(pending_id)
+        return ExpirePending(pending_id)
 
 
 def _as_strategy(

@@ -1,0 +1,179 @@
+"""``python -m bench``: run every benchmark and print the results table.
+
+Defaults keep the whole run to about a minute on two cores; ``--quick`` is a smoke run.
+Progress goes to stderr, the machine description and the table to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench import fixtures, kernel, machine, movements, reads
+from bench.report import Row, cost, cpu, rate, ratio, render, verdict
+from bench.timing import Samples
+
+#: SqlStorage movements must reach these fractions of the raw driver's rate.
+SQLITE_TARGET = 0.50
+POSTGRES_TARGET = 0.80
+#: A balance read at the large history may cost at most this multiple of the small one ...
+READ_GROWTH_TARGET = 1.2
+#: ... and under this many microseconds.
+READ_COST_TARGET_US = 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Counts for one run."""
+
+    reps: int
+    kernel_ops: int
+    movements: int
+    reads: int
+    small: int
+    large: int
+    postgres: bool
+    markdown: bool
+
+
+def parse(argv: list[str] | None) -> Options:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--reps", type=int, default=7, help="timed repetitions (>= 3)")
+    parser.add_argument("--kernel-ops", type=int, default=20_000, help="in-memory ops per rep")
+    parser.add_argument("--movements", type=int, default=2_000, help="SQL movements per rep")
+    parser.add_argument("--reads", type=int, default=2_000, help="balance reads per rep")
+    parser.add_argument("--small", type=int, default=1_000, help="postings, small history")
+    parser.add_argument("--large", type=int, default=100_000, help="postings, large history")
+    parser.add_argument("--no-postgres", action="store_true", help="skip PostgreSQL rows")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--quick", action="store_true", help="a smoke run with small counts")
+    args = parser.parse_args(argv)
+    if args.reps < 3:
+        parser.error("--reps must be at least 3 (the figures are medians)")
+    if args.quick:
+        args.kernel_ops, args.movements, args.reads, args.large = 2_000, 200, 200, 10_000
+    return Options(
+        reps=args.reps,
+        kernel_ops=args.kernel_ops,
+        movements=args.movements,
+        reads=args.reads,
+        small=args.small,
+        large=args.large,
+        postgres=not args.no_postgres,
+        markdown=args.markdown,
+    )
+
+
+def _step(label: str, fn: Callable[[], dict[str, Samples]]) -> dict[str, Samples]:
+    print(f"... {label}", end="", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    result = fn()
+    print(f" {time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
+    return result
+
+
+def kernel_rows(opts: Options) -> list[Row]:
+    """The kernel and memory-storage rows."""
+    r = _step("kernel + MemoryStorage", lambda: kernel.bench_kernel(opts.kernel_ops, opts.reps))
+    return [
+        Row(
+            "Kernel: plan_journal + apply_plan, 2-account Move", rate(r["kernel"]), cpu(r["kernel"])
+        ),
+        Row(
+            "MemoryStorage.run_sync movement",
+            rate(r["memory"]),
+            cpu(r["memory"]),
+            f"{ratio(r['memory'], r['kernel']):.2f} of kernel",
+        ),
+    ]
+
+
+def movement_rows(
+    backend: str, raw_name: str, samples: dict[str, Samples], target: float
+) -> list[Row]:
+    """``SqlStorage`` and raw-driver movement rows for one backend."""
+    share = ratio(samples["ours"], samples["raw"])
+    return [
+        Row(
+            f"{backend}: raw {raw_name} movement (2 UPDATE + INSERT)",
+            rate(samples["raw"]),
+            cpu(samples["raw"]),
+        ),
+        Row(
+            f"{backend}: SqlStorage.run_sync movement",
+            rate(samples["ours"]),
+            cpu(samples["ours"]),
+            f"{share:.2f} of raw",
+            f">= {target:.2f} of raw",
+            verdict(share >= target),
+        ),
+    ]
+
+
+def read_rows(backend: str, opts: Options, samples: dict[str, Samples]) -> list[Row]:
+    """Balance-read rows at the small and large histories for one backend."""
+    growth = ratio(samples["large"], samples["small"], of_cost=True)
+    large_us = samples["large"].median_us
+    met = growth <= READ_GROWTH_TARGET and large_us < READ_COST_TARGET_US
+    return [
+        Row(
+            f"{backend}: balance read, {opts.small:,} postings",
+            cost(samples["small"]),
+            cpu(samples["small"]),
+        ),
+        Row(
+            f"{backend}: balance read, {opts.large:,} postings",
+            cost(samples["large"]),
+            cpu(samples["large"]),
+            f"{growth:.2f}x small",
+            f"<= {READ_GROWTH_TARGET}x, < 1 ms",
+            verdict(met),
+        ),
+        Row(
+            f"{backend}: raw driver read, {opts.large:,} postings",
+            cost(samples["raw"]),
+            cpu(samples["raw"]),
+            f"ours {ratio(samples['large'], samples['raw'], of_cost=True):.2f}x raw",
+        ),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run everything, print the table; the exit status is 0 whatever the verdicts."""
+    opts = parse(argv)
+    load_before = machine.load()
+    pg_problem = fixtures.postgres_available() if opts.postgres else "disabled by --no-postgres"
+    pg_version = machine.postgres_version(fixtures.POSTGRES_URL) if pg_problem is None else None
+    rows = kernel_rows(opts)
+    sqlite = _step("SQLite movements", lambda: movements.bench_sqlite(opts.movements, opts.reps))
+    rows += movement_rows("SQLite", "sqlite3", sqlite, SQLITE_TARGET)
+    if pg_problem is None:
+        pg = _step(
+            "PostgreSQL movements", lambda: movements.bench_postgres(opts.movements, opts.reps)
+        )
+        rows += movement_rows("PostgreSQL", "psycopg", pg, POSTGRES_TARGET)
+    sizes = (opts.small, opts.large, opts.reads, opts.reps)
+    rows += read_rows(
+        "SQLite", opts, _step("SQLite reads", lambda: reads.bench_reads_sqlite(*sizes))
+    )
+    if pg_problem is None:
+        pg_reads = _step("PG reads", lambda: reads.bench_reads_postgres(*sizes))
+        rows += read_rows("PostgreSQL", opts, pg_reads)
+    print("\n".join(machine.describe(pg_version)))
+    print(f"Load average before: {load_before}; after: {machine.load()}")
+    print(
+        f"Medians of {opts.reps} interleaved repetitions; {opts.movements:,} movements, "
+        f"{opts.reads:,} reads, {opts.kernel_ops:,} in-memory ops per repetition.\n"
+    )
+    print(render(rows, markdown=opts.markdown))
+    if pg_problem is not None:
+        print(f"\nPostgreSQL rows skipped: {pg_problem} ({fixtures.POSTGRES_URL})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""The ledger state machine against the reference model, on memory, SQLite and PostgreSQL.
+
+Each example gets a fresh storage: a MemoryStorage, a new SQLite file, or a new PostgreSQL
+schema (dropped afterwards). The SQL runs are shorter so the file stays well under a minute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.conftest import PostgresSchema, postgres_url_or_skip
+from treasury_core.ledger import (
+    Account,
+    AccountKind,
+    Journal,
+    Move,
+    PendingCategory,
+    PostPending,
+    Reserve,
+)
+from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.testing.invariants import InvariantViolation, check_invariants
+from treasury_core.testing.machine import (
+    LedgerMachine,
+    ledger_machine,
+    ledger_machine_test_case,
+)
+from treasury_core.testing.memory import MemoryStorage
+from treasury_sqlalchemy.storage import SqlStorage
+
+T = TypeVar("T")
+
+MEMORY_SETTINGS = settings(
+    max_examples=200,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+SQL_SETTINGS = settings(
+    max_examples=25,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+# The helper users call: a unittest TestCase class, collected by pytest like any other.
+TestLedgerMachineOnMemory = ledger_machine_test_case(
+    MemoryStorage, settings=MEMORY_SETTINGS, name="LedgerMachineOnMemory"
+)
+
+
+def test_ledger_machine_on_sqlite(tmp_path: Path) -> None:
+    files = itertools.count()
+
+    def sqlite_storage() -> Storage:
+        storage = SqlStorage(f"sqlite:///{tmp_path / f'ledger-{next(files)}.db'}", pool_size=2)
+        storage.migrate()
+        return storage  # the machine closes it after the run
+
+    run_state_machine_as_test(ledger_machine(sqlite_storage), settings=SQL_SETTINGS)
+
+
+@pytest.mark.postgres
+def test_ledger_machine_on_postgres() -> None:
+    base_url = postgres_url_or_skip()
+
+    @contextlib.contextmanager
+    def postgres_storage() -> Iterator[Storage]:
+        schema = PostgresSchema(base_url)
+        try:
+            storage = SqlStorage(schema.url, pool_size=2)
+            try:
+                storage.migrate()
+                yield storage
+            finally:
+                storage.close()
+        finally:
+            schema.drop()
+
+    run_state_machine_as_test(ledger_machine(postgres_storage), settings=SQL_SETTINGS)
+
+
+class RetriesCommittedWrites(MemoryStorage):
+    """A storage with a classic bug: it re-runs a write whose commit it believes was lost.
+
+    (Re-running is only safe after a rollback; after a commit it applies the journal twice.)
+    """
+
+    def run_sync(self, fn: Callable[[UnitOfWork], T], *, write: bool = True) -> T:
+        result = super().run_sync(fn, write=write)
+        if write:
+            with contextlib.suppress(Exception):
+                super().run_sync(fn, write=write)
+        return result
+
+
+def test_the_machine_catches_a_broken_storage() -> None:
+    class BrokenStorageMachine(LedgerMachine):
+        def make_storage(self) -> Storage:
+            return RetriesCommittedWrites()
+
+    quick = settings(
+        max_examples=50,
+        deadline=None,
+        database=None,  # do not replay this deliberate failure in other runs
+        phases=[Phase.generate],  # no shrinking: that it fails is all this test needs
+        report_multiple_bugs=False,
+        print_blob=False,
+    )
+    with pytest.raises(AssertionError, match="model"):
+        run_state_machine_as_test(BrokenStorageMachine, settings=quick)
+
+
+def test_machine_subclass_settings_are_used() -> None:
+    class TinyAmounts(LedgerMachine):
+        max_amount = 3
+        currency_pool = ("CHF", "JPY")
+
+    machine = TinyAmounts()
+    try:
+        assert isinstance(machine.storage, MemoryStorage)
+    finally:
+        machine.teardown()
+    run_state_machine_as_test(
+        TinyAmounts, settings=settings(max_examples=10, stateful_step_count=15, deadline=None)
+    )
+
+
+# check_invariants through the port on every backend ------------------------------------------
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def small_ledger(storage: Storage) -> None:
+    accounts = [
+        Account("world-USD", "USD", AccountKind.WORLD),
+        Account("w1", "USD", AccountKind.WALLET, company_id=1, guarded=True),
+        Account("w2", "USD", AccountKind.WALLET, company_id=1, guarded=True, overdraft_limit=50),
+    ]
+
+    def open_all(uow: UnitOfWork) -> None:
+        for account in accounts:
+            uow.ledger.open_account(account)
+
+    storage.run_sync(open_all)
+    journals = [
+        Journal("j1", (Move("world-USD", "w1", "USD", 500),)),
+        Journal(
+            "j2",
+            (
+                Reserve("w1", "w2", "USD", 200, PendingCategory.HOLD, T0 + timedelta(minutes=5)),
+                Move("w2", "world-USD", "USD", 40),
+            ),
+        ),
+        Journal("j3", (PostPending("j2.0", 150),)),
+    ]
+    for journal in journals:
+        storage.run_sync(applying(journal))
+
+
+def applying(journal: Journal) -> Callable[[UnitOfWork], object]:
+    return lambda uow: uow.ledger.apply(journal, T0)
+
+
+def test_check_invariants_on_every_backend(storage: Storage) -> None:
+    small_ledger(storage)
+    check_invariants(storage)
+    # Corrupt one counter behind the port's back, the way each backend stores it.
+    if isinstance(storage, SqlStorage):
+        with storage.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "UPDATE ledger_accounts SET credits_posted = credits_posted + 1 WHERE id = 'w2'"
+            )
+    else:
+        assert isinstance(storage, MemoryStorage)
+        w2 = storage._state.accounts["w2"]
+        storage._state.accounts["w2"] = replace(w2, credits_posted=w2.credits_posted + 1)
+    with pytest.raises(InvariantViolation) as caught:
+        check_invariants(storage)
+    assert (
+        "[2] USD: posted credits - debits over all accounts is 1, not 0" in caught.value.violations
+    )
+    assert (
+        "[3] account w2: stored credits_posted is 151, its postings fold to 150"
+        in caught.value.violations
+    )
