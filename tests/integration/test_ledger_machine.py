@@ -96,8 +96,10 @@ class RetriesCommittedWrites(MemoryStorage):
     (Re-running is only safe after a rollback; after a commit it applies the journal twice.)
     """
 
-    def run_sync(self, fn: Callable[[UnitOfWork], T], *, write: bool = True) -> T:
-        result = super().run_sync(fn, write=write)
+    def run_sync(
+        self, fn: Callable[[UnitOfWork], T], *, write: bool = True, snapshot: bool = False
+    ) -> T:
+        result = super().run_sync(fn, write=write, snapshot=snapshot)
         if write:
             with contextlib.suppress(Exception):
                 super().run_sync(fn, write=write)

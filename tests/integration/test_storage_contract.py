@@ -340,3 +340,35 @@ def test_concurrent_opposite_transfers_keep_the_total(storage: Storage) -> None:
     balances = [account(storage, i) for i in ids]
     assert sum(a.balance for a in balances) == 4000
     assert all(a.available_balance >= 0 for a in balances)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_snapshot_reads_do_not_see_later_commits(kind: str, request: pytest.FixtureRequest) -> None:
+    from tests.conftest import make_storage
+
+    storage = make_storage(kind, request)
+    try:
+        open_accounts(storage, world(), wallet_account("wal_a"))
+        apply(storage, Journal("j1", (Move("world:USD", "wal_a", "USD", 10),)))
+        with storage.transaction(write=False, snapshot=True) as uow:
+            first = uow.ledger.get_account("wal_a")
+            writer = threading.Thread(
+                target=apply, args=(storage, Journal("j2", (Move("world:USD", "wal_a", "USD", 5),)))
+            )
+            writer.start()
+            writer.join()
+            postings = list(uow.ledger.postings())
+            again = uow.ledger.get_account("wal_a")
+        assert first == again
+        assert [p.id for p in postings] == ["j1.0"]
+        assert account(storage, "wal_a").balance == 15
+    finally:
+        storage.close()
+
+
+def test_postings_come_back_in_id_order(storage: Storage) -> None:
+    open_accounts(storage, world(), wallet_account("wal_a"))
+    for journal_id in ("b", "a", "c"):
+        apply(storage, Journal(journal_id, (Move("world:USD", "wal_a", "USD", 1),)))
+    ids = storage.run_sync(lambda uow: [p.id for p in uow.ledger.postings()], write=False)
+    assert ids == ["a.0", "b.0", "c.0"]

@@ -96,8 +96,12 @@ class SqlStorage(Storage):
         yield kept
 
     @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[UnitOfWork]:
-        """One transaction: commits on a clean exit, rolls back on an exception."""
+    def transaction(self, *, write: bool = True, snapshot: bool = False) -> Iterator[UnitOfWork]:
+        """One transaction: commits on a clean exit, rolls back on an exception.
+
+        A ``snapshot`` read runs REPEATABLE READ on PostgreSQL; SQLite's WAL readers always see
+        one snapshot from their first read on.
+        """
         lock = self._write_lock if (write and self._write_lock is not None) else nullcontext()
         with lock, self._connection() as conn:
             # The ledger's hot path writes through the DBAPI cursor, so SQLAlchemy must be told
@@ -109,6 +113,8 @@ class SqlStorage(Storage):
                 conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
                     "BEGIN IMMEDIATE" if write else "BEGIN"
                 )
+            elif snapshot and not write:
+                conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             try:
                 yield SqlUnitOfWork(conn, lock_rows=self.dialect == "postgresql")
             except BaseException:

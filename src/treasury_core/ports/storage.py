@@ -84,15 +84,15 @@ class LedgerRepository(Protocol):
         ...
 
     def all_accounts(self) -> Iterator[Account]:
-        """Every account (for audits and invariant checks)."""
+        """Every account in id order (for audits and invariant checks)."""
         ...
 
     def postings(self) -> Iterator[Posting]:
-        """Every posting, in insertion order (for audits and invariant checks)."""
+        """Every posting in id order (for audits; the fold does not depend on order)."""
         ...
 
     def pendings(self) -> Iterator[PendingMovement]:
-        """Every pending movement, whatever its status (for audits)."""
+        """Every pending movement in id order, whatever its status (for audits)."""
         ...
 
 
@@ -207,8 +207,14 @@ class Storage(abc.ABC):
         self._executor: ThreadPoolExecutor | None = None
 
     @abc.abstractmethod
-    def transaction(self, *, write: bool = True) -> AbstractContextManager[UnitOfWork]:
-        """A unit of work that commits on a clean exit and rolls back on an exception."""
+    def transaction(
+        self, *, write: bool = True, snapshot: bool = False
+    ) -> AbstractContextManager[UnitOfWork]:
+        """A unit of work that commits on a clean exit and rolls back on an exception.
+
+        ``snapshot`` (read-only transactions) asks that every read see one consistent state,
+        as audits of several tables need; a single-statement read is consistent without it.
+        """
 
     def is_transient(self, error: BaseException) -> bool:
         """Whether ``error`` is a conflict that a re-run can get past (default: never)."""
@@ -231,11 +237,13 @@ class Storage(abc.ABC):
         """Threads available to :meth:`run` (the connection pool should have as many)."""
         return 8
 
-    def run_sync(self, fn: Callable[[UnitOfWork], T], *, write: bool = True) -> T:
+    def run_sync(
+        self, fn: Callable[[UnitOfWork], T], *, write: bool = True, snapshot: bool = False
+    ) -> T:
         """Run ``fn`` in a transaction, re-running it on transient conflicts; blocking."""
         for attempt in range(1, self.max_attempts + 1):
             try:
-                with self.transaction(write=write) as uow:
+                with self.transaction(write=write, snapshot=snapshot) as uow:
                     return fn(uow)
             except Exception as exc:
                 if not self.is_transient(exc) or attempt == self.max_attempts:
@@ -246,10 +254,12 @@ class Storage(abc.ABC):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def run(self, fn: Callable[[UnitOfWork], T], *, write: bool = True) -> T:
+    async def run(
+        self, fn: Callable[[UnitOfWork], T], *, write: bool = True, snapshot: bool = False
+    ) -> T:
         """Run ``fn`` in a transaction without blocking the event loop."""
         if not self.offload:
-            return self.run_sync(fn, write=write)
+            return self.run_sync(fn, write=write, snapshot=snapshot)
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 max_workers=self.worker_threads,
@@ -257,4 +267,6 @@ class Storage(abc.ABC):
                 initializer=self._worker_started,
             )
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: self.run_sync(fn, write=write))
+        return await loop.run_in_executor(
+            self._executor, lambda: self.run_sync(fn, write=write, snapshot=snapshot)
+        )

@@ -115,10 +115,10 @@ class LedgerSnapshot:
 
 
 def read_ledger(storage: Storage) -> LedgerSnapshot:
-    """Read every account, posting and pending movement in one read-only transaction.
+    """Read every account, posting and pending movement in one read-only snapshot.
 
-    On a backend whose transactions are READ COMMITTED (PostgreSQL), the three reads are not one
-    consistent snapshot while other transactions write: read when the ledger is quiescent.
+    The transaction asks for ``snapshot=True``, so the three reads agree with each other even
+    while other transactions write (REPEATABLE READ on PostgreSQL, a WAL snapshot on SQLite).
     """
 
     def read(uow: UnitOfWork) -> LedgerSnapshot:
@@ -128,7 +128,7 @@ def read_ledger(storage: Storage) -> LedgerSnapshot:
             list(ledger.all_accounts()), list(ledger.postings()), list(ledger.pendings())
         )
 
-    return storage.run_sync(read, write=False)
+    return storage.run_sync(read, write=False, snapshot=True)
 
 
 def check_invariants(storage: Storage) -> None:

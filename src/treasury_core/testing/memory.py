@@ -168,13 +168,13 @@ class _Ledger:
         return due[:limit]
 
     def all_accounts(self) -> Iterator[Account]:
-        return iter(list(self._tx.state.accounts.values()))
+        return iter(sorted(self._tx.state.accounts.values(), key=lambda a: a.id))
 
     def postings(self) -> Iterator[Posting]:
-        return iter(list(self._tx.state.postings))
+        return iter(sorted(self._tx.state.postings, key=lambda p: p.id))
 
     def pendings(self) -> Iterator[PendingMovement]:
-        return iter(list(self._tx.state.pendings.values()))
+        return iter(sorted(self._tx.state.pendings.values(), key=lambda p: p.id))
 
 
 class _Companies:
@@ -293,7 +293,8 @@ class MemoryStorage(Storage):
         self._lock = threading.RLock()
 
     @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[UnitOfWork]:
+    def transaction(self, *, write: bool = True, snapshot: bool = False) -> Iterator[UnitOfWork]:
+        # One lock serializes everything, so every transaction is already a snapshot.
         with self._lock:
             tx = _Tx(self._state, write)
             try:
