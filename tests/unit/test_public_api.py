@@ -1,10 +1,11 @@
 import treasury_core
 import treasury_core.ledger
 import treasury_core.ports
+import treasury_core.testing
 
 
 def test_all_is_sorted_and_complete() -> None:
-    for module in (treasury_core, treasury_core.ledger, treasury_core.ports):
+    for module in (treasury_core, treasury_core.ledger, treasury_core.ports, treasury_core.testing):
         assert module.__all__ == sorted(module.__all__), module.__name__
         for name in module.__all__:
             assert getattr(module, name) is not None
