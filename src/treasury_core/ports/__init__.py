@@ -1,6 +1,14 @@
 """Ports: what the core needs from the world, as typed protocols. Adapters implement them."""
 
-from treasury_core.ports.bank_rail import BankRail, PaymentInstruction
+from treasury_core.ports.bank_rail import (
+    AccountFormat,
+    BankAccountDetails,
+    BankRail,
+    FormatField,
+    PaymentInstruction,
+    Settlement,
+    VirtualAccountDetails,
+)
 from treasury_core.ports.card_provider import CardProvider, CardProviderResult
 from treasury_core.ports.clock import Clock
 from treasury_core.ports.fx import FxQuote, FxRates
@@ -18,11 +26,14 @@ from treasury_core.ports.storage import (
 from treasury_core.ports.vault import StoredCard, Vault
 
 __all__ = [
+    "AccountFormat",
+    "BankAccountDetails",
     "BankRail",
     "CardProvider",
     "CardProviderResult",
     "Clock",
     "CompanyRepository",
+    "FormatField",
     "FxQuote",
     "FxRates",
     "IdSource",
@@ -31,9 +42,11 @@ __all__ = [
     "Notifier",
     "OutboxRepository",
     "PaymentInstruction",
+    "Settlement",
     "Storage",
     "StoredCard",
     "UnitOfWork",
     "Vault",
+    "VirtualAccountDetails",
     "WalletRepository",
 ]
