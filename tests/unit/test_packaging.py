@@ -26,6 +26,7 @@ def test_wheel_top_level_names_are_all_treasury(tmp_path: Path) -> None:
     for package in top:
         assert f"{package}/py.typed" in names
     assert "treasury_sqlalchemy/migrations/versions/0001_initial_schema.py" in names
+    assert "treasury_sqlalchemy/migrations/versions/0002_treasury_records_and_jobs.py" in names
     assert "treasury_sqlalchemy/migrations/script.py.mako" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()

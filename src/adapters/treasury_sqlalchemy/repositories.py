@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Connection, Dialect, Row, and_, bindparam, delete, insert, select, update
@@ -14,6 +15,7 @@ from treasury_core.companies import ApiKey, Company, KeyKind, MerchantAccount
 from treasury_core.errors import LedgerInvariantViolation
 from treasury_core.events import Event, EventType
 from treasury_core.idempotency import IdempotencyRecord, IdempotencyState, StoredResponse
+from treasury_core.jobs import Job, JobStatus
 from treasury_core.ledger import (
     Account,
     AccountKind,
@@ -28,6 +30,8 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
+from treasury_core.ports.storage import R
+from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
 
@@ -535,6 +539,159 @@ class SqlIdempotency:
         return int(result.rowcount)
 
 
+def _record_json(record: TreasuryRecord) -> str:
+    # Python-mode dump keeps rates as exact Decimals; they are stored as strings.
+    return json.dumps(
+        record.model_dump(mode="python"), default=_json_default, separators=(",", ":")
+    )
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    raise TypeError(f"cannot store {type(value).__name__}")
+
+
+class SqlRecords:
+    """Treasury records: indexed columns plus the record as JSON."""
+
+    def __init__(self, conn: Connection, lock_rows: bool) -> None:
+        self._conn = conn
+        self._lock_rows = lock_rows
+
+    def _values(self, record: TreasuryRecord) -> dict[str, Any]:
+        return {
+            "status": record.status_value,
+            "lookup_key": record.lookup_key,
+            "body": _record_json(record),
+        }
+
+    def add(self, record: TreasuryRecord) -> None:
+        self._conn.execute(
+            insert(t.treasury_records),
+            [
+                {
+                    "id": record.id,
+                    "kind": record.prefix,
+                    "company_id": record.company_id,
+                    "created_at": record.created_at,
+                    **self._values(record),
+                }
+            ],
+        )
+
+    def get(
+        self, kind: type[R], record_id: str, company_id: int | None, *, for_update: bool = False
+    ) -> R | None:
+        records = t.treasury_records
+        query = select(records.c.body).where(
+            records.c.id == record_id, records.c.kind == kind.prefix
+        )
+        if company_id is not None:
+            query = query.where(records.c.company_id == company_id)
+        if for_update and self._lock_rows:
+            query = query.with_for_update()
+        body = self._conn.execute(query).scalar_one_or_none()
+        return kind.model_validate(json.loads(body)) if body is not None else None
+
+    def update(self, record: TreasuryRecord) -> None:
+        records = t.treasury_records
+        result = self._conn.execute(
+            update(records).where(records.c.id == record.id).values(self._values(record))
+        )
+        if result.rowcount != 1:
+            raise LookupError(f"no record {record.id}")
+
+    def list(
+        self, kind: type[R], company_id: int, limit: int, starting_after: str | None
+    ) -> list[R]:
+        records = t.treasury_records
+        query = select(records.c.body).where(
+            records.c.company_id == company_id, records.c.kind == kind.prefix
+        )
+        query = _newest_first(query, records.c.id, limit, starting_after)
+        return [
+            kind.model_validate(json.loads(body)) for body in self._conn.execute(query).scalars()
+        ]
+
+    def find(self, kind: type[R], lookup_key: str) -> R | None:
+        records = t.treasury_records
+        body = self._conn.execute(
+            select(records.c.body)
+            .where(records.c.kind == kind.prefix, records.c.lookup_key == lookup_key)
+            .limit(1)
+        ).scalar_one_or_none()
+        return kind.model_validate(json.loads(body)) if body is not None else None
+
+
+class SqlJobs:
+    """Scheduled jobs; PostgreSQL runners skip rows another runner holds."""
+
+    def __init__(self, conn: Connection, lock_rows: bool) -> None:
+        self._conn = conn
+        self._lock_rows = lock_rows
+
+    @staticmethod
+    def _job(row: Row[Any]) -> Job:
+        m = row._mapping
+        return Job(
+            id=m["id"],
+            kind=m["kind"],
+            resource_id=m["resource_id"],
+            company_id=m["company_id"],
+            due_at=m["due_at"],
+            status=JobStatus(m["status"]),
+        )
+
+    def schedule(self, job: Job) -> None:
+        self._conn.execute(
+            insert(t.jobs),
+            [
+                {
+                    "id": job.id,
+                    "kind": job.kind,
+                    "resource_id": job.resource_id,
+                    "company_id": job.company_id,
+                    "due_at": job.due_at,
+                    "status": job.status.value,
+                }
+            ],
+        )
+
+    def due(self, now: datetime, limit: int) -> list[Job]:
+        query = (
+            select(t.jobs)
+            .where(t.jobs.c.status == JobStatus.PENDING.value, t.jobs.c.due_at <= now)
+            .order_by(t.jobs.c.due_at, t.jobs.c.id)
+            .limit(limit)
+        )
+        return [self._job(r) for r in self._conn.execute(query)]
+
+    def claim(self, job_id: str) -> Job | None:
+        query = select(t.jobs).where(
+            t.jobs.c.id == job_id, t.jobs.c.status == JobStatus.PENDING.value
+        )
+        if self._lock_rows:
+            query = query.with_for_update(skip_locked=True)
+        row = self._conn.execute(query).first()
+        return self._job(row) if row else None
+
+    def finish(self, job_id: str) -> None:
+        self._conn.execute(
+            update(t.jobs).where(t.jobs.c.id == job_id).values(status=JobStatus.DONE.value)
+        )
+
+    def finish_for(self, resource_id: str) -> int:
+        result = self._conn.execute(
+            update(t.jobs)
+            .where(t.jobs.c.resource_id == resource_id, t.jobs.c.status == JobStatus.PENDING.value)
+            .values(status=JobStatus.DONE.value)
+        )
+        return int(result.rowcount)
+
+
 class SqlUnitOfWork:
     """One transaction's repositories."""
 
@@ -544,3 +701,5 @@ class SqlUnitOfWork:
         self.companies = SqlCompanies(conn)
         self.outbox = SqlOutbox(conn)
         self.idempotency = SqlIdempotency(conn)
+        self.records = SqlRecords(conn, lock_rows)
+        self.jobs = SqlJobs(conn, lock_rows)

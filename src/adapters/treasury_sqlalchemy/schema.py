@@ -181,3 +181,36 @@ idempotency_keys = Table(
     Column("response_status", Integer, nullable=True),
     Column("response_body", LargeBinary, nullable=True),
 )
+
+# Treasury records as documents: the columns a query needs, and the record itself as JSON. The
+# money of every movement is in the ledger tables above, relational and append-only.
+treasury_records = Table(
+    "treasury_records",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("kind", String(8), nullable=False),
+    Column("company_id", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("lookup_key", String(64), nullable=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("body", Text, nullable=False),
+    Index("ix_treasury_records_company_id_kind_id", "company_id", "kind", "id"),
+    Index("ix_treasury_records_kind_lookup_key", "kind", "lookup_key"),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("kind", String(32), nullable=False),
+    Column("resource_id", String(64), nullable=False, index=True),
+    Column("company_id", Integer, nullable=False),
+    Column("due_at", UtcDateTime, nullable=False),
+    Column("status", String(16), nullable=False),
+    Index(
+        "ix_jobs_due",
+        "due_at",
+        postgresql_where=text("status = 'pending'"),
+        sqlite_where=text("status = 'pending'"),
+    ),
+)

@@ -24,10 +24,13 @@ from treasury_core.companies import ApiKey, Company, MerchantAccount
 from treasury_core.errors import ConflictRetryExhausted
 from treasury_core.events import Event
 from treasury_core.idempotency import IdempotencyRecord
+from treasury_core.jobs import Job
 from treasury_core.ledger import Account, Journal, LedgerPlan, PendingMovement, Posting
+from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
 
 T = TypeVar("T")
+R = TypeVar("R", bound=TreasuryRecord)
 
 
 class WalletRepository(Protocol):
@@ -166,6 +169,62 @@ class IdempotencyRepository(Protocol):
         ...
 
 
+class RecordRepository(Protocol):
+    """Treasury records (deposits, withdrawals, transfers, bank and virtual accounts)."""
+
+    def add(self, record: TreasuryRecord) -> None:
+        """Store a new record."""
+        ...
+
+    def get(
+        self, kind: type[R], record_id: str, company_id: int | None, *, for_update: bool = False
+    ) -> R | None:
+        """The record of ``kind`` with this id (of ``company_id`` unless ``None``).
+
+        ``for_update`` locks it until the transaction ends, so concurrent changes of one record
+        queue behind each other.
+        """
+        ...
+
+    def update(self, record: TreasuryRecord) -> None:
+        """Replace a stored record with a new version of it."""
+        ...
+
+    def list(
+        self, kind: type[R], company_id: int, limit: int, starting_after: str | None
+    ) -> list[R]:
+        """Up to ``limit`` records of ``kind``, newest first, ids below ``starting_after``."""
+        ...
+
+    def find(self, kind: type[R], lookup_key: str) -> R | None:
+        """The record of ``kind`` whose ``lookup_key`` is this (a virtual account's number)."""
+        ...
+
+
+class JobRepository(Protocol):
+    """Scheduled jobs."""
+
+    def schedule(self, job: Job) -> None:
+        """Store a pending job."""
+        ...
+
+    def due(self, now: datetime, limit: int) -> list[Job]:
+        """Pending jobs due at or before ``now``, earliest first (not locked)."""
+        ...
+
+    def claim(self, job_id: str) -> Job | None:
+        """Lock a pending job for this transaction; ``None`` if done or claimed by another."""
+        ...
+
+    def finish(self, job_id: str) -> None:
+        """Mark a job done."""
+        ...
+
+    def finish_for(self, resource_id: str) -> int:
+        """Mark every pending job of ``resource_id`` done (its work was done another way)."""
+        ...
+
+
 class UnitOfWork(Protocol):
     """One transaction's view of storage (read-only attributes, so adapters may narrow them)."""
 
@@ -192,6 +251,16 @@ class UnitOfWork(Protocol):
     @property
     def idempotency(self) -> IdempotencyRepository:
         """Idempotency records."""
+        ...
+
+    @property
+    def records(self) -> RecordRepository:
+        """Treasury records."""
+        ...
+
+    @property
+    def jobs(self) -> JobRepository:
+        """Scheduled jobs."""
         ...
 
 

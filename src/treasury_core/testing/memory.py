@@ -19,6 +19,7 @@ from typing import Any
 from treasury_core.companies import ApiKey, Company, MerchantAccount
 from treasury_core.events import Event
 from treasury_core.idempotency import IdempotencyRecord
+from treasury_core.jobs import Job, JobStatus
 from treasury_core.ledger import (
     Account,
     AccountKind,
@@ -31,7 +32,8 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
-from treasury_core.ports.storage import Storage, UnitOfWork
+from treasury_core.ports.storage import R, Storage, UnitOfWork
+from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
 
 _MISSING: Any = object()
@@ -48,6 +50,8 @@ class _State:
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     idempotency: dict[tuple[int, str], IdempotencyRecord] = field(default_factory=dict)
+    records: dict[str, TreasuryRecord] = field(default_factory=dict)
+    jobs: dict[str, Job] = field(default_factory=dict)
     sequences: dict[str, itertools.count[int]] = field(default_factory=dict)
 
 
@@ -273,6 +277,86 @@ class _Idempotency:
         return len(old)
 
 
+class _Records:
+    def __init__(self, tx: _Tx) -> None:
+        self._tx = tx
+
+    def add(self, record: TreasuryRecord) -> None:
+        if record.id in self._tx.state.records:
+            raise ValueError(f"duplicate record id {record.id}")
+        self._tx.put(self._tx.state.records, record.id, record)
+
+    def get(
+        self, kind: type[R], record_id: str, company_id: int | None, *, for_update: bool = False
+    ) -> R | None:
+        record = self._tx.state.records.get(record_id)
+        if not isinstance(record, kind) or (
+            company_id is not None and record.company_id != company_id
+        ):
+            return None
+        return record
+
+    def update(self, record: TreasuryRecord) -> None:
+        if record.id not in self._tx.state.records:
+            raise ValueError(f"no record {record.id}")
+        self._tx.put(self._tx.state.records, record.id, record)
+
+    def list(
+        self, kind: type[R], company_id: int, limit: int, starting_after: str | None
+    ) -> list[R]:
+        rows = [
+            r
+            for r in self._tx.state.records.values()
+            if isinstance(r, kind) and r.company_id == company_id
+        ]
+        return _newest_first(rows, lambda r: r.id, limit, starting_after)
+
+    def find(self, kind: type[R], lookup_key: str) -> R | None:
+        return next(
+            (
+                r
+                for r in self._tx.state.records.values()
+                if isinstance(r, kind) and r.lookup_key == lookup_key
+            ),
+            None,
+        )
+
+
+class _Jobs:
+    def __init__(self, tx: _Tx) -> None:
+        self._tx = tx
+
+    def schedule(self, job: Job) -> None:
+        self._tx.put(self._tx.state.jobs, job.id, job)
+
+    def due(self, now: datetime, limit: int) -> list[Job]:
+        due = [
+            j
+            for j in self._tx.state.jobs.values()
+            if j.status is JobStatus.PENDING and j.due_at <= now
+        ]
+        due.sort(key=lambda j: (j.due_at, j.id))
+        return due[:limit]
+
+    def claim(self, job_id: str) -> Job | None:
+        job = self._tx.state.jobs.get(job_id)
+        return job if job is not None and job.status is JobStatus.PENDING else None
+
+    def finish(self, job_id: str) -> None:
+        job = self._tx.state.jobs[job_id]
+        self._tx.put(self._tx.state.jobs, job_id, replace(job, status=JobStatus.DONE))
+
+    def finish_for(self, resource_id: str) -> int:
+        pending = [
+            j
+            for j in self._tx.state.jobs.values()
+            if j.resource_id == resource_id and j.status is JobStatus.PENDING
+        ]
+        for job in pending:
+            self.finish(job.id)
+        return len(pending)
+
+
 class _MemoryUnitOfWork:
     def __init__(self, tx: _Tx) -> None:
         self.wallets = _Wallets(tx)
@@ -280,6 +364,8 @@ class _MemoryUnitOfWork:
         self.companies = _Companies(tx)
         self.outbox = _Outbox(tx)
         self.idempotency = _Idempotency(tx)
+        self.records = _Records(tx)
+        self.jobs = _Jobs(tx)
 
 
 class MemoryStorage(Storage):

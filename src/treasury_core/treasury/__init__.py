@@ -1,0 +1,27 @@
+"""Treasury records: deposits, withdrawals, transfers, bank accounts and virtual accounts.
+
+The money of every movement lives in the ledger; these records describe the movements and carry
+the ids of their pending ledger legs. Each record renders itself as the interface's record.
+"""
+
+from treasury_core.treasury.records import (
+    BankAccount,
+    Deposit,
+    MovementError,
+    MovementStatus,
+    Transfer,
+    TreasuryRecord,
+    VirtualAccount,
+    Withdrawal,
+)
+
+__all__ = [
+    "BankAccount",
+    "Deposit",
+    "MovementError",
+    "MovementStatus",
+    "Transfer",
+    "TreasuryRecord",
+    "VirtualAccount",
+    "Withdrawal",
+]
