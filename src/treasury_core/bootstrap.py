@@ -16,8 +16,15 @@ from treasury_core.config import TreasuryConfig
 from treasury_core.currency import CurrencyRegistry
 from treasury_core.errors import TreasuryError
 from treasury_core.plugins import collect_factories, make_plugin_manager
-from treasury_core.ports import Clock, IdSource, Storage
+from treasury_core.ports import BankRail, Clock, FxRates, IdSource, Storage
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
+from treasury_core.services.accounts import BankAccountService, VirtualAccountService
+from treasury_core.services.deposits import DepositService
+from treasury_core.services.sandbox import SandboxService
+from treasury_core.services.settlement import SettlementService
+from treasury_core.services.support import TreasuryContext
+from treasury_core.services.transfers import TransferService
+from treasury_core.services.withdrawals import WithdrawalService
 
 
 class AdapterNotFound(TreasuryError):
@@ -37,6 +44,14 @@ class Treasury:
     companies: CompanyService
     wallets: WalletService
     idempotency: IdempotencyService
+    context: TreasuryContext
+    deposits: DepositService
+    withdrawals: WithdrawalService
+    transfers: TransferService
+    bank_accounts: BankAccountService
+    virtual_accounts: VirtualAccountService
+    settlement: SettlementService
+    sandbox: SandboxService
 
     def close(self) -> None:
         """Release the storage's connections and threads."""
@@ -59,6 +74,8 @@ def bootstrap(
     clock: Clock | None = None,
     ids: IdSource | None = None,
     migrate: bool = True,
+    fx: FxRates | None = None,
+    rail: BankRail | None = None,
 ) -> Treasury:
     """Build a :class:`Treasury` from ``config`` (default: the sandbox on ``./treasury.db``).
 
@@ -72,6 +89,14 @@ def bootstrap(
     storage = storage or _build(pm, "storage", config.storage_name, config)
     if migrate:
         storage.migrate()
+    fx = fx or _build(pm, "fx_rates", config.fx_rates, config, clock)
+    chosen_rail = rail
+
+    def make_rail() -> BankRail:
+        return chosen_rail or _build(pm, "bank_rail", config.bank_rail, config, clock)
+
+    context = TreasuryContext(config, currencies, storage, clock, ids, make_rail, fx)
+    settlement = SettlementService(context)
     return Treasury(
         config=config,
         currencies=currencies,
@@ -84,4 +109,12 @@ def bootstrap(
         idempotency=IdempotencyService(
             storage, clock, ids, config.idempotency_ttl_seconds, config.idempotency_lease_seconds
         ),
+        context=context,
+        deposits=DepositService(context),
+        withdrawals=WithdrawalService(context),
+        transfers=TransferService(context),
+        bank_accounts=BankAccountService(context),
+        virtual_accounts=VirtualAccountService(context),
+        settlement=settlement,
+        sandbox=SandboxService(context, settlement),
     )

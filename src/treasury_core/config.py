@@ -42,6 +42,23 @@ class TreasuryConfig(BaseModel):
     idempotency_ttl_seconds: int = Field(default=24 * 3600, gt=0)
     idempotency_lease_seconds: int = Field(default=60, gt=0)
     pool_size: int = Field(default=8, ge=1, le=128, description="Connections/threads for storage.")
+    bank_rail: str = Field(default="sandbox", description="Bank rail adapter name.")
+    fx_rates: str = Field(default="sandbox", description="FX rates adapter name.")
+    fx_max_age_seconds: float = Field(
+        default=300, gt=0, description="A rate older than this is refused (nothing moves)."
+    )
+    withdrawal_fees: dict[str, tuple[int, int]] = Field(
+        default_factory=lambda: {"*": (0, 0)},
+        description="Per currency (or '*'): (fixed minor units, basis points) per withdrawal.",
+    )
+    settlement_delays_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Sandbox rail delays by kind (deposit, withdrawal, fx_transfer); "
+        "decisions.md's defaults (24 h, 24 h, 60 s) otherwise.",
+    )
+    job_poll_seconds: float = Field(
+        default=1.0, gt=0, description="How often `treasury serve` looks for due jobs (wall time)."
+    )
     max_body_bytes: int = Field(default=64 * 1024, gt=0)
 
     @property
@@ -57,6 +74,10 @@ class TreasuryConfig(BaseModel):
     def clock_name(self) -> str:
         """The clock: the explicit one, else ``sandbox`` in sandbox mode, ``system`` otherwise."""
         return self.clock or ("sandbox" if self.sandbox else "system")
+
+    def withdrawal_fee(self, currency: str) -> tuple[int, int]:
+        """The (fixed, basis points) fee rule for withdrawals in ``currency``."""
+        return self.withdrawal_fees.get(currency, self.withdrawal_fees.get("*", (0, 0)))
 
     def currency_registry(self) -> CurrencyRegistry:
         """The enabled currencies."""

@@ -19,7 +19,8 @@ server does::
     │   └── IdempotencyInFlight        409 idempotency_error (the first request is still running)
     ├── RateLimited                    429 rate_limit_error
     ├── ConflictRetryExhausted         503 api_error (storage kept reporting conflicts)
-    └── ProviderError                  502 api_error (an outside provider failed)
+    ├── ProviderError                  502 api_error (an outside provider failed)
+    │   └── FxRateUnavailable          503 api_error (no fresh rate: nothing moved, retry later)
 
 :class:`LedgerInvariantViolation` is deliberately *not* a ``TreasuryError``: it means a bug in the
 caller (an unbalanced journal, a currency mismatch), never a customer mistake.
@@ -167,6 +168,14 @@ class ProviderError(TreasuryError):
 
     http_status = 502
     default_code = "provider_error"
+
+
+class FxRateUnavailable(ProviderError):
+    """No rate, or only a stale one, for a currency pair; the movement was refused whole."""
+
+    http_status = 503
+    default_code = "fx_rate_unavailable"
+    retry_after = 5
 
 
 class LedgerInvariantViolation(Exception):

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from treasury_core.errors import ValidationFailed
+from treasury_core.validation import is_resource_id
+
 T = TypeVar("T")
 
 DEFAULT_LIMIT = 20
@@ -30,3 +33,16 @@ class PageRequest:
 def page_of(rows: list[T], limit: int) -> Page[T]:
     """Cut ``rows`` (read with ``limit + 1``) into a page: the extra row only says more remain."""
     return Page(items=rows[:limit], has_more=len(rows) > limit)
+
+
+def checked_page(page: PageRequest | None) -> PageRequest:
+    """``page`` (default: the first 20), refused unless ``limit`` is 1–100 and the cursor an id."""
+    page = page or PageRequest()
+    if page.starting_after is not None and not is_resource_id(page.starting_after):
+        raise ValidationFailed(
+            "starting_after must be an id from a previous page", param="starting_after"
+        )
+    limit = page.limit
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ValidationFailed(f"limit must be an integer from 1 to {MAX_LIMIT}", param="limit")
+    return page

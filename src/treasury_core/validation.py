@@ -37,6 +37,8 @@ def _multi_line(value: str) -> str:
     return _clean(value, _MULTILINE_ALLOWED)
 
 
+#: One line of text: no control characters.
+SingleLine = Annotated[str, AfterValidator(_single_line)]
 #: A one-line name: 1–255 characters, trimmed, no control characters.
 Name = Annotated[
     str,

@@ -1,12 +1,13 @@
-"""Registers the sandbox clock under ``sandbox``."""
+"""Registers the sandbox clock, bank rail and FX rates, each under ``sandbox``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 
 from treasury_core.config import TreasuryConfig
-from treasury_core.plugins.hookspecs import ClockFactory, hookimpl
-from treasury_core.ports import Clock
+from treasury_core.plugins.hookspecs import BankRailFactory, ClockFactory, FxRatesFactory, hookimpl
+from treasury_core.ports import BankRail, Clock, FxRates, Settlement
 
 
 def _sandbox_clock(config: TreasuryConfig) -> Clock:
@@ -15,7 +16,43 @@ def _sandbox_clock(config: TreasuryConfig) -> Clock:
     return SandboxClock()
 
 
+def _sandbox_bank_rail(config: TreasuryConfig, clock: Clock) -> BankRail:
+    # Imported here: the rail needs schwifty (the ``server`` extra), registering it does not.
+    from treasury_sandbox.bank_rail import SandboxBankRail
+
+    rail = SandboxBankRail()
+    delays = config.settlement_delays_seconds
+
+    def delay(kind: Settlement) -> timedelta:
+        seconds = delays.get(kind.value)
+        return rail.settlement_delay(kind) if seconds is None else timedelta(seconds=seconds)
+
+    return SandboxBankRail(
+        deposit_delay=delay(Settlement.DEPOSIT),
+        withdrawal_delay=delay(Settlement.WITHDRAWAL),
+        fx_transfer_delay=delay(Settlement.FX_TRANSFER),
+    )
+
+
+def _sandbox_fx_rates(config: TreasuryConfig, clock: Clock) -> FxRates:
+    from treasury_sandbox.fx import SandboxFxRates
+
+    return SandboxFxRates(clock, max_age_seconds=config.fx_max_age_seconds)
+
+
 @hookimpl
 def register_clock() -> Mapping[str, ClockFactory]:
     """The sandbox clock."""
     return {"sandbox": _sandbox_clock}
+
+
+@hookimpl
+def register_fx_rates() -> Mapping[str, FxRatesFactory]:
+    """The sandbox FX rates: a table against USD, always fresh."""
+    return {"sandbox": _sandbox_fx_rates}
+
+
+@hookimpl
+def register_bank_rail() -> Mapping[str, BankRailFactory]:
+    """The sandbox bank rail: real account formats and checksums, simulated settlement."""
+    return {"sandbox": _sandbox_bank_rail}

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from treasury_core.currency import CurrencyRegistry
-from treasury_core.errors import NotFound, ValidationFailed
+from treasury_core.errors import NotFound
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.ledger import Account, AccountKind, BalanceRecord
-from treasury_core.pagination import MAX_LIMIT, Page, PageRequest, page_of
+from treasury_core.pagination import Page, PageRequest, checked_page, page_of
 from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
 from treasury_core.services.idempotency import finish
 from treasury_core.validation import is_resource_id
@@ -90,7 +90,7 @@ class WalletService:
 
     async def list(self, company_id: int, page: PageRequest | None = None) -> Page[Wallet]:
         """A page of the company's wallets, newest first."""
-        page = _checked(page)
+        page = checked_page(page)
         rows = await self._storage.run(
             lambda uow: uow.wallets.list(company_id, page.limit + 1, page.starting_after),
             write=False,
@@ -101,7 +101,7 @@ class WalletService:
         self, company_id: int, page: PageRequest | None = None
     ) -> Page[BalanceRecord]:
         """A page of the company's balance records, newest wallet first, read in one query."""
-        page = _checked(page)
+        page = checked_page(page)
         rows = await self._storage.run(
             lambda uow: uow.ledger.wallet_accounts(company_id, page.limit + 1, page.starting_after),
             write=False,
@@ -117,18 +117,3 @@ class WalletService:
 def _require_wallet_id(wallet_id: str) -> None:
     if not is_resource_id(wallet_id, WALLET_ID_PREFIX):
         raise NotFound("No such wallet", param="wallet_id")
-
-
-def _checked(page: PageRequest | None) -> PageRequest:
-    page = page or PageRequest()
-    if page.starting_after is not None and not is_resource_id(page.starting_after):
-        raise ValidationFailed(
-            "starting_after must be an id from a previous page", param="starting_after"
-        )
-    if (
-        isinstance(page.limit, bool)
-        or not isinstance(page.limit, int)
-        or not 1 <= page.limit <= MAX_LIMIT
-    ):
-        raise ValidationFailed(f"limit must be an integer from 1 to {MAX_LIMIT}", param="limit")
-    return page

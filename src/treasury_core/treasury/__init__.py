@@ -6,22 +6,32 @@ the ids of their pending ledger legs. Each record renders itself as the interfac
 
 from treasury_core.treasury.records import (
     BankAccount,
+    BankAccountRecord,
     Deposit,
+    DepositRecord,
     MovementError,
     MovementStatus,
     Transfer,
+    TransferRecord,
     TreasuryRecord,
     VirtualAccount,
+    VirtualAccountRecord,
     Withdrawal,
+    WithdrawalRecord,
 )
 
 __all__ = [
     "BankAccount",
+    "BankAccountRecord",
     "Deposit",
+    "DepositRecord",
     "MovementError",
     "MovementStatus",
     "Transfer",
+    "TransferRecord",
     "TreasuryRecord",
     "VirtualAccount",
+    "VirtualAccountRecord",
     "Withdrawal",
+    "WithdrawalRecord",
 ]

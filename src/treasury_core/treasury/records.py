@@ -1,12 +1,13 @@
-"""The treasury's records (parts 2.4–2.8) as stored and as the interface returns them.
+"""The treasury's records (parts 2.4–2.8): as the interface shows them, and as stored.
+
+Each ``*Record`` model is exactly what the interface returns (and what the OpenAPI document
+describes). The stored model extends it with what stays inside: the owning company, and the
+ledger's pending movements the record reserved.
 
 Rules:
 - A movement (deposit, withdrawal, transfer) is ``pending`` until the rail confirms it, then
   ``completed`` or ``failed``; both are terminal. A failed one carries ``error``.
-- ``pending_ids`` are the ledger's pending movements this record reserved; completing posts
-  them, failing voids them. Nothing else holds money.
-- ``api()`` is the record the interface shows: internal fields (``company_id``, ``pending_ids``)
-  stay out of it.
+- Completing a movement posts its ``pending_ids``; failing it voids them. Nothing else holds money.
 """
 
 from __future__ import annotations
@@ -37,39 +38,9 @@ class MovementError(BaseModel):
     message: str
 
 
-#: A rate: exact ``Decimal`` inside, a JSON number outside (rates carry at most 12 significant
-#: digits, which a double represents exactly enough to print the same digits back).
+#: A rate: exact ``Decimal`` inside, a JSON number outside. Rates carry at most 15 significant
+#: digits, which a double prints back unchanged.
 Rate = Annotated[Decimal, PlainSerializer(float, return_type=float, when_used="json")]
-
-
-class TreasuryRecord(BaseModel):
-    """Base of every stored treasury record: id, owner, status, creation time."""
-
-    model_config = ConfigDict(frozen=True)
-
-    #: The id prefix of this kind of record (``dep``, ``wdr``, …).
-    prefix: ClassVar[str]
-    #: Fields kept out of the interface's record.
-    internal: ClassVar[frozenset[str]] = frozenset({"company_id", "pending_ids"})
-
-    id: str
-    company_id: int
-    created_at: Timestamp
-
-    @property
-    def status_value(self) -> str:
-        """The record's status as stored in the status column."""
-        status = getattr(self, "status", "active")
-        return str(status.value if isinstance(status, StrEnum) else status)
-
-    @property
-    def lookup_key(self) -> str | None:
-        """A second key the record can be found by (a virtual account's number), if any."""
-        return None
-
-    def api(self) -> dict[str, Any]:
-        """The record as the interface returns it (JSON-ready)."""
-        return self.model_dump(mode="json", exclude=set(self.internal))
 
 
 class PaymentInstructionRecord(BaseModel):
@@ -83,54 +54,51 @@ class PaymentInstructionRecord(BaseModel):
     routing_number: str
 
 
-class Deposit(TreasuryRecord):
-    """Money coming into a wallet from outside (part 2.7)."""
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
 
-    prefix: ClassVar[str] = "dep"
-    internal: ClassVar[frozenset[str]] = frozenset(
-        {"company_id", "pending_ids", "virtual_account_id"}
-    )
 
+class DepositRecord(_Frozen):
+    """A deposit as the interface shows it (part 2.7)."""
+
+    id: str
     wallet_id: str
     from_amount: int
     from_currency_id: str
     to_amount: int
     to_currency_id: str
-    exchange_rate_from_to: Rate | None = None
-    reference: str | None = None
-    description: str | None = None
+    exchange_rate_from_to: Rate
+    reference: str | None
+    description: str | None
     status: MovementStatus
     payment_instructions: list[PaymentInstructionRecord]
-    error: MovementError | None = None
-    pending_ids: tuple[str, ...] = ()
-    virtual_account_id: str | None = None
+    error: MovementError | None
+    created_at: Timestamp
 
 
-class Withdrawal(TreasuryRecord):
-    """Money leaving a wallet for a registered bank account (part 2.4)."""
+class WithdrawalRecord(_Frozen):
+    """A withdrawal as the interface shows it (part 2.4)."""
 
-    prefix: ClassVar[str] = "wdr"
-
+    id: str
     wallet_id: str
     from_amount: int
     from_currency_id: str
     to_amount: int
     to_currency_id: str
-    exchange_rate_from_to: Rate | None = None
+    exchange_rate_from_to: Rate
     bank_account_id: str
-    reference: str | None = None
-    description: str | None = None
+    reference: str | None
+    description: str | None
     withdraw_fee: int
     status: MovementStatus
-    error: MovementError | None = None
-    pending_ids: tuple[str, ...] = ()
+    error: MovementError | None
+    created_at: Timestamp
 
 
-class Transfer(TreasuryRecord):
-    """Money moving between two wallets of one company, converted when currencies differ (2.6)."""
+class TransferRecord(_Frozen):
+    """A transfer as the interface shows it (part 2.6)."""
 
-    prefix: ClassVar[str] = "trf"
-
+    id: str
     from_wallet_id: str
     to_wallet_id: str
     from_amount: int
@@ -138,87 +106,144 @@ class Transfer(TreasuryRecord):
     to_amount: int
     to_currency_id: str
     exchange_rate_from_to: Rate
-    reference: str | None = None
-    description: str | None = None
+    reference: str | None
+    description: str | None
     status: MovementStatus
-    error: MovementError | None = None
+    error: MovementError | None
+    created_at: Timestamp
+
+
+class BankAccountRecord(_Frozen):
+    """A registered bank account as the interface shows it: the number masked but for ``last4``."""
+
+    id: str
+    bank_name: str
+    account_name: str
+    account_number: str
+    last4: str
+    routing_number: str
+    currency_id: str
+    status: str
+    created_at: Timestamp
+
+
+class VirtualAccountRecord(_Frozen):
+    """A virtual account as the interface shows it (part 2.8)."""
+
+    id: str
+    wallet_id: str
+    source_currency: str
+    status: str
+    account_name: str
+    bank_name: str
+    account_number: str | None
+    routing_number: str | None
+    iban: str | None
+    bic: str | None
+    swift_code: str | None
+    sort_code: str | None
+    branch_code: str | None
+    created_at: Timestamp
+
+
+class TreasuryRecord(_Frozen):
+    """What every stored treasury record has beyond its interface record."""
+
+    #: The id prefix of this kind of record (``dep``, ``wdr``, …).
+    prefix: ClassVar[str]
+    #: The interface's model of this record.
+    record_model: ClassVar[type[BaseModel]]
+
+    id: str
+    company_id: int
+    created_at: Timestamp
+
+    @property
+    def status_value(self) -> str:
+        """The status as stored in the status column."""
+        status = getattr(self, "status", "active")
+        return str(status.value if isinstance(status, StrEnum) else status)
+
+    @property
+    def lookup_key(self) -> str | None:
+        """A second key the record can be found by (a virtual account's number), if any."""
+        return None
+
+    def record(self) -> BaseModel:
+        """The interface's record."""
+        return self.record_model.model_validate(
+            self.model_dump(include=set(self.record_model.model_fields))
+        )
+
+    def api(self) -> dict[str, Any]:
+        """The interface's record, JSON-ready (also the ``data.object`` of events)."""
+        return self.record().model_dump(mode="json")
+
+
+class Deposit(TreasuryRecord, DepositRecord):
+    """A stored deposit; ``virtual_account_id`` when it arrived through a virtual account."""
+
+    prefix: ClassVar[str] = "dep"
+    record_model: ClassVar[type[BaseModel]] = DepositRecord
+
+    pending_ids: tuple[str, ...] = ()
+    virtual_account_id: str | None = None
+
+
+class Withdrawal(TreasuryRecord, WithdrawalRecord):
+    """A stored withdrawal."""
+
+    prefix: ClassVar[str] = "wdr"
+    record_model: ClassVar[type[BaseModel]] = WithdrawalRecord
+
     pending_ids: tuple[str, ...] = ()
 
 
-class BankAccountStatus(StrEnum):
-    """A registered bank account is usable once stored."""
+class Transfer(TreasuryRecord, TransferRecord):
+    """A stored transfer."""
 
-    ACTIVE = "active"
+    prefix: ClassVar[str] = "trf"
+    record_model: ClassVar[type[BaseModel]] = TransferRecord
+
+    pending_ids: tuple[str, ...] = ()
 
 
 class BankAccount(TreasuryRecord):
-    """A withdrawal destination (part 2.5); the account number shows only its last four."""
+    """A stored withdrawal destination (part 2.5), full account number included."""
 
     prefix: ClassVar[str] = "ba"
-    internal: ClassVar[frozenset[str]] = frozenset({"company_id", "account_number"})
+    record_model: ClassVar[type[BaseModel]] = BankAccountRecord
 
     bank_name: str
     account_name: str
     account_number: str
     routing_number: str
     currency_id: str
-    status: BankAccountStatus = BankAccountStatus.ACTIVE
+    status: str = "active"
 
-    def api(self) -> dict[str, Any]:
-        """The record, with ``account_number`` masked and ``last4`` added."""
-        body = super().api()
-        body["account_number"] = (
-            "•" * max(len(self.account_number) - 4, 0) + self.account_number[-4:]
+    def record(self) -> BankAccountRecord:
+        """The record, with the account number masked."""
+        last4 = self.account_number[-4:]
+        return BankAccountRecord(
+            id=self.id,
+            bank_name=self.bank_name,
+            account_name=self.account_name,
+            account_number="•" * max(len(self.account_number) - 4, 0) + last4,
+            last4=last4,
+            routing_number=self.routing_number,
+            currency_id=self.currency_id,
+            status=self.status,
+            created_at=self.created_at,
         )
-        body["last4"] = self.account_number[-4:]
-        return body
 
 
-class VirtualAccountStatus(StrEnum):
-    """``active`` is the only status the interface names."""
-
-    ACTIVE = "active"
-
-
-class VirtualAccount(TreasuryRecord):
-    """Dedicated bank coordinates whose incoming funds credit a wallet (part 2.8)."""
+class VirtualAccount(TreasuryRecord, VirtualAccountRecord):
+    """A stored virtual account."""
 
     prefix: ClassVar[str] = "va"
-
-    wallet_id: str
-    source_currency: str
-    status: VirtualAccountStatus = VirtualAccountStatus.ACTIVE
-    account_name: str
-    bank_name: str
-    account_number: str | None = None
-    routing_number: str | None = None
-    iban: str | None = None
-    bic: str | None = None
-    swift_code: str | None = None
-    sort_code: str | None = None
-    branch_code: str | None = None
+    record_model: ClassVar[type[BaseModel]] = VirtualAccountRecord
 
     @property
     def lookup_key(self) -> str | None:
-        """Incoming funds name the IBAN, or the local account number."""
+        """Incoming funds name the IBAN, or else the local account number."""
         return self.iban or self.account_number
-
-
-def is_terminal(status: MovementStatus) -> bool:
-    """Whether a movement can change no more."""
-    return status is not MovementStatus.PENDING
-
-
-__all__ = [
-    "BankAccount",
-    "Deposit",
-    "MovementError",
-    "MovementStatus",
-    "PaymentInstructionRecord",
-    "Rate",
-    "Transfer",
-    "TreasuryRecord",
-    "VirtualAccount",
-    "Withdrawal",
-    "is_terminal",
-]

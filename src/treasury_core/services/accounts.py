@@ -1,0 +1,250 @@
+"""Bank accounts (withdrawal destinations) and virtual accounts (dedicated incoming details)."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+
+from treasury_core.errors import ConflictRetryExhausted, NotFound, ValidationFailed
+from treasury_core.events import EventType
+from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.ledger import Journal
+from treasury_core.pagination import Page, PageRequest
+from treasury_core.ports import AccountFormat, BankAccountDetails, UnitOfWork
+from treasury_core.services.idempotency import finish
+from treasury_core.services.support import TreasuryContext, require_id, wallet_of
+from treasury_core.treasury.movements import completed_deposit_legs
+from treasury_core.treasury.records import BankAccount, Deposit, MovementStatus, VirtualAccount
+from treasury_core.treasury.requests import (
+    CreateVirtualAccountRequest,
+    RegisterBankAccountRequest,
+)
+from treasury_core.wallets import Wallet
+
+_MAX_DRAWS = 20
+
+
+class BankAccountService:
+    """Register and read withdrawal destinations, validated by the bank rail's formats."""
+
+    def __init__(self, ctx: TreasuryContext) -> None:
+        self._ctx = ctx
+
+    async def register(
+        self,
+        company_id: int,
+        request: RegisterBankAccountRequest,
+        *,
+        idempotency: IdempotencyTicket[BankAccount] | None = None,
+    ) -> BankAccount:
+        """Check the details against their currency's format and checksums, then store them."""
+        ctx = self._ctx
+        currency = ctx.currencies.get(request.currency_id, param="currency_id").code
+        details = ctx.rail.validate_bank_account(
+            BankAccountDetails(
+                bank_name=request.bank_name,
+                account_name=request.account_name,
+                account_number=request.account_number,
+                routing_number=request.routing_number,
+                currency=currency,
+            )
+        )
+        account = BankAccount(
+            id=ctx.ids.new_id(BankAccount.prefix),
+            company_id=company_id,
+            bank_name=details.bank_name,
+            account_name=details.account_name,
+            account_number=details.account_number,
+            routing_number=details.routing_number,
+            currency_id=currency,
+            created_at=ctx.clock.now(),
+        )
+
+        def register(uow: UnitOfWork) -> BankAccount:
+            uow.records.add(account)
+            return finish(uow, idempotency, account)
+
+        return await ctx.storage.run(register)
+
+    async def get(self, company_id: int, bank_account_id: str) -> BankAccount:
+        """The bank account, or ``NotFound``."""
+        return await self._ctx.read_record(
+            BankAccount, company_id, bank_account_id, "bank account", "bank_account_id"
+        )
+
+    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[BankAccount]:
+        """The company's bank accounts, newest first."""
+        return await self._ctx.list_records(BankAccount, company_id, page)
+
+    def formats(self) -> builtins.list[AccountFormat]:
+        """The formats of the enabled currencies."""
+        return [f for f in self._ctx.rail.account_formats() if f.currency in self._ctx.currencies]
+
+    def bank_names(self, currency: str | None = None) -> builtins.list[str]:
+        """Known bank names, for one enabled currency or all."""
+        if currency is not None:
+            currency = self._ctx.currencies.get(currency, param="currency").code
+        return self._ctx.rail.bank_names(currency)
+
+
+class VirtualAccountService:
+    """Virtual accounts and the money that arrives through them."""
+
+    def __init__(self, ctx: TreasuryContext) -> None:
+        self._ctx = ctx
+
+    async def create(
+        self,
+        company_id: int,
+        request: CreateVirtualAccountRequest,
+        *,
+        idempotency: IdempotencyTicket[VirtualAccount] | None = None,
+    ) -> VirtualAccount:
+        """Dedicated bank details for a wallet, where the currency has ``can_vban``."""
+        ctx = self._ctx
+        currency = ctx.currencies.get(request.source_currency, param="source_currency")
+        if not currency.can_vban:
+            raise ValidationFailed(
+                f"Virtual accounts are not offered for {currency.code}",
+                param="source_currency",
+                code="virtual_account_unavailable",
+            )
+        wallet = await ctx.storage.run(
+            lambda uow: wallet_of(uow, company_id, request.wallet_id, "wallet_id"), write=False
+        )
+        return await ctx.storage.run(
+            lambda uow: self._create_in(uow, company_id, wallet, currency.code, idempotency)
+        )
+
+    def _create_in(
+        self,
+        uow: UnitOfWork,
+        company_id: int,
+        wallet: Wallet,
+        currency: str,
+        idempotency: IdempotencyTicket[VirtualAccount] | None,
+    ) -> VirtualAccount:
+        ctx = self._ctx
+        # Details derive from the id; short local numbers (8-digit GBP) can collide, so draw
+        # again until they are free. Incoming funds are routed by these numbers.
+        for _ in range(_MAX_DRAWS):
+            account_id = ctx.ids.new_id(VirtualAccount.prefix)
+            details = ctx.rail.virtual_account_details(currency, account_id)
+            key = details.iban or details.account_number
+            if key is None or uow.records.find(VirtualAccount, key) is None:
+                break
+        else:  # pragma: no cover - needs _MAX_DRAWS collisions in a row
+            raise ConflictRetryExhausted("Could not allocate free virtual account details")
+        account = VirtualAccount(
+            id=account_id,
+            company_id=company_id,
+            wallet_id=wallet.id,
+            source_currency=currency,
+            status="active",
+            account_name=details.account_name,
+            bank_name=details.bank_name,
+            account_number=details.account_number,
+            routing_number=details.routing_number,
+            iban=details.iban,
+            bic=details.bic,
+            swift_code=details.bic,
+            sort_code=details.sort_code,
+            branch_code=details.branch_code,
+            created_at=ctx.clock.now(),
+        )
+
+        uow.records.add(account)
+        return finish(uow, idempotency, account)
+
+    async def get(self, company_id: int, account_id: str) -> VirtualAccount:
+        """The virtual account, or ``NotFound``."""
+        return await self._ctx.read_record(
+            VirtualAccount, company_id, account_id, "virtual account", "virtual_account_id"
+        )
+
+    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[VirtualAccount]:
+        """The company's virtual accounts, newest first."""
+        return await self._ctx.list_records(VirtualAccount, company_id, page)
+
+    async def incoming(
+        self,
+        account_id: str,
+        amount: int,
+        reference: str | None = None,
+        *,
+        company_id: int | None = None,
+    ) -> Deposit:
+        """Funds arrived at a virtual account: a completed deposit credits its wallet at once."""
+        require_id(account_id, VirtualAccount.prefix, "virtual account", "virtual_account_id")
+        return await self._credit(
+            lambda uow: uow.records.get(VirtualAccount, account_id, company_id),
+            account_id,
+            amount,
+            reference,
+        )
+
+    async def credit_by_details(
+        self, account_key: str, currency: str, amount: int, reference: str | None = None
+    ) -> Deposit:
+        """The rail reports funds sent to an IBAN or account number: credit its virtual account."""
+        currency = self._ctx.currencies.get(currency, param="currency").code
+
+        def find(uow: UnitOfWork) -> VirtualAccount | None:
+            account = uow.records.find(VirtualAccount, account_key)
+            return account if account is not None and account.source_currency == currency else None
+
+        return await self._credit(find, account_key, amount, reference)
+
+    async def _credit(
+        self,
+        find: Callable[[UnitOfWork], VirtualAccount | None],
+        key: str,
+        amount: int,
+        reference: str | None,
+    ) -> Deposit:
+        ctx = self._ctx
+        ctx.check_amount(amount, "amount")
+
+        def read(uow: UnitOfWork) -> tuple[VirtualAccount, Wallet]:
+            account = find(uow)
+            if account is None:
+                raise NotFound(f"No such virtual account: {key}", param="virtual_account_id")
+            return account, wallet_of(uow, account.company_id, account.wallet_id, "wallet_id")
+
+        account, wallet = await ctx.storage.run(read, write=False)
+        rate, to_amount = await ctx.quote(account.source_currency, wallet.currency, amount)
+        await ctx.ensure_system_accounts(account.source_currency, wallet.currency)
+        now = ctx.clock.now()
+        deposit = Deposit(
+            id=ctx.ids.new_id(Deposit.prefix),
+            company_id=account.company_id,
+            wallet_id=wallet.id,
+            from_amount=amount,
+            from_currency_id=account.source_currency,
+            to_amount=to_amount,
+            to_currency_id=wallet.currency,
+            exchange_rate_from_to=rate,
+            reference=reference,
+            description=f"Received at virtual account {account.id}",
+            status=MovementStatus.COMPLETED,
+            payment_instructions=[],
+            error=None,
+            created_at=now,
+            virtual_account_id=account.id,
+        )
+        journal = Journal(
+            ctx.ids.new_id("jr"),
+            completed_deposit_legs(
+                wallet.id, account.source_currency, amount, wallet.currency, to_amount
+            ),
+            operation="virtual_account_credit",
+            company_id=account.company_id,
+        )
+
+        def credit(uow: UnitOfWork) -> Deposit:
+            uow.ledger.apply(journal, now)
+            uow.records.add(deposit)
+            ctx.event(uow, EventType.DEPOSIT_COMPLETED, deposit)
+            return deposit
+
+        return await ctx.storage.run(credit)

@@ -1,0 +1,131 @@
+"""Deposits: money announced as coming in, credited when the bank delivers it."""
+
+from __future__ import annotations
+
+from treasury_core.errors import ValidationFailed
+from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.jobs import Job
+from treasury_core.ledger import Journal
+from treasury_core.ports import Settlement, UnitOfWork
+from treasury_core.services.idempotency import finish
+from treasury_core.services.settlement import KINDS, complete_in, fail_in, locked_pending
+from treasury_core.services.support import TreasuryContext, require_id, wallet_of
+from treasury_core.treasury.movements import deposit_legs
+from treasury_core.treasury.records import Deposit, MovementStatus, PaymentInstructionRecord
+from treasury_core.treasury.requests import CreateDepositRequest
+
+
+class DepositService:
+    """Create, read and settle deposits."""
+
+    def __init__(self, ctx: TreasuryContext) -> None:
+        self._ctx = ctx
+
+    async def create(
+        self,
+        company_id: int,
+        request: CreateDepositRequest,
+        *,
+        idempotency: IdempotencyTicket[Deposit] | None = None,
+    ) -> Deposit:
+        """A pending deposit with payment instructions; the wallet shows it as ``pending_in``."""
+        ctx = self._ctx
+        source = ctx.currencies.get(request.from_currency_id, param="from_currency_id").code
+        ctx.check_amount(request.from_amount, "from_amount")
+        wallet = await ctx.storage.run(
+            lambda uow: wallet_of(uow, company_id, request.wallet_id, "wallet_id"), write=False
+        )
+        rate, to_amount = await ctx.quote(source, wallet.currency, request.from_amount)
+        await ctx.ensure_system_accounts(source, wallet.currency)
+        now = ctx.clock.now()
+        deposit_id = ctx.ids.new_id(Deposit.prefix)
+        journal = Journal(
+            ctx.ids.new_id("jr"),
+            deposit_legs(wallet.id, source, request.from_amount, wallet.currency, to_amount),
+            operation="deposit",
+            company_id=company_id,
+        )
+        instructions = ctx.rail.deposit_instructions(source, request.reference or deposit_id)
+        deposit = Deposit(
+            id=deposit_id,
+            company_id=company_id,
+            wallet_id=wallet.id,
+            from_amount=request.from_amount,
+            from_currency_id=source,
+            to_amount=to_amount,
+            to_currency_id=wallet.currency,
+            exchange_rate_from_to=rate,
+            reference=request.reference,
+            description=request.description,
+            status=MovementStatus.PENDING,
+            payment_instructions=[
+                PaymentInstructionRecord(
+                    bank_name=i.bank_name,
+                    account_name=i.account_name,
+                    account_number=i.account_number,
+                    routing_number=i.routing_number,
+                )
+                for i in instructions
+            ],
+            error=None,
+            created_at=now,
+            pending_ids=tuple(journal.leg_id(i) for i in range(len(journal.legs))),
+        )
+        job = Job(
+            id=ctx.ids.new_id("job"),
+            kind=KINDS[Deposit.prefix].job,
+            resource_id=deposit.id,
+            company_id=company_id,
+            due_at=now + ctx.rail.settlement_delay(Settlement.DEPOSIT),
+        )
+
+        def create(uow: UnitOfWork) -> Deposit:
+            uow.ledger.apply(journal, now)
+            uow.records.add(deposit)
+            uow.jobs.schedule(job)
+            return finish(uow, idempotency, deposit)
+
+        return await ctx.storage.run(create)
+
+    async def get(self, company_id: int, deposit_id: str) -> Deposit:
+        """The deposit, or ``NotFound``."""
+        ctx = self._ctx
+        return await ctx.read_record(Deposit, company_id, deposit_id, "deposit", "deposit_id")
+
+    async def complete(
+        self, deposit_id: str, *, company_id: int | None = None, amount: int | None = None
+    ) -> Deposit:
+        """The bank delivered: credit the wallet (with ``amount`` if it differs from expected)."""
+        if amount is not None:
+            self._ctx.check_amount(amount, "amount")
+        require_id(deposit_id, Deposit.prefix, "deposit", "deposit_id")
+        return await self._ctx.storage.run(
+            lambda uow: complete_in(
+                uow,
+                self._ctx,
+                locked_pending(uow, Deposit, deposit_id, company_id),
+                received=amount,
+            )
+        )
+
+    async def fail(
+        self,
+        deposit_id: str,
+        *,
+        company_id: int | None = None,
+        code: str = "deposit_failed",
+        message: str = "The funds did not arrive",
+    ) -> Deposit:
+        """The bank gave up: release the expected credit and record why."""
+        require_id(deposit_id, Deposit.prefix, "deposit", "deposit_id")
+        if not code:
+            raise ValidationFailed("A failure needs a code", param="code")
+        return await self._ctx.storage.run(
+            lambda uow: fail_in(
+                uow,
+                self._ctx,
+                locked_pending(uow, Deposit, deposit_id, company_id),
+                code=code,
+                message=message,
+            )
+        )

@@ -1,0 +1,45 @@
+"""Sandbox controls: business time that tests and demos can move forward."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from treasury_core.errors import NotFound
+from treasury_core.services.settlement import SettlementService
+from treasury_core.services.support import TreasuryContext
+
+
+@runtime_checkable
+class AdvanceableClock(Protocol):
+    """A clock that can be moved forward (the sandbox clock, the fake clock)."""
+
+    def now(self) -> datetime:
+        """The current business time."""
+        ...
+
+    def advance(self, seconds: float) -> datetime:
+        """Move business time forward by ``seconds``; returns the new now."""
+        ...
+
+
+class SandboxService:
+    """Moves the sandbox clock and runs everything that falls due."""
+
+    def __init__(self, ctx: TreasuryContext, settlement: SettlementService) -> None:
+        self._ctx = ctx
+        self._settlement = settlement
+
+    @property
+    def enabled(self) -> bool:
+        """Whether sandbox controls are on (sandbox mode)."""
+        return self._ctx.config.sandbox
+
+    async def advance(self, seconds: int) -> datetime:
+        """Advance the clock by ``seconds`` and run every job due by then; the new now."""
+        clock = self._ctx.clock
+        if not self.enabled or not isinstance(clock, AdvanceableClock):
+            raise NotFound("Sandbox controls are off", code="sandbox_disabled")
+        clock.advance(seconds)
+        await self._settlement.run_all_due()
+        return clock.now()

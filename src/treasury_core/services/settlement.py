@@ -1,0 +1,180 @@
+"""Settling movements: completing or failing a pending deposit, withdrawal or transfer.
+
+One function serves every path that settles (the sandbox controls, the rail's schedule run by
+the job runner): it locks the record, refuses one that is no longer pending, posts or voids the
+record's pending ledger legs in one journal, updates the record, writes the event, and retires
+the record's scheduled job, all in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar, cast
+
+from treasury_core.errors import InvalidRequestError, NotFound
+from treasury_core.events import EventType
+from treasury_core.ledger import Journal, Leg, PostPending, VoidPending
+from treasury_core.money import convert
+from treasury_core.ports import UnitOfWork
+from treasury_core.services.support import TreasuryContext
+from treasury_core.treasury.movements import completed_deposit_legs
+from treasury_core.treasury.records import (
+    Deposit,
+    MovementError,
+    MovementStatus,
+    Transfer,
+    Withdrawal,
+)
+
+M = TypeVar("M", bound=Deposit | Withdrawal | Transfer)
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    noun: str
+    job: str
+    completed: EventType
+    failed: EventType
+
+
+KINDS: Mapping[str, _Kind] = {
+    Deposit.prefix: _Kind(
+        "deposit", "settle_deposit", EventType.DEPOSIT_COMPLETED, EventType.DEPOSIT_FAILED
+    ),
+    Withdrawal.prefix: _Kind(
+        "withdrawal",
+        "settle_withdrawal",
+        EventType.WITHDRAWAL_COMPLETED,
+        EventType.WITHDRAWAL_FAILED,
+    ),
+    Transfer.prefix: _Kind(
+        "transfer", "settle_transfer", EventType.TRANSFER_COMPLETED, EventType.TRANSFER_FAILED
+    ),
+}
+JOB_KINDS: Mapping[str, type[Deposit | Withdrawal | Transfer]] = {
+    KINDS[t.prefix].job: t for t in (Deposit, Withdrawal, Transfer)
+}
+
+
+def locked_pending(uow: UnitOfWork, kind: type[M], record_id: str, company_id: int | None) -> M:
+    """The record, locked for this transaction, refused unless it is still pending."""
+    noun = KINDS[kind.prefix].noun
+    record = uow.records.get(kind, record_id, company_id, for_update=True)
+    if record is None:
+        raise NotFound(f"No such {noun}: {record_id}", param="id")
+    if record.status is not MovementStatus.PENDING:
+        raise InvalidRequestError(
+            f"The {noun} {record_id} is already {record.status.value}", code="movement_not_pending"
+        )
+    return record
+
+
+def complete_in(
+    uow: UnitOfWork, ctx: TreasuryContext, record: M, *, received: int | None = None
+) -> M:
+    """Complete a locked pending movement: post its legs (a deposit may arrive for another sum)."""
+    update: dict[str, object] = {"status": MovementStatus.COMPLETED}
+    legs: tuple[Leg, ...]
+    if isinstance(record, Deposit) and received is not None and received != record.from_amount:
+        # The bank delivered a different sum: release the reservation, credit what arrived,
+        # converted at the rate the deposit was quoted.
+        to_amount = convert(
+            received,
+            ctx.currencies.get(record.from_currency_id),
+            ctx.currencies.get(record.to_currency_id),
+            record.exchange_rate_from_to,
+        )
+        legs = tuple(VoidPending(p) for p in record.pending_ids)
+        if to_amount > 0:
+            legs += completed_deposit_legs(
+                record.wallet_id,
+                record.from_currency_id,
+                received,
+                record.to_currency_id,
+                to_amount,
+            )
+        update |= {"from_amount": received, "to_amount": to_amount}
+    else:
+        legs = tuple(PostPending(p) for p in record.pending_ids)
+    _apply(uow, ctx, record, legs, "complete")
+    # model_copy keeps the concrete class; mypy only sees the TypeVar's bound.
+    done = cast(M, record.model_copy(update=update))
+    return _finish(uow, ctx, record, done, KINDS[record.prefix].completed)
+
+
+def fail_in(uow: UnitOfWork, ctx: TreasuryContext, record: M, *, code: str, message: str) -> M:
+    """Fail a locked pending movement: void every reservation, record why."""
+    _apply(uow, ctx, record, tuple(VoidPending(p) for p in record.pending_ids), "fail")
+    failed = cast(
+        M,
+        record.model_copy(
+            update={
+                "status": MovementStatus.FAILED,
+                "error": MovementError(code=code, message=message),
+            }
+        ),
+    )
+    return _finish(uow, ctx, record, failed, KINDS[record.prefix].failed)
+
+
+def _apply(
+    uow: UnitOfWork, ctx: TreasuryContext, record: M, legs: tuple[Leg, ...], verb: str
+) -> None:
+    if legs:
+        journal = Journal(
+            ctx.ids.new_id("jr"),
+            legs,
+            operation=f"{KINDS[record.prefix].noun}_{verb}",
+            company_id=record.company_id,
+        )
+        uow.ledger.apply(journal, ctx.clock.now())
+
+
+def _finish(uow: UnitOfWork, ctx: TreasuryContext, before: M, after: M, event: EventType) -> M:
+    uow.records.update(after)
+    uow.jobs.finish_for(before.id)
+    ctx.event(uow, event, after)
+    return after
+
+
+class SettlementService:
+    """Runs the settlements that fall due on the clock."""
+
+    def __init__(self, ctx: TreasuryContext) -> None:
+        self._ctx = ctx
+
+    async def run_due(self, limit: int = 100) -> int:
+        """Settle up to ``limit`` due movements, each in its own transaction; how many ran."""
+        ctx = self._ctx
+        now = ctx.clock.now()
+        due = await ctx.storage.run(lambda uow: uow.jobs.due(now, limit), write=False)
+        ran = 0
+        for job in due:
+
+            def settle(uow: UnitOfWork, job_id: str = job.id) -> bool:
+                claimed = uow.jobs.claim(job_id)
+                if claimed is None:  # done meanwhile, or another runner holds it
+                    return False
+                kind = JOB_KINDS.get(claimed.kind)
+                record = (
+                    uow.records.get(kind, claimed.resource_id, None, for_update=True)
+                    if kind
+                    else None
+                )
+                if record is not None and record.status is MovementStatus.PENDING:
+                    complete_in(uow, ctx, record)  # the sandbox rail confirms what falls due
+                uow.jobs.finish(claimed.id)
+                return True
+
+            ran += await ctx.storage.run(settle)
+        return ran
+
+    async def run_all_due(self, batch: int = 100) -> int:
+        """Settle everything due now, batch after batch; how many ran."""
+        total = 0
+        while True:
+            ran = await self.run_due(batch)
+            total += ran
+            if ran < batch:
+                return total

@@ -1,0 +1,156 @@
+"""What the treasury services share: lookups, amount checks, FX quotes, events, system accounts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+
+from treasury_core.config import TreasuryConfig
+from treasury_core.currency import CurrencyRegistry
+from treasury_core.errors import FxRateUnavailable, NotFound, ValidationFailed
+from treasury_core.events import Event, EventType
+from treasury_core.money import convert
+from treasury_core.pagination import Page, PageRequest, checked_page, page_of
+from treasury_core.ports import BankRail, Clock, FxRates, IdSource, Storage, UnitOfWork
+from treasury_core.ports.storage import R
+from treasury_core.treasury.movements import system_accounts
+from treasury_core.treasury.records import TreasuryRecord
+from treasury_core.validation import is_resource_id
+from treasury_core.wallets import Wallet
+
+
+@dataclass
+class TreasuryContext:
+    """The adapters and settings every treasury service needs.
+
+    The bank rail is built on first use: the sandbox rail needs schwifty (the ``server`` extra),
+    and an application that never touches bank details should not need it.
+    """
+
+    config: TreasuryConfig
+    currencies: CurrencyRegistry
+    storage: Storage
+    clock: Clock
+    ids: IdSource
+    rail_factory: Callable[[], BankRail]
+    fx: FxRates
+
+    def __post_init__(self) -> None:
+        self._known_accounts: set[str] = set()
+        self._lock = threading.Lock()
+        self._rail: BankRail | None = None
+
+    @property
+    def rail(self) -> BankRail:
+        """The bank rail (built on first use)."""
+        if self._rail is None:
+            with self._lock:
+                if self._rail is None:
+                    self._rail = self.rail_factory()
+        return self._rail
+
+    async def ensure_system_accounts(self, *currencies: str) -> None:
+        """Create the world, FX and fee accounts of ``currencies`` once (committed on their own).
+
+        They are created before the business transaction that needs them, so that transaction
+        never depends on a row it created itself, and remembered once committed.
+        """
+        missing = [a for a in system_accounts(*currencies) if a.id not in self._known_accounts]
+        if not missing:
+            return
+
+        def ensure(uow: UnitOfWork) -> None:
+            for account in missing:
+                uow.ledger.ensure_account(account)
+
+        await self.storage.run(ensure)
+        with self._lock:
+            self._known_accounts.update(a.id for a in missing)
+
+    async def read_record(
+        self, kind: type[R], company_id: int, record_id: str, noun: str, param: str
+    ) -> R:
+        """The company's record of ``kind``, or :class:`NotFound` naming ``param``."""
+        require_id(record_id, kind.prefix, noun, param)
+        found = await self.storage.run(
+            lambda uow: uow.records.get(kind, record_id, company_id), write=False
+        )
+        if found is None:
+            raise NotFound(f"No such {noun}: {record_id}", param=param)
+        return found
+
+    async def list_records(
+        self, kind: type[R], company_id: int, page: PageRequest | None
+    ) -> Page[R]:
+        """A page of the company's records of ``kind``, newest first."""
+        page = checked_page(page)
+        rows = await self.storage.run(
+            lambda uow: uow.records.list(kind, company_id, page.limit + 1, page.starting_after),
+            write=False,
+        )
+        return page_of(rows, page.limit)
+
+    def check_amount(self, amount: int, param: str) -> int:
+        """``amount`` if it is within the configured maximum."""
+        if amount > self.config.max_amount:
+            raise ValidationFailed(
+                f"{param} must be at most {self.config.max_amount}",
+                param=param,
+                code="amount_too_large",
+            )
+        return amount
+
+    async def quote(self, source: str, target: str, amount: int) -> tuple[Decimal, int]:
+        """The rate from ``source`` to ``target`` and ``amount`` converted with it.
+
+        Refuses a rate older than the configured freshness limit (nothing has moved yet).
+        """
+        if source == target:
+            return Decimal(1), amount
+        quote = await self.fx.rate(source, target)
+        max_age = min(self.config.fx_max_age_seconds, self.fx.max_age_seconds)
+        if self.clock.now() - quote.as_of > timedelta(seconds=max_age):
+            raise FxRateUnavailable(
+                f"The exchange rate from {source} to {target} is stale; nothing moved, retry later"
+            )
+        converted = convert(
+            amount, self.currencies.get(source), self.currencies.get(target), quote.rate
+        )
+        if converted <= 0:
+            raise ValidationFailed(
+                f"The amount converts to nothing in {target}",
+                param="from_amount",
+                code="amount_too_small",
+            )
+        return quote.rate, converted
+
+    def event(self, uow: UnitOfWork, type_: EventType, record: TreasuryRecord) -> None:
+        """Write ``type_`` for ``record`` to the outbox, in the caller's transaction."""
+        uow.outbox.add(
+            Event(
+                id=self.ids.new_id("evt"),
+                type=type_,
+                company_id=record.company_id,
+                created_at=self.clock.now(),
+                data={"object": record.api()},
+            )
+        )
+
+
+def wallet_of(uow: UnitOfWork, company_id: int, wallet_id: str, param: str) -> Wallet:
+    """The company's wallet, or :class:`NotFound` naming ``param``."""
+    wallet = uow.wallets.get(company_id, wallet_id) if is_resource_id(wallet_id, "wal") else None
+    if wallet is None:
+        raise NotFound(f"No such wallet: {wallet_id}", param=param)
+    return wallet
+
+
+def require_id(value: str, prefix: str, noun: str, param: str) -> None:
+    """:class:`NotFound` unless ``value`` has the shape of a ``prefix`` id."""
+    if not is_resource_id(value, prefix):
+        raise NotFound(
+            f"No such {noun}: {value}" if value.isprintable() else f"No such {noun}", param=param
+        )

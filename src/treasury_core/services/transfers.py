@@ -1,0 +1,150 @@
+"""Transfers between wallets of one company, converted through FX liquidity across currencies."""
+
+from __future__ import annotations
+
+from treasury_core.errors import InsufficientFunds, ValidationFailed
+from treasury_core.events import EventType
+from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.jobs import Job
+from treasury_core.ledger import Journal
+from treasury_core.pagination import Page, PageRequest
+from treasury_core.ports import Settlement, UnitOfWork
+from treasury_core.services.idempotency import finish
+from treasury_core.services.settlement import KINDS, complete_in, fail_in, locked_pending
+from treasury_core.services.support import TreasuryContext, require_id, wallet_of
+from treasury_core.treasury.movements import transfer_legs
+from treasury_core.treasury.records import MovementStatus, Transfer
+from treasury_core.treasury.requests import CreateTransferRequest
+from treasury_core.wallets import Wallet
+
+
+class TransferService:
+    """Create, read, list and settle transfers."""
+
+    def __init__(self, ctx: TreasuryContext) -> None:
+        self._ctx = ctx
+
+    async def create(
+        self,
+        company_id: int,
+        request: CreateTransferRequest,
+        *,
+        idempotency: IdempotencyTicket[Transfer] | None = None,
+    ) -> Transfer:
+        """Same currency: completed at once. Cross currency: reserved until the rail confirms."""
+        ctx = self._ctx
+        ctx.check_amount(request.from_amount, "from_amount")
+        if request.from_wallet_id == request.to_wallet_id:
+            raise ValidationFailed(
+                "from_wallet_id and to_wallet_id must be different wallets",
+                param="to_wallet_id",
+                code="same_wallet",
+            )
+
+        def read(uow: UnitOfWork) -> tuple[Wallet, Wallet]:
+            return (
+                wallet_of(uow, company_id, request.from_wallet_id, "from_wallet_id"),
+                wallet_of(uow, company_id, request.to_wallet_id, "to_wallet_id"),
+            )
+
+        source, target = await ctx.storage.run(read, write=False)
+        rate, to_amount = await ctx.quote(source.currency, target.currency, request.from_amount)
+        cross = source.currency != target.currency
+        if cross:
+            await ctx.ensure_system_accounts(source.currency, target.currency)
+        now = ctx.clock.now()
+        journal = Journal(
+            ctx.ids.new_id("jr"),
+            transfer_legs(
+                source.id,
+                source.currency,
+                request.from_amount,
+                target.id,
+                target.currency,
+                to_amount,
+            ),
+            operation="transfer",
+            company_id=company_id,
+        )
+        transfer = Transfer(
+            id=ctx.ids.new_id(Transfer.prefix),
+            company_id=company_id,
+            from_wallet_id=source.id,
+            to_wallet_id=target.id,
+            from_amount=request.from_amount,
+            from_currency_id=source.currency,
+            to_amount=to_amount,
+            to_currency_id=target.currency,
+            exchange_rate_from_to=rate,
+            reference=request.reference,
+            description=request.description,
+            status=MovementStatus.PENDING if cross else MovementStatus.COMPLETED,
+            error=None,
+            created_at=now,
+            pending_ids=tuple(journal.leg_id(i) for i in range(len(journal.legs))) if cross else (),
+        )
+
+        def create(uow: UnitOfWork) -> Transfer:
+            try:
+                uow.ledger.apply(journal, now)
+            except InsufficientFunds as exc:
+                raise InsufficientFunds(
+                    "Insufficient funds: the source wallet's available balance does not cover "
+                    "the amount",
+                    param="from_amount",
+                ) from exc
+            uow.records.add(transfer)
+            if cross:
+                uow.jobs.schedule(
+                    Job(
+                        id=ctx.ids.new_id("job"),
+                        kind=KINDS[Transfer.prefix].job,
+                        resource_id=transfer.id,
+                        company_id=company_id,
+                        due_at=now + ctx.rail.settlement_delay(Settlement.FX_TRANSFER),
+                    )
+                )
+            else:
+                ctx.event(uow, EventType.TRANSFER_COMPLETED, transfer)
+            return finish(uow, idempotency, transfer)
+
+        return await ctx.storage.run(create)
+
+    async def get(self, company_id: int, transfer_id: str) -> Transfer:
+        """The transfer, or ``NotFound``."""
+        return await self._ctx.read_record(
+            Transfer, company_id, transfer_id, "transfer", "transfer_id"
+        )
+
+    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[Transfer]:
+        """The company's transfers, newest first."""
+        return await self._ctx.list_records(Transfer, company_id, page)
+
+    async def complete(self, transfer_id: str, *, company_id: int | None = None) -> Transfer:
+        """The conversion settled: post both legs."""
+        require_id(transfer_id, Transfer.prefix, "transfer", "transfer_id")
+        return await self._ctx.storage.run(
+            lambda uow: complete_in(
+                uow, self._ctx, locked_pending(uow, Transfer, transfer_id, company_id)
+            )
+        )
+
+    async def fail(
+        self,
+        transfer_id: str,
+        *,
+        company_id: int | None = None,
+        code: str = "transfer_failed",
+        message: str = "The currency conversion did not settle",
+    ) -> Transfer:
+        """The conversion failed: return the funds to the source wallet and record why."""
+        require_id(transfer_id, Transfer.prefix, "transfer", "transfer_id")
+        return await self._ctx.storage.run(
+            lambda uow: fail_in(
+                uow,
+                self._ctx,
+                locked_pending(uow, Transfer, transfer_id, company_id),
+                code=code,
+                message=message,
+            )
+        )

@@ -1,0 +1,151 @@
+"""Withdrawals: wallet funds sent to a registered bank account of the same company."""
+
+from __future__ import annotations
+
+from treasury_core.errors import InsufficientFunds, NotFound, ValidationFailed
+from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.jobs import Job
+from treasury_core.ledger import Journal
+from treasury_core.pagination import Page, PageRequest
+from treasury_core.ports import Settlement, UnitOfWork
+from treasury_core.services.idempotency import finish
+from treasury_core.services.settlement import KINDS, complete_in, fail_in, locked_pending
+from treasury_core.services.support import TreasuryContext, require_id, wallet_of
+from treasury_core.treasury.movements import FeeRule, withdrawal_legs
+from treasury_core.treasury.records import BankAccount, MovementStatus, Withdrawal
+from treasury_core.treasury.requests import CreateWithdrawalRequest
+from treasury_core.wallets import Wallet
+
+
+class WithdrawalService:
+    """Create, read, list and settle withdrawals."""
+
+    def __init__(self, ctx: TreasuryContext) -> None:
+        self._ctx = ctx
+
+    async def create(
+        self,
+        company_id: int,
+        request: CreateWithdrawalRequest,
+        *,
+        idempotency: IdempotencyTicket[Withdrawal] | None = None,
+    ) -> Withdrawal:
+        """Reserve amount and fee (``pending_out``) and start paying out; refused whole if short."""
+        ctx = self._ctx
+        source = ctx.currencies.get(request.from_currency_id, param="from_currency_id").code
+        if request.to_currency_id is not None:
+            ctx.currencies.get(request.to_currency_id, param="to_currency_id")
+        ctx.check_amount(request.from_amount, "from_amount")
+        require_id(request.bank_account_id, BankAccount.prefix, "bank account", "bank_account_id")
+
+        def read(uow: UnitOfWork) -> tuple[Wallet, BankAccount | None]:
+            wallet = wallet_of(uow, company_id, request.wallet_id, "wallet_id")
+            return wallet, uow.records.get(BankAccount, request.bank_account_id, company_id)
+
+        wallet, bank = await ctx.storage.run(read, write=False)
+        if bank is None:
+            raise NotFound(
+                f"No such bank account: {request.bank_account_id}", param="bank_account_id"
+            )
+        if source != wallet.currency:
+            raise ValidationFailed(
+                f"from_currency_id must be the wallet's currency, {wallet.currency}",
+                param="from_currency_id",
+                code="currency_mismatch",
+            )
+        target = request.to_currency_id or bank.currency_id
+        if target != bank.currency_id:
+            raise ValidationFailed(
+                f"to_currency_id must be the bank account's currency, {bank.currency_id}",
+                param="to_currency_id",
+                code="currency_mismatch",
+            )
+        rate, to_amount = await ctx.quote(source, target, request.from_amount)
+        fee = FeeRule(*ctx.config.withdrawal_fee(source)).fee(request.from_amount)
+        await ctx.ensure_system_accounts(source, target)
+        now = ctx.clock.now()
+        journal = Journal(
+            ctx.ids.new_id("jr"),
+            withdrawal_legs(wallet.id, source, request.from_amount, fee, target, to_amount),
+            operation="withdrawal",
+            company_id=company_id,
+        )
+        withdrawal = Withdrawal(
+            id=ctx.ids.new_id(Withdrawal.prefix),
+            company_id=company_id,
+            wallet_id=wallet.id,
+            from_amount=request.from_amount,
+            from_currency_id=source,
+            to_amount=to_amount,
+            to_currency_id=target,
+            exchange_rate_from_to=rate,
+            bank_account_id=bank.id,
+            reference=request.reference,
+            description=request.description,
+            withdraw_fee=fee,
+            status=MovementStatus.PENDING,
+            error=None,
+            created_at=now,
+            pending_ids=tuple(journal.leg_id(i) for i in range(len(journal.legs))),
+        )
+        job = Job(
+            id=ctx.ids.new_id("job"),
+            kind=KINDS[Withdrawal.prefix].job,
+            resource_id=withdrawal.id,
+            company_id=company_id,
+            due_at=now + ctx.rail.settlement_delay(Settlement.WITHDRAWAL),
+        )
+
+        def create(uow: UnitOfWork) -> Withdrawal:
+            try:
+                uow.ledger.apply(journal, now)
+            except InsufficientFunds as exc:
+                raise InsufficientFunds(
+                    "Insufficient funds: the wallet's available balance does not cover the amount "
+                    "and the fee",
+                    param="from_amount",
+                ) from exc
+            uow.records.add(withdrawal)
+            uow.jobs.schedule(job)
+            return finish(uow, idempotency, withdrawal)
+
+        return await ctx.storage.run(create)
+
+    async def get(self, company_id: int, withdrawal_id: str) -> Withdrawal:
+        """The withdrawal, or ``NotFound``."""
+        return await self._ctx.read_record(
+            Withdrawal, company_id, withdrawal_id, "withdrawal", "withdraw_id"
+        )
+
+    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[Withdrawal]:
+        """The company's withdrawals, newest first."""
+        return await self._ctx.list_records(Withdrawal, company_id, page)
+
+    async def complete(self, withdrawal_id: str, *, company_id: int | None = None) -> Withdrawal:
+        """The bank paid out: post the amount and the fee."""
+        require_id(withdrawal_id, Withdrawal.prefix, "withdrawal", "withdraw_id")
+        return await self._ctx.storage.run(
+            lambda uow: complete_in(
+                uow, self._ctx, locked_pending(uow, Withdrawal, withdrawal_id, company_id)
+            )
+        )
+
+    async def fail(
+        self,
+        withdrawal_id: str,
+        *,
+        company_id: int | None = None,
+        code: str = "withdrawal_failed",
+        message: str = "The bank rejected the payout",
+    ) -> Withdrawal:
+        """The payout failed: release amount and fee back to the wallet and record why."""
+        require_id(withdrawal_id, Withdrawal.prefix, "withdrawal", "withdraw_id")
+        return await self._ctx.storage.run(
+            lambda uow: fail_in(
+                uow,
+                self._ctx,
+                locked_pending(uow, Withdrawal, withdrawal_id, company_id),
+                code=code,
+                message=message,
+            )
+        )

@@ -1,0 +1,90 @@
+"""Request bodies of the treasury calls (part 4.4–4.7), validated strictly.
+
+Amounts are JSON integers (minor units); ``1.0``, ``"100"`` and ``true`` are refused. Positivity
+is checked here, the configured maximum by the services.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from treasury_core.validation import CurrencyCode, Description, Name, SingleLine
+
+Amount = Annotated[int, Field(gt=0, description="Minor units of the currency.")]
+Id = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Reference = Annotated[SingleLine, StringConstraints(max_length=255)]
+Seconds = Annotated[int, Field(gt=0, le=10 * 365 * 24 * 3600)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class CreateDepositRequest(_Strict):
+    """``POST /api/v1/deposit``."""
+
+    wallet_id: Id
+    from_amount: Amount
+    from_currency_id: CurrencyCode
+    reference: Reference | None = None
+    description: Description | None = None
+
+
+class RegisterBankAccountRequest(_Strict):
+    """``POST /api/v1/bank-account``."""
+
+    bank_name: Name
+    account_name: Name
+    account_number: Annotated[SingleLine, StringConstraints(min_length=1, max_length=64)]
+    routing_number: Annotated[SingleLine, StringConstraints(min_length=1, max_length=64)]
+    currency_id: CurrencyCode
+
+
+class CreateWithdrawalRequest(_Strict):
+    """``POST /api/v1/withdraw``; ``to_currency_id`` defaults to the bank account's currency."""
+
+    wallet_id: Id
+    from_amount: Amount
+    from_currency_id: CurrencyCode
+    to_currency_id: CurrencyCode | None = None
+    bank_account_id: Id
+    reference: Reference | None = None
+    description: Description | None = None
+
+
+class CreateTransferRequest(_Strict):
+    """``POST /api/v1/transfer``."""
+
+    from_wallet_id: Id
+    to_wallet_id: Id
+    from_amount: Amount
+    reference: Reference | None = None
+    description: Description | None = None
+
+
+class CreateVirtualAccountRequest(_Strict):
+    """``POST /api/v1/virtual-account``."""
+
+    wallet_id: Id
+    source_currency: CurrencyCode
+
+
+class SandboxCompleteRequest(_Strict):
+    """``POST /api/v1/sandbox/deposits/{id}/complete``: the amount received, if not as expected."""
+
+    amount: Amount | None = None
+
+
+class SandboxIncomingRequest(_Strict):
+    """``POST /api/v1/sandbox/virtual-accounts/{id}/incoming``."""
+
+    amount: Amount
+    reference: Reference | None = None
+
+
+class ClockAdvanceRequest(_Strict):
+    """``POST /api/v1/sandbox/clock/advance``."""
+
+    seconds: Seconds
