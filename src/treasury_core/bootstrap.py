@@ -76,10 +76,13 @@ def bootstrap(
     migrate: bool = True,
     fx: FxRates | None = None,
     rail: BankRail | None = None,
+    wall_clock: Clock | None = None,
 ) -> Treasury:
     """Build a :class:`Treasury` from ``config`` (default: the sandbox on ``./treasury.db``).
 
-    With ``migrate`` the storage schema is brought up to date first.
+    With ``migrate`` the storage schema is brought up to date first. ``clock`` is business
+    time (the sandbox clock can be advanced); ``wall_clock`` is real time, which idempotency
+    leases and retention use so that advancing business time never expires a key.
     """
     config = config or TreasuryConfig()
     pm = plugins or make_plugin_manager()
@@ -107,7 +110,11 @@ def bootstrap(
         companies=CompanyService(storage, clock, ids),
         wallets=WalletService(storage, clock, ids, currencies),
         idempotency=IdempotencyService(
-            storage, clock, ids, config.idempotency_ttl_seconds, config.idempotency_lease_seconds
+            storage,
+            wall_clock or _build(pm, "clock", "system", config),
+            ids,
+            config.idempotency_ttl_seconds,
+            config.idempotency_lease_seconds,
         ),
         context=context,
         deposits=DepositService(context),

@@ -8,6 +8,7 @@ safe for keys of this entropy and lets a lookup go straight to the row by an ind
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import datetime
 from enum import StrEnum
 
@@ -81,9 +82,15 @@ def hash_api_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode("utf-8")).hexdigest()
 
 
+_KEY_SHAPE = re.compile(r"[sp]k_[A-Za-z0-9_-]{13,125}")
+
+
 def key_kind_of(raw_key: str) -> KeyKind | None:
-    """The kind a key claims by its prefix, or ``None`` for a string that is no key of ours."""
-    for kind in KeyKind:
-        if raw_key.startswith(kind.prefix) and 16 <= len(raw_key) <= 128:
-            return kind
-    return None
+    """The kind a key claims by its prefix, or ``None`` for a string that is no key of ours.
+
+    Keys are URL-safe ASCII; anything else (including undecodable header bytes) is refused
+    here, before it is hashed or looked up.
+    """
+    if _KEY_SHAPE.fullmatch(raw_key) is None:
+        return None
+    return KeyKind.SECRET if raw_key.startswith("sk_") else KeyKind.PUBLISHABLE

@@ -33,7 +33,7 @@ class TreasuryConfig(BaseModel):
         default=None, description="Clock name; default sandbox/system by mode."
     )
     ids: str = "ulid"
-    currencies: tuple[str, ...] = DEFAULT_CURRENCIES
+    currencies: tuple[str, ...] = Field(default=DEFAULT_CURRENCIES, min_length=1)
     vban_currencies: tuple[str, ...] = DEFAULT_VBAN_CURRENCIES
     currency_exponents: dict[str, int] = Field(default_factory=dict)
     max_amount: int = Field(

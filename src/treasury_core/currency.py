@@ -132,6 +132,14 @@ class CurrencyRegistry:
             raise UnknownCurrency(f"Unknown currency: {code!s}", param=param)
         return currency
 
+    def describe(self, code: str) -> Currency:
+        """The currency of a stored record: the enabled one, or ISO data if since disabled.
+
+        Disabling a currency stops new wallets and movements in it; it must not make existing
+        records unreadable.
+        """
+        return self._by_code.get(code) or iso_currency(code)
+
     def __contains__(self, code: object) -> bool:
         return code in self._by_code
 

@@ -10,12 +10,22 @@ Rules:
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_EVEN, Context, Decimal, Inexact, localcontext
+from decimal import (
+    ROUND_HALF_EVEN,
+    Context,
+    Decimal,
+    DivisionByZero,
+    InvalidOperation,
+    Overflow,
+    localcontext,
+)
 
 from treasury_core.currency import Currency
 
 # Wide enough that amounts up to 10^18 minor units times any sane rate are exact before rounding.
-_EXACT = Context(prec=60, traps=[])
+# Inexact and Rounded are not trapped (the result is rounded once, by round_minor); invalid
+# operations and overflow are, so a nonsense input raises instead of becoming NaN.
+_EXACT = Context(prec=60, traps=[InvalidOperation, Overflow, DivisionByZero])
 
 
 def round_minor(value: Decimal) -> int:
@@ -34,8 +44,7 @@ def exact_conversion(amount: int, source: Currency, target: Currency, rate: Deci
     """
     _check_amount(amount)
     _check_rate(rate)
-    with localcontext(_EXACT) as ctx:
-        ctx.traps[Inexact] = False
+    with localcontext(_EXACT):
         scale = Decimal(10) ** (target.decimal_places - source.decimal_places)
         return Decimal(amount) * rate * scale
 

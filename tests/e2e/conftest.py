@@ -41,7 +41,9 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def treasury(database_url: str, clock: FakeClock) -> Treasury:
-    return bootstrap(TreasuryConfig(database_url=database_url, pool_size=4), clock=clock)
+    return bootstrap(
+        TreasuryConfig(database_url=database_url, pool_size=4), clock=clock, wall_clock=clock
+    )
 
 
 @pytest.fixture

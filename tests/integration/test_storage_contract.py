@@ -372,3 +372,45 @@ def test_postings_come_back_in_id_order(storage: Storage) -> None:
         apply(storage, Journal(journal_id, (Move("world:USD", "wal_a", "USD", 1),)))
     ids = storage.run_sync(lambda uow: [p.id for p in uow.ledger.postings()], write=False)
     assert ids == ["a.0", "b.0", "c.0"]
+
+
+def test_a_failed_begin_leaves_the_worker_connection_usable(sqlite_url: str) -> None:
+    """Another process holds the write lock past our timeout; afterwards everything works."""
+    import sqlite3
+
+    from treasury_core.errors import ConflictRetryExhausted
+    from treasury_sqlalchemy.storage import SqlStorage
+
+    storage = SqlStorage(sqlite_url, pool_size=1, busy_timeout=0.05)
+    storage.max_attempts = 2
+    storage.migrate()
+    company = setup_company(storage)
+    blocker = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+
+    async def scenario() -> int:
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(ConflictRetryExhausted):
+                await storage.run(lambda uow: uow.wallets.add(make_wallet("wal_a", company)))
+        finally:
+            blocker.execute("ROLLBACK")
+        # The same worker thread (pool of one) writes and reads normally again.
+        await storage.run(lambda uow: uow.wallets.add(make_wallet("wal_b", company)))
+        return len(await storage.run(lambda uow: uow.wallets.list(company, 10, None), write=False))
+
+    try:
+        assert asyncio.run(scenario()) == 1
+    finally:
+        blocker.close()
+        storage.close()
+
+
+def test_a_journal_id_applies_once(storage: Storage) -> None:
+    open_accounts(storage, world(), wallet_account("wal_a"))
+    journal = Journal("j1", (Move("world:USD", "wal_a", "USD", 100),))
+    apply(storage, journal)
+    before = snapshot(storage)
+    with pytest.raises(LedgerRejected) as caught:
+        apply(storage, journal)
+    assert caught.value.code == "journal_duplicate"
+    assert snapshot(storage) == before

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
+import logging
+import time
+from collections.abc import AsyncIterator
 from importlib.metadata import PackageNotFoundError, version
 
 from aiohttp import web
 
-from treasury_aiohttp.handlers import ROUTES
+from treasury_aiohttp import handlers, sandbox_handlers, treasury_handlers
 from treasury_aiohttp.keys import MAX_BODY_KEY, OPENAPI_KEY, TREASURY_KEY
 from treasury_aiohttp.middlewares import (
     auth_middleware,
@@ -20,6 +25,11 @@ from treasury_aiohttp.routing import Auth, Handler, Route
 from treasury_core import Treasury
 
 __all__ = ["TREASURY_KEY", "create_app"]
+
+log = logging.getLogger("treasury.jobs")
+
+# Idempotency records past their retention window are deleted this often (wall time).
+_PURGE_EVERY_SECONDS = 600.0
 
 
 def _package_version() -> str:
@@ -39,8 +49,13 @@ def _tagged(route: Route) -> Handler:
     return handler
 
 
-def create_app(treasury: Treasury, *, close_treasury: bool = False) -> web.Application:
+def create_app(
+    treasury: Treasury, *, close_treasury: bool = False, run_jobs: bool = False
+) -> web.Application:
     """An app serving ``treasury``; with ``close_treasury`` its storage closes with the app.
+
+    With ``run_jobs`` the app also settles due movements in the background, looking every
+    ``config.job_poll_seconds`` (``treasury serve`` does; tests drive jobs through the clock).
 
     Mount it in an existing app with ``parent.add_subapp("/treasury", create_app(t))``.
     """
@@ -56,12 +71,17 @@ def create_app(treasury: Treasury, *, close_treasury: bool = False) -> web.Appli
     )
     app[TREASURY_KEY] = treasury
     app[MAX_BODY_KEY] = max_body
+    routes = handlers.ROUTES + treasury_handlers.ROUTES
+    if treasury.config.sandbox:
+        routes += sandbox_handlers.ROUTES
     openapi_route = Route(
         "GET", "/api/v1/openapi.json", _openapi, "The OpenAPI document", auth=Auth.NONE
     )
-    for route in (*ROUTES, openapi_route):
+    for route in (*routes, openapi_route):
         app.router.add_route(route.method, route.path, _tagged(route))
-    app[OPENAPI_KEY] = build_openapi(ROUTES, title="treasury-core", version=_package_version())
+    app[OPENAPI_KEY] = build_openapi(routes, title="treasury-core", version=_package_version())
+    if run_jobs:
+        app.cleanup_ctx.append(_job_runner)
     if close_treasury:
 
         async def _close(_app: web.Application) -> None:
@@ -74,3 +94,27 @@ def create_app(treasury: Treasury, *, close_treasury: bool = False) -> web.Appli
 async def _openapi(request: web.Request) -> web.StreamResponse:
     """The OpenAPI 3.1 document of this server."""
     return web.json_response(request.app[OPENAPI_KEY])
+
+
+async def _job_runner(app: web.Application) -> AsyncIterator[None]:
+    treasury = app[TREASURY_KEY]
+    stop = asyncio.Event()
+
+    async def loop() -> None:
+        next_purge = 0.0
+        while not stop.is_set():
+            try:
+                await treasury.settlement.run_all_due()
+                if time.monotonic() >= next_purge:
+                    await treasury.idempotency.purge_expired()
+                    next_purge = time.monotonic() + _PURGE_EVERY_SECONDS
+            except Exception:
+                log.exception("background work failed; retrying")
+            # Wait for the next look, or for shutdown, whichever comes first.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), treasury.config.job_poll_seconds)
+
+    task = asyncio.create_task(loop(), name="treasury-jobs")
+    yield
+    stop.set()
+    await task

@@ -34,6 +34,10 @@ def _bootstrap(database: str | None) -> Treasury:
         return bootstrap(_config(database))
     except TreasuryError as exc:
         raise click.ClickException(exc.message) from exc
+    except Exception as exc:
+        # A bad URL, an unreachable server, an unwritable path, a malformed setting: say what,
+        # not where in the code.
+        raise click.ClickException(f"cannot open the treasury: {exc}") from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -60,7 +64,9 @@ def serve(host: str, port: int, database: str | None) -> None:
         f"treasury-core serving on http://{host}:{port}"
         f" (database {_redacted(treasury.config.database_url)})"
     )
-    web.run_app(create_app(treasury, close_treasury=True), host=host, port=port, print=None)
+    web.run_app(
+        create_app(treasury, close_treasury=True, run_jobs=True), host=host, port=port, print=None
+    )
 
 
 @main.command()

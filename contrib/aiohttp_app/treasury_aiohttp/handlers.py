@@ -121,6 +121,7 @@ ROUTES: tuple[Route, ...] = (
         "List enabled currencies",
         response=CurrencyRecord,
         is_list=True,
+        paged=False,
         tags=("Currencies",),
         auth=Auth.SECRET,
     ),

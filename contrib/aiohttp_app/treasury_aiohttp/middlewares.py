@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from treasury_aiohttp.errors import (
     error_response,
@@ -19,6 +21,7 @@ from treasury_core.errors import (
     AuthenticationFailed,
     PermissionDenied,
     TreasuryError,
+    ValidationFailed,
 )
 from treasury_core.idempotency import StoredResponse, fingerprint
 from treasury_core.services.idempotency import Replay
@@ -40,6 +43,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         response = await handler(request)
     except TreasuryError as exc:
         response = treasury_error_response(exc)
+    except (RequestPayloadError, HttpProcessingError):
+        # The body could not be decoded (a Content-Encoding it does not have, a broken chunk).
+        response = treasury_error_response(
+            ValidationFailed("The request body could not be read", code="body_invalid")
+        )
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -81,7 +81,17 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
             }
             for name, text in route.path_params.items()
         ]
-        if route.is_list and route.path != "/api/v1/currencies":
+        parameters += [
+            {
+                "name": name,
+                "in": "query",
+                "required": False,
+                "description": text,
+                "schema": {"type": "string"},
+            }
+            for name, text in route.query_params.items()
+        ]
+        if route.is_list and route.paged:
             parameters += [
                 {
                     "name": "limit",
@@ -120,7 +130,7 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
                     "schema": {"type": "array", "items": item} if route.is_list else item
                 }
             }
-            if route.is_list:
+            if route.is_list and route.paged:
                 ok["headers"] = {
                     "Link": {
                         "description": 'rel="next" when more remain',

@@ -32,9 +32,12 @@ class Route:
     body: type[BaseModel] | None = None
     response: type[BaseModel] | None = None
     is_list: bool = False
+    #: Lists take ``limit``/``starting_after`` unless they are small fixed sets.
+    paged: bool = True
     tags: tuple[str, ...] = ()
     description: str = ""
     path_params: dict[str, str] = field(default_factory=dict)
+    query_params: dict[str, str] = field(default_factory=dict)
 
     @property
     def operation_id(self) -> str:

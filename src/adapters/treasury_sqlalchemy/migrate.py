@@ -28,6 +28,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     with engine.begin() as conn:
         if engine.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
+        elif engine.dialect.name == "sqlite":
+            # pysqlite is in autocommit mode here (see storage.py): without this, each DDL
+            # statement would commit alone and two processes migrating at once would collide.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
 

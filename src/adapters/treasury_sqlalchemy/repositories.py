@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -27,6 +28,7 @@ from treasury_core.ledger import (
     Posting,
     PostingKind,
     check_account,
+    duplicate_journal,
     plan_journal,
     referenced_pendings,
 )
@@ -278,25 +280,30 @@ class SqlLedger:
                 check_account(_account(row), plan)
             # One execute per posting: psycopg's executemany enters pipeline mode, which costs
             # more than it saves for the one or two postings a journal usually has.
-            for p in plan.postings:
-                cursor.execute(
-                    sql.insert_posting,
-                    (
-                        p.id,
-                        p.journal_id,
-                        journal.operation,
-                        p.kind.value,
-                        p.debit_account_id,
-                        p.credit_account_id,
-                        p.currency,
-                        p.amount,
-                        p.released,
-                        p.category.value if p.category else None,
-                        p.pending_id,
-                        sql.bind_time(p.deadline),
-                        sql.bind_time(p.created_at),
-                    ),
-                )
+            try:
+                for p in plan.postings:
+                    cursor.execute(
+                        sql.insert_posting,
+                        (
+                            p.id,
+                            p.journal_id,
+                            journal.operation,
+                            p.kind.value,
+                            p.debit_account_id,
+                            p.credit_account_id,
+                            p.currency,
+                            p.amount,
+                            p.released,
+                            p.category.value if p.category else None,
+                            p.pending_id,
+                            sql.bind_time(p.deadline),
+                            sql.bind_time(p.created_at),
+                        ),
+                    )
+            except Exception as exc:
+                if _is_unique_violation(exc):
+                    raise duplicate_journal(journal) from exc
+                raise
         finally:
             cursor.close()
         if plan.new_pendings:
@@ -528,6 +535,7 @@ class SqlIdempotency:
                 t.idempotency_keys.c.company_id == company_id,
                 t.idempotency_keys.c.key == key,
                 t.idempotency_keys.c.token == expected_token,
+                t.idempotency_keys.c.state == IdempotencyState.IN_FLIGHT.value,
             )
         )
         return result.rowcount == 1
@@ -537,6 +545,11 @@ class SqlIdempotency:
             delete(t.idempotency_keys).where(t.idempotency_keys.c.created_at < created_before)
         )
         return int(result.rowcount)
+
+
+def _is_unique_violation(error: Exception) -> bool:
+    # Raw DBAPI errors from the hot path: sqlite3's IntegrityError, psycopg's SQLSTATE 23505.
+    return isinstance(error, sqlite3.IntegrityError) or getattr(error, "sqlstate", None) == "23505"
 
 
 def _record_json(record: TreasuryRecord) -> str:

@@ -44,7 +44,10 @@ def normalize_url(url: str) -> str:
 class SqlStorage(Storage):
     """Storage on SQLite or PostgreSQL through SQLAlchemy Core."""
 
-    def __init__(self, url: str, *, pool_size: int = 8, echo: bool = False) -> None:
+    def __init__(
+        self, url: str, *, pool_size: int = 8, echo: bool = False, busy_timeout: float = 30.0
+    ) -> None:
+        """``busy_timeout``: how long an SQLite writer waits for another process's lock."""
         super().__init__()
         self.url = normalize_url(url)
         parsed = make_url(self.url)
@@ -65,7 +68,7 @@ class SqlStorage(Storage):
             self.engine: Engine = create_engine(
                 self.url,
                 echo=echo,
-                connect_args={"check_same_thread": False, "timeout": 30},
+                connect_args={"check_same_thread": False, "timeout": busy_timeout},
                 **pool,
             )
             event.listen(self.engine, "connect", _sqlite_on_connect)
@@ -104,23 +107,40 @@ class SqlStorage(Storage):
         """
         lock = self._write_lock if (write and self._write_lock is not None) else nullcontext()
         with lock, self._connection() as conn:
-            # The ledger's hot path writes through the DBAPI cursor, so SQLAlchemy must be told
-            # a transaction is open or its commit() would have nothing to commit.
-            conn.begin()
-            if self.dialect == "sqlite":
-                # pysqlite runs in autocommit mode (see _sqlite_on_connect); we say when, and
-                # take the write lock up front so a transaction never fails half way to it.
-                conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
-                    "BEGIN IMMEDIATE" if write else "BEGIN"
-                )
-            elif snapshot and not write:
-                conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            committed = False
             try:
+                # The ledger's hot path writes through the DBAPI cursor, so SQLAlchemy must be
+                # told a transaction is open or its commit() would have nothing to commit.
+                conn.begin()
+                if self.dialect == "sqlite":
+                    # pysqlite runs in autocommit mode (see _sqlite_on_connect); we say when,
+                    # and take the write lock up front so a transaction never fails half way.
+                    conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
+                        "BEGIN IMMEDIATE" if write else "BEGIN"
+                    )
+                elif snapshot and not write:
+                    conn.exec_driver_sql(
+                        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+                    )
                 yield SqlUnitOfWork(conn, lock_rows=self.dialect == "postgresql")
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
+                conn.commit()
+                committed = True
+            finally:
+                if not committed:
+                    # Whatever failed (BEGIN, the work, COMMIT), the connection must leave here
+                    # outside any transaction, or a kept connection would poison its thread.
+                    self._abandon(conn)
+
+    def _abandon(self, conn: Connection) -> None:
+        try:
+            conn.rollback()
+            dbapi = conn.connection.dbapi_connection
+            if self.dialect == "sqlite" and dbapi is not None and dbapi.in_transaction:
+                dbapi.rollback()  # a failed COMMIT leaves pysqlite's own transaction open
+        except Exception:
+            conn.invalidate()
+            if getattr(self._local, "conn", None) is conn:
+                self._local.conn = None
 
     def is_transient(self, error: BaseException) -> bool:
         """Deadlocks and serialization failures (PostgreSQL), a busy database (SQLite)."""
@@ -154,6 +174,5 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=30000")
     finally:
         cursor.close()

@@ -15,6 +15,7 @@ from treasury_core.ledger.kernel import (
     LedgerPlan,
     apply_plan,
     check_account,
+    duplicate_journal,
     plan_journal,
     referenced_pendings,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "VoidPending",
     "apply_plan",
     "check_account",
+    "duplicate_journal",
     "fold_postings",
     "plan_journal",
     "referenced_pendings",

@@ -169,6 +169,11 @@ def apply_plan(accounts: Mapping[str, Account], plan: LedgerPlan) -> dict[str, A
     return result
 
 
+def duplicate_journal(journal: Journal) -> LedgerRejected:
+    """The error every storage raises for a journal id that was applied before."""
+    return LedgerRejected(f"Journal {journal.id} was already applied", code="journal_duplicate")
+
+
 def _check_new_leg(debit: str, credit: str, amount: int) -> None:
     if isinstance(amount, bool) or not isinstance(amount, int):
         raise LedgerInvariantViolation(f"amounts are int minor units, not {type(amount).__name__}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -161,7 +162,7 @@ class IdempotencyRepository(Protocol):
         ...
 
     def delete(self, company_id: int, key: str, expected_token: str) -> bool:
-        """Delete the record if its token is ``expected_token``."""
+        """Delete an in-flight claim whose token is ``expected_token`` (never a completed one)."""
         ...
 
     def purge(self, created_before: datetime) -> int:
@@ -274,6 +275,7 @@ class Storage(abc.ABC):
 
     def __init__(self) -> None:
         self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
 
     @abc.abstractmethod
     def transaction(
@@ -330,11 +332,13 @@ class Storage(abc.ABC):
         if not self.offload:
             return self.run_sync(fn, write=write, snapshot=snapshot)
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                max_workers=self.worker_threads,
-                thread_name_prefix="treasury-storage",
-                initializer=self._worker_started,
-            )
+            with self._executor_lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(
+                        max_workers=self.worker_threads,
+                        thread_name_prefix="treasury-storage",
+                        initializer=self._worker_started,
+                    )
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
             self._executor, lambda: self.run_sync(fn, write=write, snapshot=snapshot)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
+from pydantic import TypeAdapter, ValidationError
+
 from treasury_core.companies import (
     ApiKey,
     Company,
@@ -16,6 +18,9 @@ from treasury_core.companies import (
 )
 from treasury_core.errors import AuthenticationFailed, NotFound, ValidationFailed
 from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
+from treasury_core.validation import Name
+
+_NAME: TypeAdapter[str] = TypeAdapter(Name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +55,13 @@ class CompanyService:
 
     async def create_company(self, name: str) -> CreatedCompany:
         """Create a company, its first merchant account, and one key of each kind."""
-        name = name.strip() if isinstance(name, str) else ""
-        if not name or len(name) > 255:
-            raise ValidationFailed("A company name must be 1 to 255 characters", param="name")
+        try:
+            name = _NAME.validate_python(name)
+        except ValidationError as exc:
+            raise ValidationFailed(
+                "A company name must be 1 to 255 characters, without control characters",
+                param="name",
+            ) from exc
         now = self._clock.now()
 
         def create(uow: UnitOfWork) -> CreatedCompany:

@@ -19,6 +19,8 @@ from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
 
 R = TypeVar("R")
 
+_CLAIM_ROUNDS = 3
+
 
 @dataclass(frozen=True, slots=True)
 class Replay:
@@ -76,33 +78,38 @@ class IdempotencyService:
                 created_at=now,
                 lease_until=now + self._lease,
             )
-            current = uow.idempotency.get(company_id, key)
-            if current is None:
-                if uow.idempotency.insert(fresh):
-                    return Claim(company_id, key, token)
+            # Every write below is conditional on the token read just before it. When another
+            # request changed the row meanwhile (completed it: completion rotates the token),
+            # the write matches nothing and we read again rather than act on stale state.
+            for _ in range(_CLAIM_ROUNDS):
                 current = uow.idempotency.get(company_id, key)
-                if current is None:  # pragma: no cover - inserted and deleted concurrently
-                    raise IdempotencyInFlight("A request with this Idempotency-Key is in progress")
-            if current.created_at + self._ttl <= now:
-                # Expired: the key is free again.
-                uow.idempotency.replace(fresh, current.token)
-                return Claim(company_id, key, token)
-            if current.fingerprint != fingerprint:
-                raise IdempotencyError(
-                    "Keys for idempotent requests can only be used with the same parameters "
-                    "they were first used with",
-                    param="Idempotency-Key",
-                )
-            if current.state is IdempotencyState.COMPLETED and current.response is not None:
-                return Replay(current.response)
-            if current.lease_until > now:
-                raise IdempotencyInFlight(
-                    "A request with this Idempotency-Key is still being processed; retry later",
-                    param="Idempotency-Key",
-                )
-            # The first owner's lease ran out (its process died): take the key over.
-            uow.idempotency.replace(replace(fresh, created_at=current.created_at), current.token)
-            return Claim(company_id, key, token)
+                if current is None:
+                    if uow.idempotency.insert(fresh):
+                        return Claim(company_id, key, token)
+                    continue
+                if current.created_at + self._ttl <= now:
+                    if uow.idempotency.replace(fresh, current.token):  # expired: free again
+                        return Claim(company_id, key, token)
+                    continue
+                if current.fingerprint != fingerprint:
+                    raise IdempotencyError(
+                        "Keys for idempotent requests can only be used with the same parameters "
+                        "they were first used with",
+                        param="Idempotency-Key",
+                    )
+                if current.state is IdempotencyState.COMPLETED and current.response is not None:
+                    return Replay(current.response)
+                if current.lease_until > now:
+                    break
+                # The first owner's lease ran out (its process died): take the key over.
+                if uow.idempotency.replace(
+                    replace(fresh, created_at=current.created_at), current.token
+                ):
+                    return Claim(company_id, key, token)
+            raise IdempotencyInFlight(
+                "A request with this Idempotency-Key is still being processed; retry later",
+                param="Idempotency-Key",
+            )
 
         return await self._storage.run(claim)
 
@@ -115,6 +122,11 @@ class IdempotencyService:
             )
 
         await self._storage.run(complete)
+
+    async def purge_expired(self) -> int:
+        """Delete records older than the retention window; how many went."""
+        cutoff = self._clock.now() - self._ttl
+        return await self._storage.run(lambda uow: uow.idempotency.purge(cutoff))
 
     async def release(self, claim: Claim) -> None:
         """Give the key back without a stored response (the request failed unexpectedly)."""
@@ -134,7 +146,11 @@ def complete_in(uow: UnitOfWork, ticket: IdempotencyTicket[R], response: StoredR
         raise IdempotencyInFlight(
             "This Idempotency-Key was taken over by another request", param="Idempotency-Key"
         )
-    done = replace(current, state=IdempotencyState.COMPLETED, response=response)
+    # A new token on completion: a takeover that read the in-flight row before this commit
+    # cannot overwrite the completed record (its conditional update no longer matches).
+    done = replace(
+        current, state=IdempotencyState.COMPLETED, response=response, token=ticket.token + ".done"
+    )
     if not uow.idempotency.replace(done, ticket.token):  # pragma: no cover - token checked above
         raise IdempotencyInFlight("This Idempotency-Key was taken over by another request")
 

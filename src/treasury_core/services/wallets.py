@@ -111,7 +111,7 @@ class WalletService:
 
     def record(self, wallet: Wallet) -> WalletRecord:
         """The interface's record of ``wallet``."""
-        return WalletRecord.of(wallet, self._currencies.get(wallet.currency))
+        return WalletRecord.of(wallet, self._currencies.describe(wallet.currency))
 
 
 def _require_wallet_id(wallet_id: str) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
 from treasury_core.events import Event
-from treasury_core.idempotency import IdempotencyRecord
+from treasury_core.idempotency import IdempotencyRecord, IdempotencyState
 from treasury_core.jobs import Job, JobStatus
 from treasury_core.ledger import (
     Account,
@@ -29,6 +29,7 @@ from treasury_core.ledger import (
     PendingStatus,
     Posting,
     apply_plan,
+    duplicate_journal,
     plan_journal,
     referenced_pendings,
 )
@@ -44,6 +45,7 @@ class _State:
     wallets: dict[str, Wallet] = field(default_factory=dict)
     accounts: dict[str, Account] = field(default_factory=dict)
     postings: list[Posting] = field(default_factory=list)
+    posting_ids: dict[str, bool] = field(default_factory=dict)
     pendings: dict[str, PendingMovement] = field(default_factory=dict)
     companies: dict[int, Company] = field(default_factory=dict)
     merchant_accounts: dict[int, MerchantAccount] = field(default_factory=dict)
@@ -150,11 +152,14 @@ class _Ledger:
             i: state.pendings[i] for i in referenced_pendings(journal) if i in state.pendings
         }
         plan = plan_journal(journal, referenced, now)
+        if any(p.id in state.posting_ids for p in plan.postings):
+            raise duplicate_journal(journal)
         updated = apply_plan(state.accounts, plan)
         for account_id, account in updated.items():
             self._tx.put(state.accounts, account_id, account)
         for posting in plan.postings:
             self._tx.append(state.postings, posting)
+            self._tx.put(state.posting_ids, posting.id, True)
         for pending in (*plan.new_pendings, *plan.resolved_pendings):
             self._tx.put(state.pendings, pending.id, pending)
         return plan
@@ -264,7 +269,11 @@ class _Idempotency:
     def delete(self, company_id: int, key: str, expected_token: str) -> bool:
         table = self._tx.state.idempotency
         current = table.get((company_id, key))
-        if current is None or current.token != expected_token:
+        if (
+            current is None
+            or current.token != expected_token
+            or current.state is not IdempotencyState.IN_FLIGHT
+        ):
             return False
         self._tx.remove(table, (company_id, key))
         return True

@@ -88,3 +88,10 @@ class ClockAdvanceRequest(_Strict):
     """``POST /api/v1/sandbox/clock/advance``."""
 
     seconds: Seconds
+
+
+class SandboxFailRequest(_Strict):
+    """``POST /api/v1/sandbox/{deposits,withdrawals,transfers}/{id}/fail``: optional reason."""
+
+    code: Annotated[SingleLine, StringConstraints(min_length=1, max_length=64)] | None = None
+    message: Reference | None = None
