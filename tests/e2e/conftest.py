@@ -42,7 +42,10 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def treasury(database_url: str, clock: FakeClock) -> Treasury:
     return bootstrap(
-        TreasuryConfig(database_url=database_url, pool_size=4), clock=clock, wall_clock=clock
+        # Withdrawals cost 25 minor units plus 1 %, so fee arithmetic is visible in every test.
+        TreasuryConfig(database_url=database_url, pool_size=4, withdrawal_fees={"*": (25, 100)}),
+        clock=clock,
+        wall_clock=clock,
     )
 
 
