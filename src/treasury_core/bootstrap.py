@@ -99,6 +99,7 @@ def bootstrap(
         return chosen_rail or _build(pm, "bank_rail", config.bank_rail, config, clock)
 
     context = TreasuryContext(config, currencies, storage, clock, ids, make_rail, fx)
+    context.open_system_accounts()
     settlement = SettlementService(context)
     return Treasury(
         config=config,

@@ -213,7 +213,6 @@ class VirtualAccountService:
 
         account, wallet = await ctx.storage.run(read, write=False)
         rate, to_amount = await ctx.quote(account.source_currency, wallet.currency, amount)
-        await ctx.ensure_system_accounts(account.source_currency, wallet.currency)
         now = ctx.clock.now()
         deposit = Deposit(
             id=ctx.ids.new_id(Deposit.prefix),

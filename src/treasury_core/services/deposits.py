@@ -36,7 +36,6 @@ class DepositService:
             lambda uow: wallet_of(uow, company_id, request.wallet_id, "wallet_id"), write=False
         )
         rate, to_amount = await ctx.quote(source, wallet.currency, request.from_amount)
-        await ctx.ensure_system_accounts(source, wallet.currency)
         now = ctx.clock.now()
         deposit_id = ctx.ids.new_id(Deposit.prefix)
         journal = Journal(

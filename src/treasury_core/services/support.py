@@ -39,7 +39,6 @@ class TreasuryContext:
     fx: FxRates
 
     def __post_init__(self) -> None:
-        self._known_accounts: set[str] = set()
         self._lock = threading.Lock()
         self._rail: BankRail | None = None
 
@@ -52,23 +51,19 @@ class TreasuryContext:
                     self._rail = self.rail_factory()
         return self._rail
 
-    async def ensure_system_accounts(self, *currencies: str) -> None:
-        """Create the world, FX and fee accounts of ``currencies`` once (committed on their own).
+    def open_system_accounts(self) -> None:
+        """Create the world, FX and fee accounts of every enabled currency that lacks them.
 
-        They are created before the business transaction that needs them, so that transaction
-        never depends on a row it created itself, and remembered once committed.
+        Done once when the treasury is assembled, so no business operation ever creates an
+        account (a refused operation then leaves the ledger exactly as it was).
         """
-        missing = [a for a in system_accounts(*currencies) if a.id not in self._known_accounts]
-        if not missing:
-            return
+        accounts = system_accounts(*(c.code for c in self.currencies))
 
         def ensure(uow: UnitOfWork) -> None:
-            for account in missing:
+            for account in accounts:
                 uow.ledger.ensure_account(account)
 
-        await self.storage.run(ensure)
-        with self._lock:
-            self._known_accounts.update(a.id for a in missing)
+        self.storage.run_sync(ensure)
 
     async def read_record(
         self, kind: type[R], company_id: int, record_id: str, noun: str, param: str

@@ -50,8 +50,6 @@ class TransferService:
         source, target = await ctx.storage.run(read, write=False)
         rate, to_amount = await ctx.quote(source.currency, target.currency, request.from_amount)
         cross = source.currency != target.currency
-        if cross:
-            await ctx.ensure_system_accounts(source.currency, target.currency)
         now = ctx.clock.now()
         journal = Journal(
             ctx.ids.new_id("jr"),

@@ -62,7 +62,6 @@ class WithdrawalService:
             )
         rate, to_amount = await ctx.quote(source, target, request.from_amount)
         fee = FeeRule(*ctx.config.withdrawal_fee(source)).fee(request.from_amount)
-        await ctx.ensure_system_accounts(source, target)
         now = ctx.clock.now()
         journal = Journal(
             ctx.ids.new_id("jr"),

@@ -1,0 +1,175 @@
+"""The treasury state machine against its reference model, on memory, SQLite and PostgreSQL.
+
+Each example gets a fresh storage: a MemoryStorage, a new SQLite file, or a new PostgreSQL
+schema (dropped afterwards). The SQL runs are shorter so the file stays well under a minute.
+The last tests break a storage and a service on purpose: the machine must notice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.conftest import PostgresSchema, postgres_url_or_skip
+from treasury_core.bootstrap import Treasury
+from treasury_core.config import TreasuryConfig
+from treasury_core.jobs import Job
+from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.services.deposits import DepositService
+from treasury_core.testing.memory import MemoryStorage
+from treasury_core.testing.treasury_machine import (
+    TreasuryMachine,
+    treasury_machine,
+    treasury_machine_test_case,
+)
+from treasury_core.treasury.records import Deposit
+from treasury_sqlalchemy.storage import SqlStorage
+
+MEMORY_SETTINGS = settings(
+    max_examples=100,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+SQL_SETTINGS = settings(
+    max_examples=10,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+#: For the broken-on-purpose runs: find it, do not shrink it, do not remember it.
+BUG_HUNT = settings(
+    max_examples=200,
+    stateful_step_count=40,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    report_multiple_bugs=False,
+    print_blob=False,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+# The helper users call: a unittest TestCase class, collected by pytest like any other.
+TestTreasuryMachineOnMemory = treasury_machine_test_case(
+    MemoryStorage, settings=MEMORY_SETTINGS, name="TreasuryMachineOnMemory"
+)
+
+
+def test_treasury_machine_on_sqlite(tmp_path: Path) -> None:
+    files = itertools.count()
+
+    def sqlite_storage() -> Storage:
+        storage = SqlStorage(f"sqlite:///{tmp_path / f'treasury-{next(files)}.db'}", pool_size=2)
+        storage.migrate()
+        return storage  # the machine closes it after the run
+
+    run_state_machine_as_test(treasury_machine(sqlite_storage), settings=SQL_SETTINGS)
+
+
+@pytest.mark.postgres
+def test_treasury_machine_on_postgres() -> None:
+    base_url = postgres_url_or_skip()
+
+    @contextlib.contextmanager
+    def postgres_storage() -> Iterator[Storage]:
+        schema = PostgresSchema(base_url)
+        try:
+            storage = SqlStorage(schema.url, pool_size=2)
+            try:
+                storage.migrate()
+                yield storage
+            finally:
+                storage.close()
+        finally:
+            schema.drop()
+
+    run_state_machine_as_test(treasury_machine(postgres_storage), settings=SQL_SETTINGS)
+
+
+# Broken on purpose ----------------------------------------------------------------------------
+
+
+class _LateJobs:
+    """Job queries that miss a job due exactly now (``<`` where ``<=`` belongs)."""
+
+    def __init__(self, jobs: Any) -> None:
+        self._jobs = jobs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._jobs, name)
+
+    def due(self, now: datetime, limit: int) -> list[Job]:
+        return [j for j in self._jobs.due(now, limit) if j.due_at < now]
+
+
+class _LateUnitOfWork:
+    def __init__(self, uow: UnitOfWork) -> None:
+        self._uow = uow
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._uow, name)
+
+    @property
+    def jobs(self) -> _LateJobs:
+        return _LateJobs(self._uow.jobs)
+
+
+class SettlesOneTickLate(MemoryStorage):
+    """A storage with an off-by-one: movements due at ``now`` wait for the next advance."""
+
+    @contextlib.contextmanager
+    def transaction(self, *, write: bool = True, snapshot: bool = False) -> Iterator[UnitOfWork]:
+        with super().transaction(write=write, snapshot=snapshot) as uow:
+            yield _LateUnitOfWork(uow)  # duck-typed: every other repository passes through
+
+
+class CreditsTheAnnouncedAmount(DepositService):
+    """A service bug: completing a deposit ignores the amount the bank actually delivered."""
+
+    async def complete(
+        self, deposit_id: str, *, company_id: int | None = None, amount: int | None = None
+    ) -> Deposit:
+        return await super().complete(deposit_id, company_id=company_id)
+
+
+def test_the_machine_catches_a_storage_that_settles_late() -> None:
+    class Machine(TreasuryMachine):
+        def make_storage(self) -> Storage:
+            return SettlesOneTickLate()
+
+    with pytest.raises(AssertionError, match="model"):
+        run_state_machine_as_test(Machine, settings=BUG_HUNT)
+
+
+def test_the_machine_catches_a_service_that_ignores_the_received_amount() -> None:
+    class Machine(TreasuryMachine):
+        def make_treasury(self, config: TreasuryConfig) -> Treasury:
+            treasury = super().make_treasury(config)
+            treasury.deposits = CreditsTheAnnouncedAmount(treasury.context)
+            return treasury
+
+    with pytest.raises(AssertionError, match="model"):
+        run_state_machine_as_test(Machine, settings=BUG_HUNT)
+
+
+def test_machine_subclass_settings_are_used() -> None:
+    class TwoCurrencies(TreasuryMachine):
+        currency_pool = ("CHF", "USD")
+        max_amount = 50
+
+    machine = TwoCurrencies()
+    try:
+        assert isinstance(machine.storage, MemoryStorage)
+    finally:
+        machine.teardown()
+    run_state_machine_as_test(
+        TwoCurrencies, settings=settings(max_examples=10, stateful_step_count=15, deadline=None)
+    )
