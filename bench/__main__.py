@@ -1,6 +1,6 @@
 """``python -m bench``: run every benchmark and print the results table.
 
-Defaults keep the whole run to about a minute on two cores; ``--quick`` is a smoke run.
+Defaults keep the whole run to about three minutes on two cores; ``--quick`` is a smoke run.
 Progress goes to stderr, the machine description and the table to stdout.
 """
 
@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench import fixtures, kernel, machine, movements, reads
+from bench import fixtures, kernel, machine, movements, reads, transfers
 from bench.report import Row, cost, cpu, rate, ratio, render, verdict
 from bench.timing import Samples
 
@@ -32,6 +32,7 @@ class Options:
     reps: int
     kernel_ops: int
     movements: int
+    transfers: int
     reads: int
     small: int
     large: int
@@ -45,6 +46,9 @@ def parse(argv: list[str] | None) -> Options:
     parser.add_argument("--reps", type=int, default=7, help="timed repetitions (>= 3)")
     parser.add_argument("--kernel-ops", type=int, default=20_000, help="in-memory ops per rep")
     parser.add_argument("--movements", type=int, default=2_000, help="SQL movements per rep")
+    parser.add_argument(
+        "--transfers", type=int, default=1_000, help="service transfers per rep and workload"
+    )
     parser.add_argument("--reads", type=int, default=2_000, help="balance reads per rep")
     parser.add_argument("--small", type=int, default=1_000, help="postings, small history")
     parser.add_argument("--large", type=int, default=100_000, help="postings, large history")
@@ -56,10 +60,12 @@ def parse(argv: list[str] | None) -> Options:
         parser.error("--reps must be at least 3 (the figures are medians)")
     if args.quick:
         args.kernel_ops, args.movements, args.reads, args.large = 2_000, 200, 200, 10_000
+        args.transfers = 50
     return Options(
         reps=args.reps,
         kernel_ops=args.kernel_ops,
         movements=args.movements,
+        transfers=args.transfers,
         reads=args.reads,
         small=args.small,
         large=args.large,
@@ -114,6 +120,30 @@ def movement_rows(
     ]
 
 
+#: The transfer workloads: key suffix, label, and what the raw side does per transfer.
+TRANSFER_KINDS = (
+    ("same", "same currency", "2 SELECT, 2 UPDATE, 3 INSERT"),
+    ("fx", "FX, created pending", "2 SELECT, 4 UPDATE, 6 INSERT"),
+)
+
+
+def transfer_rows(backend: str, raw_name: str, samples: dict[str, Samples]) -> list[Row]:
+    """``transfers.create`` and raw-driver transfer rows for one backend (no target: a report)."""
+    rows: list[Row] = []
+    for key, label, work in TRANSFER_KINDS:
+        ours, raw = samples[f"ours_{key}"], samples[f"raw_{key}"]
+        rows += [
+            Row(f"{backend}: raw {raw_name} transfer, {label} ({work})", rate(raw), cpu(raw)),
+            Row(
+                f"{backend}: transfers.create, {label}",
+                rate(ours),
+                cpu(ours),
+                f"{ratio(ours, raw):.2f} of raw",
+            ),
+        ]
+    return rows
+
+
 def read_rows(backend: str, opts: Options, samples: dict[str, Samples]) -> list[Row]:
     """Balance-read rows at the small and large histories for one backend."""
     growth = ratio(samples["large"], samples["small"], of_cost=True)
@@ -156,6 +186,15 @@ def main(argv: list[str] | None = None) -> int:
             "PostgreSQL movements", lambda: movements.bench_postgres(opts.movements, opts.reps)
         )
         rows += movement_rows("PostgreSQL", "psycopg", pg, POSTGRES_TARGET)
+    sqlite_transfers = _step(
+        "SQLite transfers", lambda: transfers.bench_sqlite(opts.transfers, opts.reps)
+    )
+    rows += transfer_rows("SQLite", "sqlite3", sqlite_transfers)
+    if pg_problem is None:
+        pg_transfers = _step(
+            "PostgreSQL transfers", lambda: transfers.bench_postgres(opts.transfers, opts.reps)
+        )
+        rows += transfer_rows("PostgreSQL", "psycopg", pg_transfers)
     sizes = (opts.small, opts.large, opts.reads, opts.reps)
     rows += read_rows(
         "SQLite", opts, _step("SQLite reads", lambda: reads.bench_reads_sqlite(*sizes))
@@ -167,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Load average before: {load_before}; after: {machine.load()}")
     print(
         f"Medians of {opts.reps} interleaved repetitions; {opts.movements:,} movements, "
-        f"{opts.reads:,} reads, {opts.kernel_ops:,} in-memory ops per repetition.\n"
+        f"{opts.transfers:,} transfers, {opts.reads:,} reads, {opts.kernel_ops:,} in-memory ops "
+        "per repetition.\n"
     )
     print(render(rows, markdown=opts.markdown))
     if pg_problem is not None:

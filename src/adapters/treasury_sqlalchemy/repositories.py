@@ -71,7 +71,10 @@ class _MovementStatements:
             f"INSERT INTO ledger_postings ({', '.join(_POSTING_COLUMNS)}) "  # noqa: S608
             f"VALUES ({', '.join([mark] * len(_POSTING_COLUMNS))})"
         )
-        processor = t.ledger_postings.c.created_at.type.bind_processor(dialect)
+        # dialect_impl: the type as this dialect stores it (SQLite: SQLAlchemy's own text format,
+        # not sqlite3's deprecated default adapter).
+        column_type = t.ledger_postings.c.created_at.type
+        processor = column_type.dialect_impl(dialect).bind_processor(dialect)
         self.bind_time: Callable[[datetime | None], Any] = processor or (lambda value: value)
 
 
@@ -97,6 +100,15 @@ _PENDING_RESOLVE = (
     .values(status=bindparam("new_status"), resolved_by=bindparam("resolved_by"))
 )
 _ACCOUNT_BY_ID = select(t.ledger_accounts).where(t.ledger_accounts.c.id == bindparam("account_id"))
+# Hot lookups built once: building a statement per call cost more than running it.
+_WALLET_BY_ID = select(t.wallets).where(
+    t.wallets.c.id == bindparam("wallet_id"), t.wallets.c.company_id == bindparam("company_id")
+)
+_RECORD_BY_ID = select(t.treasury_records.c.body).where(
+    t.treasury_records.c.id == bindparam("record_id"),
+    t.treasury_records.c.kind == bindparam("kind"),
+)
+_RECORD_OF_COMPANY = _RECORD_BY_ID.where(t.treasury_records.c.company_id == bindparam("company_id"))
 
 
 def _account(row: Sequence[Any]) -> Account:
@@ -179,11 +191,8 @@ class SqlWallets:
         self._conn.execute(insert(t.wallets), [wallet.model_dump(mode="python")])
 
     def get(self, company_id: int, wallet_id: str) -> Wallet | None:
-        row = self._conn.execute(
-            select(t.wallets).where(
-                t.wallets.c.id == wallet_id, t.wallets.c.company_id == company_id
-            )
-        ).first()
+        params = {"wallet_id": wallet_id, "company_id": company_id}
+        row = self._conn.execute(_WALLET_BY_ID, params).first()
         return _wallet(row) if row else None
 
     def list(self, company_id: int, limit: int, starting_after: str | None) -> list[Wallet]:
@@ -598,15 +607,13 @@ class SqlRecords:
     def get(
         self, kind: type[R], record_id: str, company_id: int | None, *, for_update: bool = False
     ) -> R | None:
-        records = t.treasury_records
-        query = select(records.c.body).where(
-            records.c.id == record_id, records.c.kind == kind.prefix
-        )
-        if company_id is not None:
-            query = query.where(records.c.company_id == company_id)
+        query = _RECORD_BY_ID if company_id is None else _RECORD_OF_COMPANY
         if for_update and self._lock_rows:
             query = query.with_for_update()
-        body = self._conn.execute(query).scalar_one_or_none()
+        params: dict[str, Any] = {"record_id": record_id, "kind": kind.prefix}
+        if company_id is not None:
+            params["company_id"] = company_id
+        body = self._conn.execute(query, params).scalar_one_or_none()
         return kind.model_validate(json.loads(body)) if body is not None else None
 
     def update(self, record: TreasuryRecord) -> None:

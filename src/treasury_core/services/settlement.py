@@ -14,6 +14,7 @@ from typing import TypeVar, cast
 
 from treasury_core.errors import InvalidRequestError, NotFound
 from treasury_core.events import EventType
+from treasury_core.jobs import Job
 from treasury_core.ledger import Journal, Leg, PostPending, VoidPending
 from treasury_core.money import convert
 from treasury_core.ports import UnitOfWork
@@ -152,16 +153,16 @@ class SettlementService:
         ran = 0
         for job in due:
 
-            def settle(uow: UnitOfWork, job_id: str = job.id) -> bool:
-                claimed = uow.jobs.claim(job_id)
+            def settle(uow: UnitOfWork, job: Job = job) -> bool:
+                # Lock the record before the job: every path that settles by hand locks the
+                # record and then retires its jobs, and one lock order means no deadlock.
+                kind = JOB_KINDS.get(job.kind)
+                record = (
+                    uow.records.get(kind, job.resource_id, None, for_update=True) if kind else None
+                )
+                claimed = uow.jobs.claim(job.id)
                 if claimed is None:  # done meanwhile, or another runner holds it
                     return False
-                kind = JOB_KINDS.get(claimed.kind)
-                record = (
-                    uow.records.get(kind, claimed.resource_id, None, for_update=True)
-                    if kind
-                    else None
-                )
                 if record is not None and record.status is MovementStatus.PENDING:
                     complete_in(uow, ctx, record)  # the sandbox rail confirms what falls due
                 uow.jobs.finish(claimed.id)
