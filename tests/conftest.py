@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -87,3 +90,37 @@ def storage(request: pytest.FixtureRequest) -> Iterator[Storage]:
         yield backend
     finally:
         backend.close()
+
+
+def sqlite_storages(directory: Path, stem: str) -> Callable[[], Storage]:
+    """A factory of fresh, migrated SQLite storages (a new file each call); callers close them."""
+    from treasury_sqlalchemy.storage import SqlStorage
+
+    files = itertools.count()
+
+    def make() -> Storage:
+        storage = SqlStorage(f"sqlite:///{directory / f'{stem}-{next(files)}.db'}", pool_size=2)
+        storage.migrate()
+        return storage
+
+    return make
+
+
+def postgres_storages(base_url: str) -> Callable[[], AbstractContextManager[Storage]]:
+    """A factory of fresh, migrated PostgreSQL storages, each in a schema dropped afterwards."""
+    from treasury_sqlalchemy.storage import SqlStorage
+
+    @contextlib.contextmanager
+    def make() -> Iterator[Storage]:
+        schema = PostgresSchema(base_url)
+        try:
+            storage = SqlStorage(schema.url, pool_size=2)
+            try:
+                storage.migrate()
+                yield storage
+            finally:
+                storage.close()
+        finally:
+            schema.drop()
+
+    return make

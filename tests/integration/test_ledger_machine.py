@@ -7,8 +7,7 @@ schema (dropped afterwards). The SQL runs are shorter so the file stays well und
 from __future__ import annotations
 
 import contextlib
-import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.conftest import PostgresSchema, postgres_url_or_skip
+from tests.conftest import postgres_storages, postgres_url_or_skip, sqlite_storages
 from treasury_core.ledger import (
     Account,
     AccountKind,
@@ -60,34 +59,15 @@ TestLedgerMachineOnMemory = ledger_machine_test_case(
 
 
 def test_ledger_machine_on_sqlite(tmp_path: Path) -> None:
-    files = itertools.count()
-
-    def sqlite_storage() -> Storage:
-        storage = SqlStorage(f"sqlite:///{tmp_path / f'ledger-{next(files)}.db'}", pool_size=2)
-        storage.migrate()
-        return storage  # the machine closes it after the run
-
-    run_state_machine_as_test(ledger_machine(sqlite_storage), settings=SQL_SETTINGS)
+    run_state_machine_as_test(
+        ledger_machine(sqlite_storages(tmp_path, "ledger")), settings=SQL_SETTINGS
+    )
 
 
 @pytest.mark.postgres
 def test_ledger_machine_on_postgres() -> None:
-    base_url = postgres_url_or_skip()
-
-    @contextlib.contextmanager
-    def postgres_storage() -> Iterator[Storage]:
-        schema = PostgresSchema(base_url)
-        try:
-            storage = SqlStorage(schema.url, pool_size=2)
-            try:
-                storage.migrate()
-                yield storage
-            finally:
-                storage.close()
-        finally:
-            schema.drop()
-
-    run_state_machine_as_test(ledger_machine(postgres_storage), settings=SQL_SETTINGS)
+    storages = postgres_storages(postgres_url_or_skip())
+    run_state_machine_as_test(ledger_machine(storages), settings=SQL_SETTINGS)
 
 
 class LosesAcknowledgedWrites(MemoryStorage):

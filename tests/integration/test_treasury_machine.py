@@ -8,7 +8,6 @@ The last tests break a storage and a service on purpose: the machine must notice
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.conftest import PostgresSchema, postgres_url_or_skip
+from tests.conftest import postgres_storages, postgres_url_or_skip, sqlite_storages
 from treasury_core.bootstrap import Treasury
 from treasury_core.config import TreasuryConfig
 from treasury_core.jobs import Job
@@ -31,7 +30,6 @@ from treasury_core.testing.treasury_machine import (
     treasury_machine_test_case,
 )
 from treasury_core.treasury.records import Deposit
-from treasury_sqlalchemy.storage import SqlStorage
 
 MEMORY_SETTINGS = settings(
     max_examples=100,
@@ -64,34 +62,15 @@ TestTreasuryMachineOnMemory = treasury_machine_test_case(
 
 
 def test_treasury_machine_on_sqlite(tmp_path: Path) -> None:
-    files = itertools.count()
-
-    def sqlite_storage() -> Storage:
-        storage = SqlStorage(f"sqlite:///{tmp_path / f'treasury-{next(files)}.db'}", pool_size=2)
-        storage.migrate()
-        return storage  # the machine closes it after the run
-
-    run_state_machine_as_test(treasury_machine(sqlite_storage), settings=SQL_SETTINGS)
+    run_state_machine_as_test(
+        treasury_machine(sqlite_storages(tmp_path, "treasury")), settings=SQL_SETTINGS
+    )
 
 
 @pytest.mark.postgres
 def test_treasury_machine_on_postgres() -> None:
-    base_url = postgres_url_or_skip()
-
-    @contextlib.contextmanager
-    def postgres_storage() -> Iterator[Storage]:
-        schema = PostgresSchema(base_url)
-        try:
-            storage = SqlStorage(schema.url, pool_size=2)
-            try:
-                storage.migrate()
-                yield storage
-            finally:
-                storage.close()
-        finally:
-            schema.drop()
-
-    run_state_machine_as_test(treasury_machine(postgres_storage), settings=SQL_SETTINGS)
+    storages = postgres_storages(postgres_url_or_skip())
+    run_state_machine_as_test(treasury_machine(storages), settings=SQL_SETTINGS)
 
 
 # Broken on purpose ----------------------------------------------------------------------------

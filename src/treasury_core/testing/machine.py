@@ -40,7 +40,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import hypothesis
 from hypothesis import strategies as st
@@ -754,6 +754,32 @@ def _system_id(kind: AccountKind, code: str) -> str:
     return f"{kind.value}-{code}"
 
 
+M = TypeVar("M", bound="RuleBasedStateMachine")
+
+
+def bind_storage(machine: type[M], factory: StorageFactory, name: str) -> type[M]:
+    """A subclass of ``machine`` whose runs take their storage from ``factory()``.
+
+    Works for any machine here that gets its storage from ``make_storage()``.
+    """
+    made = type(name, (machine,), {"make_storage": lambda self: factory()})
+    made.__qualname__ = name
+    return made
+
+
+def storage_test_case(
+    machine: type[RuleBasedStateMachine],
+    factory: StorageFactory,
+    settings: hypothesis.settings | None,
+    name: str,
+) -> type[unittest.TestCase]:
+    """A ``unittest.TestCase`` class running ``machine`` on ``factory()`` storages."""
+    case = bind_storage(machine, factory, name).TestCase
+    if settings is not None:
+        case.settings = settings
+    return case
+
+
 def ledger_machine(
     factory: StorageFactory, *, name: str = "LedgerMachineForStorage"
 ) -> type[LedgerMachine]:
@@ -761,13 +787,7 @@ def ledger_machine(
 
     Run it with :func:`hypothesis.stateful.run_state_machine_as_test`, or take its ``TestCase``.
     """
-
-    class Machine(LedgerMachine):
-        def make_storage(self) -> Storage | AbstractContextManager[Storage]:
-            return factory()
-
-    Machine.__name__ = Machine.__qualname__ = name
-    return Machine
+    return bind_storage(LedgerMachine, factory, name)
 
 
 def ledger_machine_test_case(
@@ -782,7 +802,4 @@ def ledger_machine_test_case(
     ``settings`` (e.g. ``settings(max_examples=50, stateful_step_count=30, deadline=None)``)
     defaults to Hypothesis's for state machines.
     """
-    case = ledger_machine(factory, name=name).TestCase
-    if settings is not None:
-        case.settings = settings
-    return case
+    return storage_test_case(LedgerMachine, factory, settings, name)

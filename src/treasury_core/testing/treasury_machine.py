@@ -90,6 +90,7 @@ from treasury_core.testing.invariants import (
     check_snapshot,
     read_ledger,
 )
+from treasury_core.testing.machine import StorageFactory, bind_storage, storage_test_case
 from treasury_core.testing.memory import MemoryStorage
 from treasury_core.testing.strategies import amounts
 from treasury_core.treasury.movements import fee_account
@@ -123,7 +124,6 @@ __all__ = [
 T = TypeVar("T")
 
 #: What a test supplies: a fresh, empty, migrated storage, or a context manager yielding one.
-StorageFactory = Callable[[], Storage | AbstractContextManager[Storage]]
 
 #: A predicted refusal: the exception class and its ``code``.
 Refusal = tuple[type[TreasuryError], str]
@@ -1421,13 +1421,7 @@ def treasury_machine(
 
     Run it with :func:`hypothesis.stateful.run_state_machine_as_test`, or take its ``TestCase``.
     """
-
-    class Machine(TreasuryMachine):
-        def make_storage(self) -> Storage | AbstractContextManager[Storage]:
-            return factory()
-
-    Machine.__name__ = Machine.__qualname__ = name
-    return Machine
+    return bind_storage(TreasuryMachine, factory, name)
 
 
 def treasury_machine_test_case(
@@ -1439,10 +1433,5 @@ def treasury_machine_test_case(
     """A ``unittest.TestCase`` class running :class:`TreasuryMachine` on ``factory()`` storages.
 
     Assign it to a module-level name starting with ``Test`` for pytest or unittest to collect.
-    ``settings`` (e.g. ``settings(max_examples=50, stateful_step_count=30, deadline=None)``)
-    defaults to Hypothesis's for state machines.
     """
-    case = treasury_machine(factory, name=name).TestCase
-    if settings is not None:
-        case.settings = settings
-    return case
+    return storage_test_case(TreasuryMachine, factory, settings, name)
