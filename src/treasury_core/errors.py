@@ -10,7 +10,8 @@ server does::
     │   ├── ValidationFailed           400 (a field failed validation; ``param`` names it)
     │   ├── UnknownCurrency            400 unknown_currency
     │   ├── InsufficientFunds          400 insufficient_funds
-    │   └── LedgerRejected             400 (a ledger rule refused a movement)
+    │   ├── LedgerRejected             400 (a ledger rule refused a movement)
+    │   └── IllegalTransition          400 (a payment intent cannot make that move; payments.states)
     ├── AuthenticationFailed           401 authentication_error
     ├── CardError                      402 card_error (with ``failure_reason``)
     ├── PermissionDenied               403 permission_error

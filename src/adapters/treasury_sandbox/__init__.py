@@ -1,16 +1,18 @@
-"""Sandbox adapters: a clock that can be advanced and a bank rail (card provider and FX come later).
+"""Sandbox adapters: an advanceable clock, a bank rail, FX rates and a card provider.
 
 ``SandboxBankRail`` is imported on first use: it needs schwifty (the ``server`` extra), while
-the clock needs nothing beyond the standard library.
+the others need nothing beyond the standard library.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from treasury_sandbox.card_provider import SandboxCardProvider
 from treasury_sandbox.clock import SandboxClock
+from treasury_sandbox.fx import SandboxFxRates
 
-__all__ = ["SandboxBankRail", "SandboxClock"]
+__all__ = ["SandboxBankRail", "SandboxCardProvider", "SandboxClock", "SandboxFxRates"]
 
 if TYPE_CHECKING:
     from treasury_sandbox.bank_rail import SandboxBankRail

@@ -1,4 +1,4 @@
-"""Registers the sandbox clock, bank rail and FX rates, each under ``sandbox``."""
+"""Registers the sandbox clock, bank rail, FX rates and card provider, each under ``sandbox``."""
 
 from __future__ import annotations
 
@@ -6,8 +6,14 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from treasury_core.config import TreasuryConfig
-from treasury_core.plugins.hookspecs import BankRailFactory, ClockFactory, FxRatesFactory, hookimpl
-from treasury_core.ports import BankRail, Clock, FxRates, Settlement
+from treasury_core.plugins.hookspecs import (
+    BankRailFactory,
+    CardProviderFactory,
+    ClockFactory,
+    FxRatesFactory,
+    hookimpl,
+)
+from treasury_core.ports import BankRail, CardProvider, Clock, FxRates, Settlement
 
 
 def _sandbox_clock(config: TreasuryConfig) -> Clock:
@@ -40,6 +46,12 @@ def _sandbox_fx_rates(config: TreasuryConfig, clock: Clock) -> FxRates:
     return SandboxFxRates(clock, max_age_seconds=config.fx_max_age_seconds)
 
 
+def _sandbox_card_provider(config: TreasuryConfig, clock: Clock) -> CardProvider:
+    from treasury_sandbox.card_provider import SandboxCardProvider
+
+    return SandboxCardProvider(clock)
+
+
 @hookimpl
 def register_clock() -> Mapping[str, ClockFactory]:
     """The sandbox clock."""
@@ -56,3 +68,9 @@ def register_fx_rates() -> Mapping[str, FxRatesFactory]:
 def register_bank_rail() -> Mapping[str, BankRailFactory]:
     """The sandbox bank rail: real account formats and checksums, simulated settlement."""
     return {"sandbox": _sandbox_bank_rail}
+
+
+@hookimpl
+def register_card_provider() -> Mapping[str, CardProviderFactory]:
+    """The sandbox card provider: the test-card table, stateless references."""
+    return {"sandbox": _sandbox_card_provider}

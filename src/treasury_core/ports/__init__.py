@@ -9,7 +9,16 @@ from treasury_core.ports.bank_rail import (
     Settlement,
     VirtualAccountDetails,
 )
-from treasury_core.ports.card_provider import CardProvider, CardProviderResult
+from treasury_core.ports.card_provider import (
+    HOLD_GONE_FAILURE_REASON,
+    CardData,
+    CardProvider,
+    CardProviderBase,
+    CardProviderResult,
+    CardProviderStatus,
+    ChargebackOutcome,
+    HoldGone,
+)
 from treasury_core.ports.clock import Clock
 from treasury_core.ports.fx import FxQuote, FxRates
 from treasury_core.ports.ids import IdSource
@@ -27,17 +36,23 @@ from treasury_core.ports.storage import (
 )
 from treasury_core.ports.vault import StoredCard, Vault
 
-__all__ = [
+__all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public_api.py checks
     "AccountFormat",
     "BankAccountDetails",
     "BankRail",
+    "CardData",
     "CardProvider",
+    "CardProviderBase",
     "CardProviderResult",
+    "CardProviderStatus",
+    "ChargebackOutcome",
     "Clock",
     "CompanyRepository",
     "FormatField",
     "FxQuote",
     "FxRates",
+    "HOLD_GONE_FAILURE_REASON",
+    "HoldGone",
     "IdSource",
     "IdempotencyRepository",
     "JobRepository",

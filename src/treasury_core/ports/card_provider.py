@@ -1,44 +1,218 @@
-"""The card provider port (payments issue; shaped here after pretix's payment providers).
+"""The card provider port, shaped after pretix's payment providers.
 
-Required methods authorize, capture, void and refund. Optional capabilities are announced by
-``*_supported()`` methods that default to ``False``. Every refusal is a ``CardError`` with a
-``failure_reason``; every other failure a ``ProviderError``.
+A provider has required methods (:meth:`~CardProvider.authorize`, :meth:`~CardProvider.capture`,
+:meth:`~CardProvider.void`, :meth:`~CardProvider.refund`,
+:meth:`~CardProvider.complete_action`) and optional capabilities announced by ``*_supported()``
+methods; :class:`CardProviderBase` answers ``False`` to all of them, so an adapter only overrides
+what it can do. Each method's docstring says whether it moves money.
+
+Errors: every refusal (by the issuer, the network or the provider) is a
+:class:`~treasury_core.errors.CardError` whose ``failure_reason`` says why; a capture refused
+because the hold no longer exists is the subclass :class:`HoldGone`. Every other failure
+(timeouts, nonsense answers) is a :class:`~treasury_core.errors.ProviderError`.
+
+References: the ``reference`` of each result supersedes the one passed in. The caller keeps the
+latest reference of a charge and passes it to the next call (a provider whose references never
+change simply returns the same one), which lets a provider keep a charge's state in the
+reference itself.
+
+Card data: the card number and CVC reach the provider only inside :class:`CardData`; they never
+appear in a reference, a result, an error message or a log line.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal, Protocol, runtime_checkable
+
+from treasury_core.errors import CardError
+
+#: How a chargeback the provider announced ends: the merchant ``lost`` or ``won`` the dispute.
+ChargebackOutcome = Literal["lost", "won"]
+
+#: The ``failure_reason`` of :class:`HoldGone`.
+HOLD_GONE_FAILURE_REASON = "authorization_expired"
+
+
+@dataclass(frozen=True, slots=True)
+class CardData:
+    """A card as the service resolved it, from the hosted form or the vault.
+
+    ``number`` and ``cvc`` are left out of ``repr`` so a logged or traced ``CardData`` leaks
+    neither. The CVC is ``None`` for a vaulted card: it is never stored.
+    """
+
+    number: str = field(repr=False)
+    expiry_month: int
+    expiry_year: int
+    cvc: str | None = field(default=None, repr=False)
+    cardholder_name: str | None = None
+
+    @property
+    def last4(self) -> str:
+        """The last four digits of the number (safe to show and store)."""
+        return self.number[-4:]
+
+
+class CardProviderStatus(StrEnum):
+    """Where a charge stands at the provider after a call."""
+
+    REQUIRES_ACTION = "requires_action"  # the customer must pass 3-D Secure first
+    AUTHORIZED = "authorized"  # a hold: money reserved at the issuer, none moved
+    CAPTURED = "captured"  # money moved to the merchant
+    VOIDED = "voided"  # the hold released
+    REFUNDED = "refunded"  # money returned to the card (the result of a refund)
 
 
 @dataclass(frozen=True, slots=True)
 class CardProviderResult:
-    """What the provider answered: its reference and whether the customer must act (3-D Secure)."""
+    """What the provider answered.
+
+    ``reference`` is the provider's reference to keep for the next call on this charge (for
+    :meth:`CardProvider.refund`, the refund's own reference). ``brand`` and ``last4`` are set
+    when the provider knows the card (always on :meth:`CardProvider.authorize`).
+    """
 
     reference: str
-    requires_action: bool = False
+    status: CardProviderStatus
+    brand: str | None = None
+    last4: str | None = None
+
+    @property
+    def requires_action(self) -> bool:
+        """Whether the customer must act (3-D Secure) before the charge is authorized."""
+        return self.status is CardProviderStatus.REQUIRES_ACTION
+
+
+class HoldGone(CardError):
+    """A capture was refused because the hold no longer exists at the provider.
+
+    The payments service cancels the intent with reason ``expired`` instead of leaving it
+    ``AUTHORIZED``. ``failure_reason`` defaults to :data:`HOLD_GONE_FAILURE_REASON`.
+    """
+
+    def __init__(
+        self,
+        message: str = "The authorization no longer exists at the card provider",
+        *,
+        failure_reason: str = HOLD_GONE_FAILURE_REASON,
+    ) -> None:
+        super().__init__(message, failure_reason=failure_reason)
 
 
 @runtime_checkable
 class CardProvider(Protocol):
-    """A card acquirer."""
+    """A card acquirer. Subclass :class:`CardProviderBase` to get the optional defaults."""
 
-    async def authorize(self, card_ref: str, amount: int, currency: str) -> CardProviderResult:
-        """Place a hold of ``amount`` on the card. Reserves money at the issuer; moves none."""
+    async def authorize(
+        self, card: CardData, amount: int, currency: str, *, capture: bool
+    ) -> CardProviderResult:
+        """Authorize ``amount`` (minor units of ``currency``) on ``card``.
+
+        With ``capture=False`` this places a hold: money is reserved at the issuer, none moves.
+        With ``capture=True`` it authorizes and captures at once: **moves money**. A result with
+        status ``requires_action`` moves nothing until :meth:`complete_action`.
+        Raises ``CardError`` when declined.
+        """
         ...
 
     async def capture(self, reference: str, amount: int) -> CardProviderResult:
-        """Capture a hold in full. Moves money."""
+        """Capture ``amount`` of a hold (never more than was authorized). **Moves money.**
+
+        Raises ``CardError`` when refused (``already_captured``, ``amount_too_large``, …) and
+        :class:`HoldGone` when the hold no longer exists.
+        """
         ...
 
-    async def void(self, reference: str) -> None:
-        """Release a hold. Moves no money."""
+    async def void(self, reference: str) -> CardProviderResult:
+        """Release a hold, or abandon a charge awaiting 3-D Secure. Moves no money."""
         ...
 
     async def refund(self, reference: str, amount: int) -> CardProviderResult:
-        """Return captured money to the card. Moves money."""
+        """Return ``amount`` of a captured charge to the card. **Moves money.**
+
+        The result carries the refund's own reference. The caller keeps the total refunded
+        within the captured amount.
+        """
+        ...
+
+    async def complete_action(self, reference: str) -> CardProviderResult:
+        """Finish a charge after the customer passed 3-D Secure.
+
+        Authorizes (a hold, no money moves) or, if the charge was started with
+        ``capture=True``, authorizes and captures (**moves money**). Raises ``CardError`` when
+        authentication failed or no action was pending.
+        """
         ...
 
     def manual_capture_supported(self) -> bool:
-        """Whether holds can be captured later (default ``False``)."""
+        """Whether ``authorize(..., capture=False)`` holds can be captured later."""
         ...
+
+    def three_d_secure_supported(self) -> bool:
+        """Whether authorize may answer ``requires_action`` (3-D Secure)."""
+        ...
+
+    def refunds_supported(self) -> bool:
+        """Whether captured charges can be refunded."""
+        ...
+
+    def partial_refunds_supported(self) -> bool:
+        """Whether a refund may be for less than the captured amount."""
+        ...
+
+    def chargeback_outcome(self, reference: str) -> ChargebackOutcome | None:
+        """A chargeback the provider will open on this charge once captured, and its end.
+
+        Only simulating providers know this in advance; real ones report chargebacks by
+        webhook and answer ``None``. Moves no money.
+        """
+        ...
+
+
+class CardProviderBase(ABC):
+    """Base class for card providers: required methods abstract, optional capabilities off."""
+
+    @abstractmethod
+    async def authorize(
+        self, card: CardData, amount: int, currency: str, *, capture: bool
+    ) -> CardProviderResult:
+        """See :meth:`CardProvider.authorize`. Moves money when ``capture`` is true."""
+
+    @abstractmethod
+    async def capture(self, reference: str, amount: int) -> CardProviderResult:
+        """See :meth:`CardProvider.capture`. Moves money."""
+
+    @abstractmethod
+    async def void(self, reference: str) -> CardProviderResult:
+        """See :meth:`CardProvider.void`. Moves no money."""
+
+    async def refund(self, reference: str, amount: int) -> CardProviderResult:
+        """See :meth:`CardProvider.refund`. Moves money. Refused unless overridden."""
+        raise CardError("This card provider does not support refunds", failure_reason="unsupported")
+
+    async def complete_action(self, reference: str) -> CardProviderResult:
+        """See :meth:`CardProvider.complete_action`. Refused unless overridden."""
+        raise CardError("No customer action is pending", failure_reason="no_action_required")
+
+    def manual_capture_supported(self) -> bool:
+        """Default: holds cannot be captured later."""
+        return False
+
+    def three_d_secure_supported(self) -> bool:
+        """Default: no 3-D Secure."""
+        return False
+
+    def refunds_supported(self) -> bool:
+        """Default: no refunds."""
+        return False
+
+    def partial_refunds_supported(self) -> bool:
+        """Default: no partial refunds."""
+        return False
+
+    def chargeback_outcome(self, reference: str) -> ChargebackOutcome | None:
+        """Default: chargebacks are not known in advance."""
+        return None

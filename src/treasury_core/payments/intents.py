@@ -1,0 +1,200 @@
+"""The payment intent (interface part 2.1): as the interface shows it, and as stored.
+
+Rules:
+1. Amounts are ``int`` minor units: ``billing_amount`` of ``billing_currency``,
+   ``processing_amount`` of ``processing_currency``; both processing fields default to the billing
+   ones.
+2. ``capture_method`` ``manual`` is allowed only for a card payment type
+   (:data:`CARD_PAYMENT_TYPES`); :func:`check_create_rules` says so with a 400 naming
+   ``capture_method``.
+3. ``authorized_at`` and ``authorization_expires_at`` are set together, exactly
+   :data:`AUTHORIZATION_HOLD` (7 days) apart, and only on a manual-capture intent.
+4. ``cancellation_reason`` is set exactly when the intent is ``CANCELLED``.
+5. An automatic-capture intent is never ``AUTHORIZED`` or ``CANCELLED``.
+6. ``amount_refunded`` stays between 0 and ``billing_amount``, and is above 0 only once
+   ``PROCESSED``.
+
+The model only holds these rules; moving an intent from state to state is
+:mod:`treasury_core.payments.states`.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from enum import StrEnum
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from treasury_core.errors import ValidationFailed
+from treasury_core.serialization import Timestamp
+
+#: How long an authorization hold lasts: ``authorization_expires_at = authorized_at + 7 days``.
+AUTHORIZATION_HOLD: Final = timedelta(days=7)
+
+
+class IntentStatus(StrEnum):
+    """States of a payment intent (part 3.1)."""
+
+    INITIALIZED = "INITIALIZED"
+    AUTHORIZED = "AUTHORIZED"
+    PROCESSED = "PROCESSED"
+    CANCELLED = "CANCELLED"
+
+
+class PaymentType(StrEnum):
+    """Payment types the interface names (part 2.1)."""
+
+    CARD_PAYMENT = "Card Payment"
+    VIRTUAL_CARD = "Virtual Card"
+    MOTO = "MOTO"
+    TOKENIZATION = "Tokenization"
+
+
+class CaptureMethod(StrEnum):
+    """``automatic`` (the default) moves funds at payment; ``manual`` holds them until capture."""
+
+    AUTOMATIC = "automatic"
+    MANUAL = "manual"
+
+
+class CancellationReason(StrEnum):
+    """Why an authorization ended without capture."""
+
+    VOIDED = "voided"
+    EXPIRED = "expired"
+
+
+#: The payment types that charge a card, and so may hold funds for a later capture. Tokenization
+#: saves a card without charging it, so it has nothing to hold.
+CARD_PAYMENT_TYPES: Final = frozenset(
+    {PaymentType.CARD_PAYMENT, PaymentType.VIRTUAL_CARD, PaymentType.MOTO}
+)
+
+
+def check_create_rules(payment_type: PaymentType, capture_method: CaptureMethod) -> None:
+    """Raise :class:`ValidationFailed` (400, ``param`` ``capture_method``) for a manual capture
+    on a payment type that is not a card type.
+
+    Which keys may ask for manual capture is the HTTP layer's rule, not this one.
+    """
+    if capture_method is CaptureMethod.MANUAL and payment_type not in CARD_PAYMENT_TYPES:
+        allowed = ", ".join(sorted(t.value for t in CARD_PAYMENT_TYPES))
+        raise ValidationFailed(
+            f"capture_method manual is only available for card payment types ({allowed}); "
+            f"{payment_type.value!r} is not one",
+            code="capture_method_not_supported",
+            param="capture_method",
+        )
+
+
+class PaymentIntentRecord(BaseModel):
+    """A payment intent as the interface shows it (part 2.1), and the ``data.object`` of its events.
+
+    ``api()`` of :class:`PaymentIntent` renders it as JSON: ``object`` is ``"payment_intent"``,
+    timestamps are ISO 8601 with ``+00:00``, ``checkin_date`` is ``YYYY-MM-DD``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    object: Literal["payment_intent"] = "payment_intent"
+    company_id: int
+    account_id: int
+    status: IntentStatus = IntentStatus.INITIALIZED
+    billing_amount: int = Field(gt=0)
+    billing_currency: str = Field(pattern=r"^[A-Z]{3}$")
+    # Filled from the billing fields when not given (rule 1), so never None once validated.
+    processing_amount: int = Field(default=None, gt=0)  # type: ignore[assignment]
+    processing_currency: str = Field(default=None, pattern=r"^[A-Z]{3}$")  # type: ignore[assignment]
+    amount_refunded: int = Field(default=0, ge=0)
+    payment_type: PaymentType = PaymentType.CARD_PAYMENT
+    capture_method: CaptureMethod = CaptureMethod.AUTOMATIC
+    merchant_reference: str | None = None
+    checkin_date: date | None = None
+    card_token: str | None = None
+    callback_url: str | None = None
+    customer: str | None = None
+    customer_email: str | None = None
+    payment_intent_lookup_id: str
+    authorized_at: Timestamp | None = None
+    authorization_expires_at: Timestamp | None = None
+    cancellation_reason: CancellationReason | None = None
+    created_at: Timestamp
+
+    @model_validator(mode="before")
+    @classmethod
+    def _processing_defaults_to_billing(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            if data.get("processing_currency") is None:
+                data["processing_currency"] = data.get("billing_currency")
+            if data.get("processing_amount") is None:
+                if data["processing_currency"] != data.get("billing_currency"):
+                    raise ValueError("processing_amount is required in another currency")
+                data["processing_amount"] = data.get("billing_amount")
+        return data
+
+
+def _aware(value: datetime | None, name: str) -> None:
+    if value is not None and value.utcoffset() is None:
+        raise ValueError(f"{name} must be timezone-aware")
+
+
+class PaymentIntent(PaymentIntentRecord):
+    """A stored payment intent: the interface record plus the rules in this module's docstring.
+
+    Frozen: a change is a new intent, made by :func:`treasury_core.payments.states.transition`.
+    """
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> PaymentIntent:
+        _aware(self.created_at, "created_at")
+        _aware(self.authorized_at, "authorized_at")
+        _aware(self.authorization_expires_at, "authorization_expires_at")
+        if (self.authorized_at is None) != (self.authorization_expires_at is None):
+            raise ValueError("authorized_at and authorization_expires_at are set together")
+        if (
+            self.authorized_at is not None
+            and self.authorization_expires_at != self.authorized_at + AUTHORIZATION_HOLD
+        ):
+            raise ValueError("authorization_expires_at must be authorized_at + 7 days")
+        manual = self.capture_method is CaptureMethod.MANUAL
+        if not manual and self.authorized_at is not None:
+            raise ValueError("an automatic-capture intent is never authorized")
+        if not manual and self.status in (IntentStatus.AUTHORIZED, IntentStatus.CANCELLED):
+            raise ValueError(f"an automatic-capture intent is never {self.status.value}")
+        if self.status in (IntentStatus.AUTHORIZED, IntentStatus.CANCELLED) and (
+            self.authorized_at is None
+        ):
+            raise ValueError(f"a {self.status.value} intent has authorized_at")
+        if (self.status is IntentStatus.CANCELLED) != (self.cancellation_reason is not None):
+            raise ValueError("cancellation_reason is set exactly when the intent is CANCELLED")
+        if self.amount_refunded > self.billing_amount:
+            raise ValueError("amount_refunded cannot exceed billing_amount")
+        if self.amount_refunded and self.status is not IntentStatus.PROCESSED:
+            raise ValueError("only a PROCESSED intent has refunds")
+        return self
+
+    @property
+    def amount_captured(self) -> int:
+        """What the customer was charged: the full billing amount once ``PROCESSED``, else 0.
+
+        A capture is always for the full authorized amount (part 3.1, rule 3).
+        """
+        return self.billing_amount if self.status is IntentStatus.PROCESSED else 0
+
+    @property
+    def amount_refundable(self) -> int:
+        """What may still be refunded: captured minus already refunded."""
+        return self.amount_captured - self.amount_refunded
+
+    def record(self) -> PaymentIntentRecord:
+        """The interface's record."""
+        return PaymentIntentRecord.model_validate(
+            self.model_dump(include=set(PaymentIntentRecord.model_fields))
+        )
+
+    def api(self) -> dict[str, Any]:
+        """The interface's record, JSON-ready (also the ``data.object`` of intent events)."""
+        return self.record().model_dump(mode="json")
