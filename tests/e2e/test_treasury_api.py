@@ -424,3 +424,87 @@ async def test_virtual_accounts_only_where_can_vban(client: Client, tenant: Tena
         status=400,
     )
     assert error["error"]["param"] == "source_currency"
+
+
+async def test_sandbox_calls_replay_with_an_idempotency_key(client: Client, tenant: Tenant) -> None:
+    wallet_id = await wallet(client, tenant, "USD")
+    account = await post(
+        client,
+        tenant,
+        "/api/v1/virtual-account",
+        {"wallet_id": wallet_id, "source_currency": "USD"},
+    )
+    path = f"/api/v1/sandbox/virtual-accounts/{account['id']}/incoming"
+    headers = {**tenant.auth, "Idempotency-Key": "incoming-1"}
+    first = await client.post(path, json={"amount": 10_000}, headers=headers)
+    again = await client.post(path, json={"amount": 10_000}, headers=headers)
+    assert first.status == again.status == 200
+    assert await first.read() == await again.read()
+    assert (await balance(client, tenant, wallet_id))["balance"] == 10_000  # credited once
+
+    bank = await post(client, tenant, "/api/v1/bank-account", USD_BANK)
+    withdrawal = await post(
+        client,
+        tenant,
+        "/api/v1/withdraw",
+        {
+            "wallet_id": wallet_id,
+            "from_amount": 1_000,
+            "from_currency_id": "USD",
+            "bank_account_id": bank["id"],
+        },
+    )
+    settle = f"/api/v1/sandbox/withdrawals/{withdrawal['id']}/complete"
+    headers = {**tenant.auth, "Idempotency-Key": "settle-1"}
+    done = await client.post(settle, json={}, headers=headers)
+    replay = await client.post(settle, json={}, headers=headers)
+    assert done.status == replay.status == 200
+    assert await done.read() == await replay.read()
+
+    headers = {**tenant.auth, "Idempotency-Key": "tick-1"}
+    tick = await client.post("/api/v1/sandbox/clock/advance", json={"seconds": 10}, headers=headers)
+    tock = await client.post("/api/v1/sandbox/clock/advance", json={"seconds": 10}, headers=headers)
+    assert await tick.json() == await tock.json()  # advanced once
+
+
+async def test_the_sandbox_clock_stays_in_range(client: Client, tenant: Tenant) -> None:
+    error = await post(
+        client, tenant, "/api/v1/sandbox/clock/advance", {"seconds": 315_360_000}, status=200
+    )
+    assert "now" in error
+    for _ in range(3):
+        refused = await post(
+            client,
+            tenant,
+            "/api/v1/sandbox/clock/advance",
+            {"seconds": 315_360_000 * 300},
+            status=400,
+        )
+        assert refused["error"]["param"] == "seconds"
+    await wallet(client, tenant)  # business calls still work
+
+
+async def test_settling_refusals_name_the_right_field(
+    client: Client, tenant: Tenant, other_tenant: Tenant
+) -> None:
+    wallet_id = await wallet(client, tenant, "JPY")
+    deposit = await post(
+        client,
+        tenant,
+        "/api/v1/deposit",
+        {"wallet_id": wallet_id, "from_amount": 1_000, "from_currency_id": "KWD"},
+    )
+    zero = await post(
+        client,
+        tenant,
+        f"/api/v1/sandbox/deposits/{deposit['id']}/complete",
+        {"amount": 1},
+        status=400,
+    )
+    assert zero["error"]["code"] == "amount_too_small"
+    assert zero["error"]["param"] == "amount"
+    assert (await get(client, tenant, f"/api/v1/deposit/{deposit['id']}"))["status"] == "pending"
+    foreign = await post(
+        client, other_tenant, f"/api/v1/sandbox/deposits/{deposit['id']}/complete", {}, status=404
+    )
+    assert foreign["error"]["param"] == "deposit_id"

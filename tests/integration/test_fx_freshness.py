@@ -85,3 +85,38 @@ def test_stale_rate_refuses_cross_currency_movements() -> None:
 
     asyncio.run(scenario())
     check_invariants(treasury.storage)
+
+
+def test_one_job_that_cannot_run_does_not_hold_up_the_others() -> None:
+    from treasury_core.jobs import Job
+    from treasury_core.treasury.records import MovementStatus
+
+    clock = FakeClock()
+    treasury = bootstrap(TreasuryConfig(database_url="memory://"), clock=clock, wall_clock=clock)
+
+    async def scenario() -> tuple[str, str]:
+        company = (await treasury.companies.create_company("Acme")).company.id
+        usd = await treasury.wallets.create(
+            company, CreateWalletRequest(name="U", currency_id="USD")
+        )
+        good = await treasury.deposits.create(
+            company, CreateDepositRequest(wallet_id=usd.id, from_amount=500, from_currency_id="USD")
+        )
+        # A pending deposit whose reservation does not exist: its settlement must fail.
+        broken = good.model_copy(update={"id": "dep_broken", "pending_ids": ("nope.0",)})
+
+        def plant(uow: object) -> None:
+            uow.records.add(broken)  # type: ignore[attr-defined]
+            uow.jobs.schedule(  # type: ignore[attr-defined]
+                Job("job_0", "settle_deposit", broken.id, company, clock.now())
+            )
+
+        treasury.storage.run_sync(plant)  # type: ignore[arg-type]
+        clock.advance(25 * 3600)
+        await treasury.settlement.run_all_due()
+        settled = await treasury.deposits.get(company, good.id)
+        stuck = await treasury.deposits.get(company, broken.id)
+        assert settled.status is MovementStatus.COMPLETED
+        return settled.status.value, stuck.status.value
+
+    assert asyncio.run(scenario()) == ("completed", "pending")

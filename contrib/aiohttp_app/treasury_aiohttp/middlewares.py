@@ -130,11 +130,12 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
         raise
     if request.get(IDEMPOTENCY_DONE):
         return response
-    # Not stored by the business transaction: a refusal (4xx, nothing changed) is stored so
-    # a retry gets the same answer; anything else gives the key back.
+    # Not stored by the business transaction (a refusal, or a call that is not one transaction,
+    # such as advancing the sandbox clock): store what was answered, in a transaction of its
+    # own, so a retry gets the same answer. 409, 429 and 5xx give the key back instead.
     sent = response.body if isinstance(response, web.Response) else None
-    refused = 400 <= response.status < 500 and response.status not in (409, 429)
-    if isinstance(sent, bytes) and refused:
+    replayable = response.status < 500 and response.status not in (409, 429)
+    if isinstance(sent, bytes) and replayable:
         await service.complete(outcome, StoredResponse(response.status, sent))
     else:
         await service.release(outcome)

@@ -8,10 +8,18 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic import BaseModel
 
-from treasury_aiohttp.io import json_response, parse_body, principal, treasury
+from treasury_aiohttp.io import Responder, json_response, parse_body, principal, treasury
 from treasury_aiohttp.routing import Route
 from treasury_core.serialization import Timestamp
-from treasury_core.treasury.records import DepositRecord, TransferRecord, WithdrawalRecord
+from treasury_core.treasury.records import (
+    Deposit,
+    DepositRecord,
+    Transfer,
+    TransferRecord,
+    TreasuryRecord,
+    Withdrawal,
+    WithdrawalRecord,
+)
 from treasury_core.treasury.requests import (
     ClockAdvanceRequest,
     SandboxCompleteRequest,
@@ -36,71 +44,95 @@ async def advance_clock(request: web.Request) -> web.StreamResponse:
 async def complete_deposit(request: web.Request) -> web.StreamResponse:
     """The funds arrived (``amount``: what arrived, if not what was announced)."""
     body = await parse_body(request, SandboxCompleteRequest)
-    deposit = await treasury(request).deposits.complete(
+    responder: Responder[Deposit] = Responder(request, _record)
+    result = await treasury(request).deposits.complete(
         request.match_info["deposit_id"],
         company_id=principal(request).company_id,
+        idempotency=responder.ticket(),
         amount=body.amount,
     )
-    return json_response(deposit.record())
+    return responder.respond(result)
 
 
 async def fail_deposit(request: web.Request) -> web.StreamResponse:
     """The funds never arrived."""
     body = await parse_body(request, SandboxFailRequest)
-    deposit = await treasury(request).deposits.fail(
+    responder: Responder[Deposit] = Responder(request, _record)
+    result = await treasury(request).deposits.fail(
         request.match_info["deposit_id"],
         company_id=principal(request).company_id,
+        idempotency=responder.ticket(),
         **_reason(body),
     )
-    return json_response(deposit.record())
+    return responder.respond(result)
 
 
 async def complete_withdrawal(request: web.Request) -> web.StreamResponse:
     """The bank paid the withdrawal out."""
     await parse_body(request, _Empty)
-    withdrawal = await treasury(request).withdrawals.complete(
-        request.match_info["withdraw_id"], company_id=principal(request).company_id
+    responder: Responder[Withdrawal] = Responder(request, _record)
+    result = await treasury(request).withdrawals.complete(
+        request.match_info["withdraw_id"],
+        company_id=principal(request).company_id,
+        idempotency=responder.ticket(),
     )
-    return json_response(withdrawal.record())
+    return responder.respond(result)
 
 
 async def fail_withdrawal(request: web.Request) -> web.StreamResponse:
     """The bank rejected the payout; amount and fee go back to the wallet."""
     body = await parse_body(request, SandboxFailRequest)
-    withdrawal = await treasury(request).withdrawals.fail(
-        request.match_info["withdraw_id"], company_id=principal(request).company_id, **_reason(body)
+    responder: Responder[Withdrawal] = Responder(request, _record)
+    result = await treasury(request).withdrawals.fail(
+        request.match_info["withdraw_id"],
+        company_id=principal(request).company_id,
+        idempotency=responder.ticket(),
+        **_reason(body),
     )
-    return json_response(withdrawal.record())
+    return responder.respond(result)
 
 
 async def complete_transfer(request: web.Request) -> web.StreamResponse:
     """The currency conversion settled."""
     await parse_body(request, _Empty)
-    transfer = await treasury(request).transfers.complete(
-        request.match_info["transfer_id"], company_id=principal(request).company_id
+    responder: Responder[Transfer] = Responder(request, _record)
+    result = await treasury(request).transfers.complete(
+        request.match_info["transfer_id"],
+        company_id=principal(request).company_id,
+        idempotency=responder.ticket(),
     )
-    return json_response(transfer.record())
+    return responder.respond(result)
 
 
 async def fail_transfer(request: web.Request) -> web.StreamResponse:
     """The conversion failed; the funds go back to the source wallet."""
     body = await parse_body(request, SandboxFailRequest)
-    transfer = await treasury(request).transfers.fail(
-        request.match_info["transfer_id"], company_id=principal(request).company_id, **_reason(body)
+    responder: Responder[Transfer] = Responder(request, _record)
+    result = await treasury(request).transfers.fail(
+        request.match_info["transfer_id"],
+        company_id=principal(request).company_id,
+        idempotency=responder.ticket(),
+        **_reason(body),
     )
-    return json_response(transfer.record())
+    return responder.respond(result)
 
 
 async def virtual_account_incoming(request: web.Request) -> web.StreamResponse:
     """Funds arrive at a virtual account: a completed deposit credits its wallet."""
     body = await parse_body(request, SandboxIncomingRequest)
-    deposit = await treasury(request).virtual_accounts.incoming(
+    responder: Responder[Deposit] = Responder(request, _record)
+    result = await treasury(request).virtual_accounts.incoming(
         request.match_info["virtual_account_id"],
         body.amount,
         body.reference,
         company_id=principal(request).company_id,
+        idempotency=responder.ticket(),
     )
-    return json_response(deposit.record())
+    return responder.respond(result)
+
+
+def _record(item: TreasuryRecord) -> BaseModel:
+    return item.record()
 
 
 class _Empty(BaseModel):

@@ -173,6 +173,7 @@ class VirtualAccountService:
         reference: str | None = None,
         *,
         company_id: int | None = None,
+        idempotency: IdempotencyTicket[Deposit] | None = None,
     ) -> Deposit:
         """Funds arrived at a virtual account: a completed deposit credits its wallet at once."""
         require_id(account_id, VirtualAccount.prefix, "virtual account", "virtual_account_id")
@@ -181,6 +182,7 @@ class VirtualAccountService:
             account_id,
             amount,
             reference,
+            idempotency,
         )
 
     async def credit_by_details(
@@ -201,6 +203,7 @@ class VirtualAccountService:
         key: str,
         amount: int,
         reference: str | None,
+        idempotency: IdempotencyTicket[Deposit] | None = None,
     ) -> Deposit:
         ctx = self._ctx
         ctx.check_amount(amount, "amount")
@@ -244,6 +247,6 @@ class VirtualAccountService:
             uow.ledger.apply(journal, now)
             uow.records.add(deposit)
             ctx.event(uow, EventType.DEPOSIT_COMPLETED, deposit)
-            return deposit
+            return finish(uow, idempotency, deposit)
 
         return await ctx.storage.run(credit)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from treasury_core.errors import ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
-from treasury_core.services.settlement import KINDS, complete_in, fail_in, locked_pending
-from treasury_core.services.support import TreasuryContext, require_id, wallet_of
+from treasury_core.services.settlement import KINDS, settle
+from treasury_core.services.support import TreasuryContext, wallet_of
 from treasury_core.treasury.movements import deposit_legs
 from treasury_core.treasury.records import Deposit, MovementStatus, PaymentInstructionRecord
 from treasury_core.treasury.requests import CreateDepositRequest
@@ -92,18 +91,25 @@ class DepositService:
         return await ctx.read_record(Deposit, company_id, deposit_id, "deposit", "deposit_id")
 
     async def complete(
-        self, deposit_id: str, *, company_id: int | None = None, amount: int | None = None
+        self,
+        deposit_id: str,
+        *,
+        company_id: int | None = None,
+        amount: int | None = None,
+        idempotency: IdempotencyTicket[Deposit] | None = None,
     ) -> Deposit:
         """The bank delivered: credit the wallet (with ``amount`` if it differs from expected)."""
         if amount is not None:
             self._ctx.check_amount(amount, "amount")
-        require_id(deposit_id, Deposit.prefix, "deposit", "deposit_id")
         return await self._ctx.storage.run(
-            lambda uow: complete_in(
-                uow,
+            settle(
                 self._ctx,
-                locked_pending(uow, Deposit, deposit_id, company_id),
+                Deposit,
+                deposit_id,
+                param="deposit_id",
+                company_id=company_id,
                 received=amount,
+                idempotency=idempotency,
             )
         )
 
@@ -114,17 +120,17 @@ class DepositService:
         company_id: int | None = None,
         code: str = "deposit_failed",
         message: str = "The funds did not arrive",
+        idempotency: IdempotencyTicket[Deposit] | None = None,
     ) -> Deposit:
         """The bank gave up: release the expected credit and record why."""
-        require_id(deposit_id, Deposit.prefix, "deposit", "deposit_id")
-        if not code:
-            raise ValidationFailed("A failure needs a code", param="code")
         return await self._ctx.storage.run(
-            lambda uow: fail_in(
-                uow,
+            settle(
                 self._ctx,
-                locked_pending(uow, Deposit, deposit_id, company_id),
-                code=code,
-                message=message,
+                Deposit,
+                deposit_id,
+                param="deposit_id",
+                company_id=company_id,
+                fail=(code, message),
+                idempotency=idempotency,
             )
         )

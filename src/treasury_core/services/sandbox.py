@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-from treasury_core.errors import NotFound
+from treasury_core.errors import NotFound, ValidationFailed
 from treasury_core.services.settlement import SettlementService
 from treasury_core.services.support import TreasuryContext
+
+_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 @runtime_checkable
@@ -40,6 +42,11 @@ class SandboxService:
         clock = self._ctx.clock
         if not self.enabled or not isinstance(clock, AdvanceableClock):
             raise NotFound("Sandbox controls are off", code="sandbox_disabled")
+        if clock.now() + timedelta(seconds=seconds) > _LATEST:
+            # Business time has to stay representable, settlement delays included.
+            raise ValidationFailed(
+                f"The sandbox clock cannot be advanced past {_LATEST.year}", param="seconds"
+            )
         clock.advance(seconds)
         await self._settlement.run_all_due()
         return clock.now()

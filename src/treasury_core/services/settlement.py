@@ -8,17 +8,20 @@ the record's scheduled job, all in the caller's transaction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
-from treasury_core.errors import InvalidRequestError, NotFound
+from treasury_core.errors import InvalidRequestError, NotFound, ValidationFailed
 from treasury_core.events import EventType
+from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal, Leg, PostPending, VoidPending
 from treasury_core.money import convert
 from treasury_core.ports import UnitOfWork
-from treasury_core.services.support import TreasuryContext
+from treasury_core.services.idempotency import finish
+from treasury_core.services.support import TreasuryContext, require_id
 from treasury_core.treasury.movements import completed_deposit_legs
 from treasury_core.treasury.records import (
     Deposit,
@@ -29,6 +32,8 @@ from treasury_core.treasury.records import (
 )
 
 M = TypeVar("M", bound=Deposit | Withdrawal | Transfer)
+
+log = logging.getLogger("treasury.settlement")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +63,14 @@ JOB_KINDS: Mapping[str, type[Deposit | Withdrawal | Transfer]] = {
 }
 
 
-def locked_pending(uow: UnitOfWork, kind: type[M], record_id: str, company_id: int | None) -> M:
+def locked_pending(
+    uow: UnitOfWork, kind: type[M], record_id: str, company_id: int | None, param: str = "id"
+) -> M:
     """The record, locked for this transaction, refused unless it is still pending."""
     noun = KINDS[kind.prefix].noun
     record = uow.records.get(kind, record_id, company_id, for_update=True)
     if record is None:
-        raise NotFound(f"No such {noun}: {record_id}", param="id")
+        raise NotFound(f"No such {noun}: {record_id}", param=param)
     if record.status is not MovementStatus.PENDING:
         raise InvalidRequestError(
             f"The {noun} {record_id} is already {record.status.value}", code="movement_not_pending"
@@ -86,15 +93,21 @@ def complete_in(
             ctx.currencies.get(record.to_currency_id),
             record.exchange_rate_from_to,
         )
-        legs = tuple(VoidPending(p) for p in record.pending_ids)
-        if to_amount > 0:
-            legs += completed_deposit_legs(
-                record.wallet_id,
-                record.from_currency_id,
-                received,
-                record.to_currency_id,
-                to_amount,
+        if to_amount <= 0:
+            raise ValidationFailed(
+                f"{received} {record.from_currency_id} converts to nothing in "
+                f"{record.to_currency_id}",
+                param="amount",
+                code="amount_too_small",
             )
+        legs = tuple(VoidPending(p) for p in record.pending_ids)
+        legs += completed_deposit_legs(
+            record.wallet_id,
+            record.from_currency_id,
+            received,
+            record.to_currency_id,
+            to_amount,
+        )
         update |= {"from_amount": received, "to_amount": to_amount}
     else:
         legs = tuple(PostPending(p) for p in record.pending_ids)
@@ -139,6 +152,35 @@ def _finish(uow: UnitOfWork, ctx: TreasuryContext, before: M, after: M, event: E
     return after
 
 
+def settle(
+    ctx: TreasuryContext,
+    kind: type[M],
+    record_id: str,
+    *,
+    param: str,
+    company_id: int | None = None,
+    fail: tuple[str, str] | None = None,
+    received: int | None = None,
+    idempotency: IdempotencyTicket[M] | None = None,
+) -> Callable[[UnitOfWork], M]:
+    """The transaction that completes (or, with ``fail=(code, message)``, fails) a movement.
+
+    The idempotency ticket, if any, completes in the same transaction, so a retried settle call
+    replays its first answer instead of being refused as no longer pending.
+    """
+    require_id(record_id, kind.prefix, KINDS[kind.prefix].noun, param)
+
+    def run(uow: UnitOfWork) -> M:
+        record = locked_pending(uow, kind, record_id, company_id, param)
+        if fail is not None:
+            done = fail_in(uow, ctx, record, code=fail[0], message=fail[1])
+        else:
+            done = complete_in(uow, ctx, record, received=received)
+        return finish(uow, idempotency, done)
+
+    return run
+
+
 class SettlementService:
     """Runs the settlements that fall due on the clock."""
 
@@ -168,7 +210,12 @@ class SettlementService:
                 uow.jobs.finish(claimed.id)
                 return True
 
-            ran += await ctx.storage.run(settle)
+            try:
+                ran += await ctx.storage.run(settle)
+            except Exception:
+                # One job that cannot run must not hold up every later one; it stays pending
+                # and is tried again on the next pass.
+                log.exception("settling %s %s failed", job.kind, job.resource_id)
         return ran
 
     async def run_all_due(self, batch: int = 100) -> int:

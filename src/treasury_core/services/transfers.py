@@ -10,8 +10,8 @@ from treasury_core.ledger import Journal
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
-from treasury_core.services.settlement import KINDS, complete_in, fail_in, locked_pending
-from treasury_core.services.support import TreasuryContext, require_id, wallet_of
+from treasury_core.services.settlement import KINDS, settle
+from treasury_core.services.support import TreasuryContext, wallet_of
 from treasury_core.treasury.movements import transfer_legs
 from treasury_core.treasury.records import MovementStatus, Transfer
 from treasury_core.treasury.requests import CreateTransferRequest
@@ -118,12 +118,22 @@ class TransferService:
         """The company's transfers, newest first."""
         return await self._ctx.list_records(Transfer, company_id, page)
 
-    async def complete(self, transfer_id: str, *, company_id: int | None = None) -> Transfer:
+    async def complete(
+        self,
+        transfer_id: str,
+        *,
+        company_id: int | None = None,
+        idempotency: IdempotencyTicket[Transfer] | None = None,
+    ) -> Transfer:
         """The conversion settled: post both legs."""
-        require_id(transfer_id, Transfer.prefix, "transfer", "transfer_id")
         return await self._ctx.storage.run(
-            lambda uow: complete_in(
-                uow, self._ctx, locked_pending(uow, Transfer, transfer_id, company_id)
+            settle(
+                self._ctx,
+                Transfer,
+                transfer_id,
+                param="transfer_id",
+                company_id=company_id,
+                idempotency=idempotency,
             )
         )
 
@@ -134,15 +144,17 @@ class TransferService:
         company_id: int | None = None,
         code: str = "transfer_failed",
         message: str = "The currency conversion did not settle",
+        idempotency: IdempotencyTicket[Transfer] | None = None,
     ) -> Transfer:
         """The conversion failed: return the funds to the source wallet and record why."""
-        require_id(transfer_id, Transfer.prefix, "transfer", "transfer_id")
         return await self._ctx.storage.run(
-            lambda uow: fail_in(
-                uow,
+            settle(
                 self._ctx,
-                locked_pending(uow, Transfer, transfer_id, company_id),
-                code=code,
-                message=message,
+                Transfer,
+                transfer_id,
+                param="transfer_id",
+                company_id=company_id,
+                fail=(code, message),
+                idempotency=idempotency,
             )
         )

@@ -9,7 +9,7 @@ from treasury_core.ledger import Journal
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
-from treasury_core.services.settlement import KINDS, complete_in, fail_in, locked_pending
+from treasury_core.services.settlement import KINDS, settle
 from treasury_core.services.support import TreasuryContext, require_id, wallet_of
 from treasury_core.treasury.movements import FeeRule, withdrawal_legs
 from treasury_core.treasury.records import BankAccount, MovementStatus, Withdrawal
@@ -120,31 +120,43 @@ class WithdrawalService:
         """The company's withdrawals, newest first."""
         return await self._ctx.list_records(Withdrawal, company_id, page)
 
-    async def complete(self, withdrawal_id: str, *, company_id: int | None = None) -> Withdrawal:
+    async def complete(
+        self,
+        withdraw_id: str,
+        *,
+        company_id: int | None = None,
+        idempotency: IdempotencyTicket[Withdrawal] | None = None,
+    ) -> Withdrawal:
         """The bank paid out: post the amount and the fee."""
-        require_id(withdrawal_id, Withdrawal.prefix, "withdrawal", "withdraw_id")
         return await self._ctx.storage.run(
-            lambda uow: complete_in(
-                uow, self._ctx, locked_pending(uow, Withdrawal, withdrawal_id, company_id)
+            settle(
+                self._ctx,
+                Withdrawal,
+                withdraw_id,
+                param="withdraw_id",
+                company_id=company_id,
+                idempotency=idempotency,
             )
         )
 
     async def fail(
         self,
-        withdrawal_id: str,
+        withdraw_id: str,
         *,
         company_id: int | None = None,
         code: str = "withdrawal_failed",
         message: str = "The bank rejected the payout",
+        idempotency: IdempotencyTicket[Withdrawal] | None = None,
     ) -> Withdrawal:
         """The payout failed: release amount and fee back to the wallet and record why."""
-        require_id(withdrawal_id, Withdrawal.prefix, "withdrawal", "withdraw_id")
         return await self._ctx.storage.run(
-            lambda uow: fail_in(
-                uow,
+            settle(
                 self._ctx,
-                locked_pending(uow, Withdrawal, withdrawal_id, company_id),
-                code=code,
-                message=message,
+                Withdrawal,
+                withdraw_id,
+                param="withdraw_id",
+                company_id=company_id,
+                fail=(code, message),
+                idempotency=idempotency,
             )
         )
