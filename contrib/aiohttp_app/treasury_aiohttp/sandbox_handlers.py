@@ -5,19 +5,20 @@ Served only in sandbox mode, with a secret key.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 from pydantic import BaseModel
 
 from treasury_aiohttp.io import Responder, json_response, parse_body, principal, treasury
-from treasury_aiohttp.routing import Route
+from treasury_aiohttp.routing import Handler, Route
+from treasury_aiohttp.treasury_handlers import record_of
 from treasury_core.serialization import Timestamp
 from treasury_core.treasury.records import (
     Deposit,
     DepositRecord,
-    Transfer,
     TransferRecord,
     TreasuryRecord,
-    Withdrawal,
     WithdrawalRecord,
 )
 from treasury_core.treasury.requests import (
@@ -41,86 +42,80 @@ async def advance_clock(request: web.Request) -> web.StreamResponse:
     return json_response(ClockRecord(now=now))
 
 
-async def complete_deposit(request: web.Request) -> web.StreamResponse:
-    """The funds arrived (``amount``: what arrived, if not what was announced)."""
-    body = await parse_body(request, SandboxCompleteRequest)
-    responder: Responder[Deposit] = Responder(request, _record)
-    result = await treasury(request).deposits.complete(
-        request.match_info["deposit_id"],
-        company_id=principal(request).company_id,
-        idempotency=responder.ticket(),
-        amount=body.amount,
-    )
-    return responder.respond(result)
+class _Empty(BaseModel):
+    """No fields: the body must be empty or ``{}``."""
+
+    model_config = SandboxCompleteRequest.model_config
 
 
-async def fail_deposit(request: web.Request) -> web.StreamResponse:
-    """The funds never arrived."""
-    body = await parse_body(request, SandboxFailRequest)
-    responder: Responder[Deposit] = Responder(request, _record)
-    result = await treasury(request).deposits.fail(
-        request.match_info["deposit_id"],
-        company_id=principal(request).company_id,
-        idempotency=responder.ticket(),
-        **_reason(body),
-    )
-    return responder.respond(result)
+def _settle(noun: str, action: str, param: str, body_model: type[BaseModel], doc: str) -> Handler:
+    """A handler settling one movement: ``treasury.{noun}s.{action}(id, …)`` with a ticket.
+
+    The six settle routes differ only in the service, the action, the path parameter and the
+    body; what the body adds (a received ``amount``, a failure reason) comes from :func:`_extra`.
+    """
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        body = await parse_body(request, body_model)
+        responder: Responder[TreasuryRecord] = Responder(request, record_of)
+        service = getattr(treasury(request), f"{noun}s")
+        result = await getattr(service, action)(
+            request.match_info[param],
+            company_id=principal(request).company_id,
+            idempotency=responder.ticket(),
+            **_extra(body),
+        )
+        return responder.respond(result)
+
+    handler.__name__ = handler.__qualname__ = f"{action}_{noun}"
+    handler.__doc__ = doc
+    return handler
 
 
-async def complete_withdrawal(request: web.Request) -> web.StreamResponse:
-    """The bank paid the withdrawal out."""
-    await parse_body(request, _Empty)
-    responder: Responder[Withdrawal] = Responder(request, _record)
-    result = await treasury(request).withdrawals.complete(
-        request.match_info["withdraw_id"],
-        company_id=principal(request).company_id,
-        idempotency=responder.ticket(),
-    )
-    return responder.respond(result)
+def _extra(body: BaseModel) -> dict[str, Any]:
+    if isinstance(body, SandboxCompleteRequest):
+        return {"amount": body.amount}
+    if isinstance(body, SandboxFailRequest):
+        return _reason(body)
+    return {}
 
 
-async def fail_withdrawal(request: web.Request) -> web.StreamResponse:
-    """The bank rejected the payout; amount and fee go back to the wallet."""
-    body = await parse_body(request, SandboxFailRequest)
-    responder: Responder[Withdrawal] = Responder(request, _record)
-    result = await treasury(request).withdrawals.fail(
-        request.match_info["withdraw_id"],
-        company_id=principal(request).company_id,
-        idempotency=responder.ticket(),
-        **_reason(body),
-    )
-    return responder.respond(result)
-
-
-async def complete_transfer(request: web.Request) -> web.StreamResponse:
-    """The currency conversion settled."""
-    await parse_body(request, _Empty)
-    responder: Responder[Transfer] = Responder(request, _record)
-    result = await treasury(request).transfers.complete(
-        request.match_info["transfer_id"],
-        company_id=principal(request).company_id,
-        idempotency=responder.ticket(),
-    )
-    return responder.respond(result)
-
-
-async def fail_transfer(request: web.Request) -> web.StreamResponse:
-    """The conversion failed; the funds go back to the source wallet."""
-    body = await parse_body(request, SandboxFailRequest)
-    responder: Responder[Transfer] = Responder(request, _record)
-    result = await treasury(request).transfers.fail(
-        request.match_info["transfer_id"],
-        company_id=principal(request).company_id,
-        idempotency=responder.ticket(),
-        **_reason(body),
-    )
-    return responder.respond(result)
+complete_deposit = _settle(
+    "deposit",
+    "complete",
+    "deposit_id",
+    SandboxCompleteRequest,
+    "The funds arrived (``amount``: what arrived, if not what was announced).",
+)
+fail_deposit = _settle(
+    "deposit", "fail", "deposit_id", SandboxFailRequest, "The funds never arrived."
+)
+complete_withdrawal = _settle(
+    "withdrawal", "complete", "withdraw_id", _Empty, "The bank paid the withdrawal out."
+)
+fail_withdrawal = _settle(
+    "withdrawal",
+    "fail",
+    "withdraw_id",
+    SandboxFailRequest,
+    "The bank rejected the payout; amount and fee go back to the wallet.",
+)
+complete_transfer = _settle(
+    "transfer", "complete", "transfer_id", _Empty, "The currency conversion settled."
+)
+fail_transfer = _settle(
+    "transfer",
+    "fail",
+    "transfer_id",
+    SandboxFailRequest,
+    "The conversion failed; the funds go back to the source wallet.",
+)
 
 
 async def virtual_account_incoming(request: web.Request) -> web.StreamResponse:
     """Funds arrive at a virtual account: a completed deposit credits its wallet."""
     body = await parse_body(request, SandboxIncomingRequest)
-    responder: Responder[Deposit] = Responder(request, _record)
+    responder: Responder[Deposit] = Responder(request, record_of)
     result = await treasury(request).virtual_accounts.incoming(
         request.match_info["virtual_account_id"],
         body.amount,
@@ -129,16 +124,6 @@ async def virtual_account_incoming(request: web.Request) -> web.StreamResponse:
         idempotency=responder.ticket(),
     )
     return responder.respond(result)
-
-
-def _record(item: TreasuryRecord) -> BaseModel:
-    return item.record()
-
-
-class _Empty(BaseModel):
-    """No fields: the body must be empty or ``{}``."""
-
-    model_config = SandboxCompleteRequest.model_config
 
 
 def _reason(body: SandboxFailRequest) -> dict[str, str]:

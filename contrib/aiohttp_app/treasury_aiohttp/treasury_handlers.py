@@ -81,7 +81,8 @@ class BankNamesRecord(BaseModel):
     bank_names: list[str]
 
 
-def _record(item: TreasuryRecord) -> BaseModel:
+def record_of(item: TreasuryRecord) -> BaseModel:
+    """The interface's record of a treasury record (what responses and replays carry)."""
     return item.record()
 
 
@@ -89,7 +90,7 @@ async def _create(
     request: web.Request, body_model: type[BaseModel], create: Callable[..., Any]
 ) -> web.StreamResponse:
     body = await parse_body(request, body_model)
-    responder: Responder[Any] = Responder(request, _record)
+    responder: Responder[Any] = Responder(request, record_of)
     result = await create(principal(request).company_id, body, idempotency=responder.ticket())
     return responder.respond(result)
 
