@@ -16,10 +16,12 @@ from treasury_core.config import TreasuryConfig
 from treasury_core.currency import CurrencyRegistry
 from treasury_core.errors import TreasuryError
 from treasury_core.plugins import collect_factories, make_plugin_manager
-from treasury_core.ports import BankRail, Clock, FxRates, IdSource, Storage
+from treasury_core.ports import BankRail, CardProvider, Clock, FxRates, IdSource, Storage
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
 from treasury_core.services.accounts import BankAccountService, VirtualAccountService
 from treasury_core.services.deposits import DepositService
+from treasury_core.services.payment_jobs import PaymentJobs
+from treasury_core.services.payments import PaymentService
 from treasury_core.services.sandbox import SandboxService
 from treasury_core.services.settlement import SettlementService
 from treasury_core.services.support import TreasuryContext
@@ -52,6 +54,7 @@ class Treasury:
     virtual_accounts: VirtualAccountService
     settlement: SettlementService
     sandbox: SandboxService
+    payments: PaymentService
 
     def close(self) -> None:
         """Release the storage's connections and threads."""
@@ -77,6 +80,7 @@ def bootstrap(
     fx: FxRates | None = None,
     rail: BankRail | None = None,
     wall_clock: Clock | None = None,
+    card_provider: CardProvider | None = None,
 ) -> Treasury:
     """Build a :class:`Treasury` from ``config`` (default: the sandbox on ``./treasury.db``).
 
@@ -101,6 +105,13 @@ def bootstrap(
     context = TreasuryContext(config, currencies, storage, clock, ids, make_rail, fx)
     context.open_system_accounts()
     settlement = SettlementService(context)
+    payments = PaymentService(
+        context,
+        card_provider or _build(pm, "card_provider", config.card_provider, config, clock),
+        delays_seconds=config.payment_delays_seconds,
+    )
+    for kind, handler in PaymentJobs(payments).handlers().items():
+        settlement.register(kind, handler)
     return Treasury(
         config=config,
         currencies=currencies,
@@ -125,4 +136,5 @@ def bootstrap(
         virtual_accounts=VirtualAccountService(context),
         settlement=settlement,
         sandbox=SandboxService(context, settlement),
+        payments=payments,
     )

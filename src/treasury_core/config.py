@@ -56,6 +56,12 @@ class TreasuryConfig(BaseModel):
         description="Sandbox rail delays by kind (deposit, withdrawal, fx_transfer); "
         "decisions.md's defaults (24 h, 24 h, 60 s) otherwise.",
     )
+    card_provider: str = Field(default="sandbox", description="Card provider adapter name.")
+    payment_delays_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Delays of payment jobs by kind (payout, payout_apply, chargeback_open, "
+        "chargeback_resolve); 2 days, 1 hour, 1 day and 1 day otherwise.",
+    )
     job_poll_seconds: float = Field(
         default=1.0, gt=0, description="How often `treasury serve` looks for due jobs (wall time)."
     )

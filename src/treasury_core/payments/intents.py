@@ -20,6 +20,7 @@ The model only holds these rules; moving an intent from state to state is
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final, Literal
@@ -136,6 +137,29 @@ class PaymentIntentRecord(BaseModel):
         return data
 
 
+@dataclass(frozen=True, slots=True)
+class IntentFilter:
+    """The filters of the intent list and count (decisions.md); ``None`` means any.
+
+    ``created_gte`` is inclusive and ``created_lt`` exclusive, so consecutive windows never
+    count an intent twice.
+    """
+
+    status: IntentStatus | None = None
+    account_id: int | None = None
+    created_gte: datetime | None = None
+    created_lt: datetime | None = None
+
+    def matches(self, intent: PaymentIntentRecord) -> bool:
+        """Whether ``intent`` passes every filter (what storage adapters must agree with)."""
+        return (
+            (self.status is None or intent.status is self.status)
+            and (self.account_id is None or intent.account_id == self.account_id)
+            and (self.created_gte is None or intent.created_at >= self.created_gte)
+            and (self.created_lt is None or intent.created_at < self.created_lt)
+        )
+
+
 def _aware(value: datetime | None, name: str) -> None:
     if value is not None and value.utcoffset() is None:
         raise ValueError(f"{name} must be timezone-aware")
@@ -144,8 +168,24 @@ def _aware(value: datetime | None, name: str) -> None:
 class PaymentIntent(PaymentIntentRecord):
     """A stored payment intent: the interface record plus the rules in this module's docstring.
 
-    Frozen: a change is a new intent, made by :func:`treasury_core.payments.states.transition`.
+    Frozen: a change is a new intent, made by :func:`treasury_core.payments.states.transition`
+    (state) or ``model_copy`` by the payments service (the bookkeeping fields below).
+
+    Beyond the interface record it keeps what stays inside the service: the card provider's latest
+    reference for the charge, the ledger pending movements of the current authorization hold, the
+    refunded share of ``processing_amount``, and the latest payment attempt.
     """
+
+    provider_reference: str | None = None
+    hold_pending_ids: tuple[str, ...] = ()
+    processing_refunded: int = Field(default=0, ge=0)
+    #: What a chargeback took or holds (open or lost), billing and processing shares.
+    amount_disputed: int = Field(default=0, ge=0)
+    processing_disputed: int = Field(default=0, ge=0)
+    #: What payouts took out of settlement into the company's wallet (processing currency).
+    processing_paid_out: int = Field(default=0, ge=0)
+    latest_transaction_id: str | None = None
+    captured_at: Timestamp | None = None
 
     @model_validator(mode="after")
     def _check_rules(self) -> PaymentIntent:
@@ -170,10 +210,14 @@ class PaymentIntent(PaymentIntentRecord):
             raise ValueError(f"a {self.status.value} intent has authorized_at")
         if (self.status is IntentStatus.CANCELLED) != (self.cancellation_reason is not None):
             raise ValueError("cancellation_reason is set exactly when the intent is CANCELLED")
-        if self.amount_refunded > self.billing_amount:
-            raise ValueError("amount_refunded cannot exceed billing_amount")
-        if self.amount_refunded and self.status is not IntentStatus.PROCESSED:
-            raise ValueError("only a PROCESSED intent has refunds")
+        if self.amount_refunded + self.amount_disputed > self.billing_amount:
+            raise ValueError("refunds and chargebacks cannot exceed billing_amount")
+        if self.processing_refunded + self.processing_disputed > self.processing_amount:
+            raise ValueError("refunds and chargebacks cannot exceed processing_amount")
+        if (self.amount_refunded or self.amount_disputed) and (
+            self.status is not IntentStatus.PROCESSED
+        ):
+            raise ValueError("only a PROCESSED intent has refunds or chargebacks")
         return self
 
     @property
@@ -186,8 +230,21 @@ class PaymentIntent(PaymentIntentRecord):
 
     @property
     def amount_refundable(self) -> int:
-        """What may still be refunded: captured minus already refunded."""
-        return self.amount_captured - self.amount_refunded
+        """What may still be refunded: captured minus refunded and minus any chargeback."""
+        return self.amount_captured - self.amount_refunded - self.amount_disputed
+
+    @property
+    def processing_unpaid(self) -> int:
+        """Settled money of this intent not yet paid out: processing amount once captured, net
+        of refunds, chargebacks and earlier payouts."""
+        if self.status is not IntentStatus.PROCESSED:
+            return 0
+        return (
+            self.processing_amount
+            - self.processing_refunded
+            - self.processing_disputed
+            - self.processing_paid_out
+        )
 
     def record(self) -> PaymentIntentRecord:
         """The interface's record."""

@@ -169,10 +169,15 @@ def check_capturable(intent: PaymentIntent, now: datetime) -> None:
     """
     if intent.status is IntentStatus.PROCESSED:
         raise IllegalTransition(ALREADY_CAPTURED, code="payment_intent_already_captured")
+    expired = intent.authorization_expires_at is not None and (
+        now >= intent.authorization_expires_at
+    )
+    if intent.status is IntentStatus.CANCELLED and expired:
+        # Past the deadline the answer is the same whether or not the expiry job has run yet.
+        raise IllegalTransition(AUTHORIZATION_EXPIRED, code="authorization_expired")
     if intent.status is not IntentStatus.AUTHORIZED:
         raise IllegalTransition(NOT_AUTHORIZED)
-    assert intent.authorization_expires_at is not None  # an AUTHORIZED intent has one
-    if now >= intent.authorization_expires_at:
+    if expired:
         raise IllegalTransition(AUTHORIZATION_EXPIRED, code="authorization_expired")
 
 
@@ -190,6 +195,11 @@ def check_refundable(intent: PaymentIntent, amount: int | None = None) -> int:
             code="refund_not_allowed",
         )
     remaining = intent.amount_refundable
+    if remaining <= 0 and intent.amount_disputed:
+        raise IllegalTransition(
+            "Payment intent is disputed by a chargeback; nothing remains to refund",
+            code="charge_disputed",
+        )
     if remaining <= 0:
         raise IllegalTransition(
             "Payment intent has already been fully refunded", code="charge_already_refunded"

@@ -27,6 +27,7 @@ from treasury_core.events import Event
 from treasury_core.idempotency import IdempotencyRecord
 from treasury_core.jobs import Job
 from treasury_core.ledger import Account, Journal, LedgerPlan, PendingMovement, Posting
+from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
 
@@ -202,6 +203,46 @@ class RecordRepository(Protocol):
         ...
 
 
+class PaymentIntentRepository(Protocol):
+    """Payment intents. Storage assigns their integer ids, increasing in creation order."""
+
+    def add(self, intent: PaymentIntent) -> PaymentIntent:
+        """Store a new intent (its ``id`` is ignored); returns it with the id storage assigned."""
+        ...
+
+    def get(
+        self, intent_id: int, company_id: int | None, *, for_update: bool = False
+    ) -> PaymentIntent | None:
+        """The intent with this id (of ``company_id`` unless ``None``).
+
+        ``for_update`` locks it until the transaction ends, so concurrent changes of one intent
+        queue behind each other.
+        """
+        ...
+
+    def by_lookup_id(
+        self, lookup_id: str, company_id: int | None, *, for_update: bool = False
+    ) -> PaymentIntent | None:
+        """The intent whose ``payment_intent_lookup_id`` is ``lookup_id`` (of ``company_id``
+        unless ``None``)."""
+        ...
+
+    def update(self, intent: PaymentIntent) -> None:
+        """Replace a stored intent with a new version of it."""
+        ...
+
+    def list(
+        self, company_id: int, filters: IntentFilter, limit: int, starting_after: int | None
+    ) -> list[PaymentIntent]:
+        """Up to ``limit`` intents passing ``filters``, newest first, ids below
+        ``starting_after``."""
+        ...
+
+    def count(self, company_id: int, filters: IntentFilter) -> int:
+        """How many of the company's intents pass ``filters``."""
+        ...
+
+
 class JobRepository(Protocol):
     """Scheduled jobs."""
 
@@ -262,6 +303,11 @@ class UnitOfWork(Protocol):
     @property
     def jobs(self) -> JobRepository:
         """Scheduled jobs."""
+        ...
+
+    @property
+    def intents(self) -> PaymentIntentRepository:
+        """Payment intents."""
         ...
 
 

@@ -181,48 +181,67 @@ def settle(
     return run
 
 
+#: A job's work: lock what the job is about, claim the job (``uow.jobs.claim``; ``False`` when
+#: another runner holds it or it is done), do the work and finish the job, all in ``uow``.
+JobHandler = Callable[[UnitOfWork, Job], bool]
+
+
 class SettlementService:
-    """Runs the settlements that fall due on the clock."""
+    """Runs the jobs that fall due on the clock: settlements, and whatever else is registered."""
 
     def __init__(self, ctx: TreasuryContext) -> None:
         self._ctx = ctx
+        self._handlers: dict[str, JobHandler] = dict.fromkeys(JOB_KINDS, self._settle)
+
+    def register(self, kind: str, handler: JobHandler) -> None:
+        """Run ``handler`` for due jobs of ``kind`` (the payments service registers its own)."""
+        self._handlers[kind] = handler
+
+    def _settle(self, uow: UnitOfWork, job: Job) -> bool:
+        # Lock the record before the job: every path that settles by hand locks the record and
+        # then retires its jobs, and one lock order means no deadlock.
+        record = uow.records.get(JOB_KINDS[job.kind], job.resource_id, None, for_update=True)
+        claimed = uow.jobs.claim(job.id)
+        if claimed is None:  # done meanwhile, or another runner holds it
+            return False
+        if record is not None and record.status is MovementStatus.PENDING:
+            complete_in(uow, self._ctx, record)  # the sandbox rail confirms what falls due
+        uow.jobs.finish(claimed.id)
+        return True
+
+    def _unknown(self, uow: UnitOfWork, job: Job) -> bool:
+        log.warning("no handler for job kind %s; retiring job %s", job.kind, job.id)
+        if uow.jobs.claim(job.id) is None:
+            return False
+        uow.jobs.finish(job.id)
+        return True
 
     async def run_due(self, limit: int = 100) -> int:
-        """Settle up to ``limit`` due movements, each in its own transaction; how many ran."""
+        """Run up to ``limit`` due jobs, each in its own transaction; how many ran."""
         ctx = self._ctx
         now = ctx.clock.now()
         due = await ctx.storage.run(lambda uow: uow.jobs.due(now, limit), write=False)
         ran = 0
         for job in due:
+            handler = self._handlers.get(job.kind, self._unknown)
 
-            def settle(uow: UnitOfWork, job: Job = job) -> bool:
-                # Lock the record before the job: every path that settles by hand locks the
-                # record and then retires its jobs, and one lock order means no deadlock.
-                kind = JOB_KINDS.get(job.kind)
-                record = (
-                    uow.records.get(kind, job.resource_id, None, for_update=True) if kind else None
-                )
-                claimed = uow.jobs.claim(job.id)
-                if claimed is None:  # done meanwhile, or another runner holds it
-                    return False
-                if record is not None and record.status is MovementStatus.PENDING:
-                    complete_in(uow, ctx, record)  # the sandbox rail confirms what falls due
-                uow.jobs.finish(claimed.id)
-                return True
+            def run(uow: UnitOfWork, job: Job = job, handler: JobHandler = handler) -> bool:
+                return handler(uow, job)
 
             try:
-                ran += await ctx.storage.run(settle)
+                ran += await ctx.storage.run(run)
             except Exception:
                 # One job that cannot run must not hold up every later one; it stays pending
                 # and is tried again on the next pass.
-                log.exception("settling %s %s failed", job.kind, job.resource_id)
+                log.exception("running %s %s failed", job.kind, job.resource_id)
         return ran
 
     async def run_all_due(self, batch: int = 100) -> int:
-        """Settle everything due now, batch after batch; how many ran."""
+        """Run everything due now, pass after pass (a job may schedule another that is due
+        already, e.g. a payout behind a capture the clock advanced past); how many ran."""
         total = 0
         while True:
             ran = await self.run_due(batch)
             total += ran
-            if ran < batch:
+            if ran == 0:
                 return total

@@ -1,0 +1,173 @@
+"""The records around a payment intent: payment attempts, refunds, chargebacks and payouts.
+
+The interface names them only by their events (part 2.9); decisions.md fixes the refund's
+``re_`` prefix. Each ``*Record`` model is what the events carry as ``data.object`` (and what the
+API returns, for refunds); the stored model adds what stays inside (provider references, the
+ledger pending movements the record reserved).
+
+Rules:
+- A transaction is one attempt at the card provider: ``authorization`` (a manual-capture payment:
+  a hold), ``sale`` (an automatic-capture payment: authorize and capture at once) or ``capture``
+  (capturing a hold). It is ``requires_action`` while 3-D Secure waits for the customer, then
+  ``completed`` or ``failed``; both are terminal.
+- A refund is ``pending`` from the moment its amount is reserved against the intent until the
+  provider answers, then ``succeeded`` or ``failed``. A failed refund gives its amount back to
+  what may still be refunded.
+- A chargeback is ``open`` while disputed (its amount held out of the settlement balance), then
+  ``won`` (released) or ``lost`` (posted back to the card network).
+- A payout is ``pending`` once settled funds are reserved towards the company's wallet, then
+  ``completed`` when applied; ``failed`` (with ``error``) when it cannot be made.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from treasury_core.serialization import Timestamp
+from treasury_core.treasury.records import MovementError, TreasuryRecord
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class TransactionType(StrEnum):
+    """What a payment attempt asked of the card provider."""
+
+    AUTHORIZATION = "authorization"
+    SALE = "sale"
+    CAPTURE = "capture"
+
+
+class TransactionStatus(StrEnum):
+    """Where a payment attempt stands."""
+
+    REQUIRES_ACTION = "requires_action"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class TransactionRecord(_Frozen):
+    """A payment attempt as its events show it."""
+
+    id: str
+    object: Literal["transaction"] = "transaction"
+    payment_intent_id: int
+    type: TransactionType
+    status: TransactionStatus
+    amount: int
+    currency: str
+    card_brand: str | None
+    card_last4: str | None
+    failure_reason: str | None
+    failure_message: str | None
+    created_at: Timestamp
+
+
+class Transaction(TreasuryRecord, TransactionRecord):
+    """A stored payment attempt; ``provider_reference`` while 3-D Secure is pending."""
+
+    prefix: ClassVar[str] = "txn"
+    record_model: ClassVar[type[BaseModel]] = TransactionRecord
+
+    provider_reference: str | None = None
+
+
+class RefundStatus(StrEnum):
+    """Where a refund stands."""
+
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class RefundRecord(_Frozen):
+    """A refund as the API returns it and ``refund.created`` carries it.
+
+    ``amount`` is in minor units of the intent's billing currency (what goes back to the card).
+    """
+
+    id: str
+    object: Literal["refund"] = "refund"
+    payment_intent_id: int
+    amount: int
+    currency: str
+    reason: str | None
+    status: RefundStatus
+    failure_reason: str | None
+    created_at: Timestamp
+
+
+class Refund(TreasuryRecord, RefundRecord):
+    """A stored refund: its share of ``processing_amount`` and its ledger reservations."""
+
+    prefix: ClassVar[str] = "re"
+    record_model: ClassVar[type[BaseModel]] = RefundRecord
+
+    processing_amount: int = 0
+    pending_ids: tuple[str, ...] = ()
+
+
+class ChargebackStatus(StrEnum):
+    """Where a chargeback stands."""
+
+    OPEN = "open"
+    WON = "won"
+    LOST = "lost"
+
+
+class ChargebackRecord(_Frozen):
+    """A chargeback as its events show it; ``amount`` in the billing currency."""
+
+    id: str
+    object: Literal["chargeback"] = "chargeback"
+    payment_intent_id: int
+    amount: int
+    currency: str
+    status: ChargebackStatus
+    created_at: Timestamp
+
+
+class Chargeback(TreasuryRecord, ChargebackRecord):
+    """A stored chargeback: its processing-currency share, its hold on settlement, its outcome."""
+
+    prefix: ClassVar[str] = "cb"
+    record_model: ClassVar[type[BaseModel]] = ChargebackRecord
+
+    processing_amount: int = 0
+    pending_ids: tuple[str, ...] = ()
+    outcome: Literal["lost", "won"] = "lost"
+
+
+class PayoutStatus(StrEnum):
+    """Where a payout stands."""
+
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class PayoutRecord(_Frozen):
+    """A payout of settled card funds into the company's wallet, as its events show it."""
+
+    id: str
+    object: Literal["payout"] = "payout"
+    payment_intent_id: int
+    wallet_id: str | None
+    amount: int
+    currency: str
+    status: PayoutStatus
+    error: MovementError | None
+    created_at: Timestamp
+
+
+class Payout(TreasuryRecord, PayoutRecord):
+    """A stored payout and its reservation on the settlement balance."""
+
+    prefix: ClassVar[str] = "po"
+    record_model: ClassVar[type[BaseModel]] = PayoutRecord
+
+    pending_ids: tuple[str, ...] = ()

@@ -1,0 +1,86 @@
+"""Request bodies of the payment calls (part 4.1 and decisions.md), validated strictly.
+
+Amounts are JSON integers in minor units; ``1.0``, ``"100"`` and ``true`` are refused, as are
+unknown fields. Whether a currency is enabled, an account is the caller's and an amount is within
+the configured maximum is the payments service's to check.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from treasury_core.payments.intents import CaptureMethod, PaymentType
+from treasury_core.validation import CurrencyCode, SingleLine
+
+Amount = Annotated[int, Field(gt=0, description="Minor units of the currency.")]
+IntentId = Annotated[int, Field(gt=0, lt=2**63, description="The payment intent's id.")]
+Reference = Annotated[SingleLine, StringConstraints(max_length=255)]
+Url = Annotated[
+    SingleLine,
+    StringConstraints(min_length=8, max_length=2048, pattern=r"^https?://[^\s/?#]+[^\s]*$"),
+]
+Email = Annotated[
+    SingleLine,
+    StringConstraints(max_length=254, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$"),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class CreateIntentRequest(_Strict):
+    """``POST /api/v1/payments/intent``.
+
+    ``processing_currency`` (default: the billing currency) is the currency the company is paid
+    in; ``processing_amount`` is then converted at the current rate. ``customer`` and
+    ``customer_email`` appear in the legacy callback.
+    """
+
+    account_id: Annotated[int, Field(gt=0, lt=2**63)]
+    billing_amount: Amount
+    billing_currency: CurrencyCode
+    # Not strict: embedding code may pass the plain strings (``"Card Payment"``) too.
+    payment_type: Annotated[PaymentType, Field(strict=False)]
+    merchant_reference: Reference | None = None
+    capture_method: Annotated[CaptureMethod, Field(strict=False)] = CaptureMethod.AUTOMATIC
+    checkin_date: date | None = None
+    card_token: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+    callback_url: Url | None = None
+    processing_currency: CurrencyCode | None = None
+    customer: Annotated[SingleLine, StringConstraints(max_length=255)] | None = None
+    customer_email: Email | None = None
+
+
+class IntentActionRequest(_Strict):
+    """``POST /api/v1/payments/intent/capture`` and ``/cancel-authorization``."""
+
+    payment_intent_id: IntentId
+
+
+class RefundRequest(_Strict):
+    """``POST /api/v1/payments/intent/refund``; ``amount`` defaults to all that remains."""
+
+    payment_intent_id: IntentId
+    amount: Amount | None = None
+    reason: Reference | None = None
+
+
+class PayRequest(_Strict):
+    """``POST /pay/{payment_intent_lookup_id}``: the card, field names as the server-to-server
+    card submission of part 2.2. Never logged, never stored."""
+
+    cardholder_name: Annotated[SingleLine, StringConstraints(max_length=255)] | None = None
+    card_number: Annotated[str, StringConstraints(min_length=1, max_length=32)]
+    expiry_month: Annotated[int, Field(ge=1, le=12)]
+    expiry_year: Annotated[int, Field(ge=2000, le=2200)]
+    cvc: Annotated[str, StringConstraints(min_length=1, max_length=8)]
+
+
+class ChallengeRequest(_Strict):
+    """``POST /pay/{payment_intent_lookup_id}/challenge``: the customer's 3-D Secure answer."""
+
+    outcome: Annotated[str, StringConstraints(pattern=r"^(pass|fail)$")] = "pass"

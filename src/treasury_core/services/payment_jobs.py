@@ -1,0 +1,315 @@
+"""The payments service's jobs on the clock: hold expiry, payouts and chargebacks.
+
+Each handler runs in the job's own transaction: it locks the intent (then the record, if any)
+before claiming the job, as every other path that changes an intent locks it first; it does
+nothing when the work is no longer due (so running a job twice changes nothing), and finishes the
+job either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from treasury_core.events import EventType
+from treasury_core.jobs import Job
+from treasury_core.ledger import ExpirePending, Journal, Leg, PostPending, VoidPending
+from treasury_core.payments.intents import IntentStatus, PaymentIntent
+from treasury_core.payments.ledger import chargeback_legs, payout_legs, settlement_account
+from treasury_core.payments.records import Chargeback, ChargebackStatus, Payout, PayoutStatus
+from treasury_core.payments.states import Trigger, transition
+from treasury_core.ports import UnitOfWork
+from treasury_core.services.payments import (
+    CHARGEBACK_OPEN,
+    CHARGEBACK_RESOLVE,
+    EXPIRE_AUTHORIZATION,
+    PAYOUT,
+    PAYOUT_APPLY,
+    PaymentService,
+    intent_job_key,
+)
+from treasury_core.services.settlement import JobHandler
+from treasury_core.treasury.records import MovementError
+from treasury_core.wallets import Wallet
+
+_WALLET_PAGE = 100
+
+
+class PaymentJobs:
+    """The handlers, bound to a payments service; :meth:`handlers` is what the runner needs."""
+
+    def __init__(self, payments: PaymentService) -> None:
+        self._payments = payments
+        self._ctx = payments._ctx
+
+    def handlers(self) -> dict[str, JobHandler]:
+        """Job kind → handler, for :meth:`SettlementService.register`."""
+        return {
+            EXPIRE_AUTHORIZATION: self.expire_authorization,
+            PAYOUT: self.payout,
+            PAYOUT_APPLY: self.payout_apply,
+            CHARGEBACK_OPEN: self.chargeback_open,
+            CHARGEBACK_RESOLVE: self.chargeback_resolve,
+        }
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _intent(self, uow: UnitOfWork, job: Job) -> PaymentIntent | None:
+        prefix = "pi:"
+        if not job.resource_id.startswith(prefix) or not job.resource_id[3:].isdigit():
+            return None
+        return uow.intents.get(int(job.resource_id[3:]), job.company_id, for_update=True)
+
+    def _apply(self, uow: UnitOfWork, company_id: int, legs: tuple[Leg, ...], op: str) -> str:
+        journal = Journal(self._ctx.ids.new_id("jr"), legs, operation=op, company_id=company_id)
+        uow.ledger.apply(journal, self._ctx.clock.now())
+        return journal.id
+
+    def _claimed(self, uow: UnitOfWork, job: Job, work: Callable[[], None]) -> bool:
+        if uow.jobs.claim(job.id) is None:
+            return False
+        work()
+        uow.jobs.finish(job.id)
+        return True
+
+    # --- hold expiry --------------------------------------------------------------------------
+
+    def expire_authorization(self, uow: UnitOfWork, job: Job) -> bool:
+        """``AUTHORIZED`` past ``authorization_expires_at`` → ``CANCELLED`` (``expired``); the
+        ledger hold expires. An intent no longer authorized (or re-authorized later) is left."""
+        intent = self._intent(uow, job)
+
+        def work() -> None:
+            now = self._ctx.clock.now()
+            if (
+                intent is None
+                or intent.status is not IntentStatus.AUTHORIZED
+                or intent.authorization_expires_at is None
+                or now < intent.authorization_expires_at
+            ):
+                return
+            moved = transition(intent, Trigger.EXPIRE, now=now)
+            legs = tuple(ExpirePending(p) for p in intent.hold_pending_ids)
+            if legs:
+                self._apply(uow, intent.company_id, legs, "authorization_expiry")
+            stored = moved.intent.model_copy(update={"hold_pending_ids": ()})
+            uow.intents.update(stored)
+            self._payments._intent_events(uow, moved, stored)
+
+        return self._claimed(uow, job, work)
+
+    # --- payouts ------------------------------------------------------------------------------
+
+    def _payout_wallet(self, uow: UnitOfWork, company_id: int, currency: str) -> Wallet | None:
+        """The company's oldest wallet in ``currency`` (wallets list newest first)."""
+        oldest: Wallet | None = None
+        after: str | None = None
+        while True:
+            page = uow.wallets.list(company_id, _WALLET_PAGE, after)
+            for wallet in page:
+                if wallet.currency == currency:
+                    oldest = wallet
+            if len(page) < _WALLET_PAGE:
+                return oldest
+            after = page[-1].id
+
+    def payout(self, uow: UnitOfWork, job: Job) -> bool:
+        """Pay the captured intent's settled funds into the company's wallet of its processing
+        currency: what the intent brought in net of refunds and chargebacks, at most what the
+        settlement balance has available. ``payout.created`` and ``.confirmed`` fire now;
+        ``.applied`` and ``.completed`` when the payout is applied. Without a wallet in that
+        currency the payout fails (``payout.failed``) and the money stays in settlement."""
+        intent = self._intent(uow, job)
+
+        def work() -> None:
+            if intent is None or intent.status is not IntentStatus.PROCESSED:
+                return
+            ctx = self._ctx
+            currency = intent.processing_currency
+            account = uow.ledger.get_account(settlement_account(intent.company_id, currency).id)
+            available = 0 if account is None else account.available_balance
+            amount = min(intent.processing_unpaid, available)
+            if amount <= 0:
+                return
+            now = ctx.clock.now()
+            wallet = self._payout_wallet(uow, intent.company_id, currency)
+            payout = Payout(
+                id=ctx.ids.new_id(Payout.prefix),
+                company_id=intent.company_id,
+                payment_intent_id=intent.id,
+                wallet_id=None if wallet is None else wallet.id,
+                amount=amount,
+                currency=currency,
+                status=PayoutStatus.PENDING,
+                error=None,
+                created_at=now,
+            )
+            if wallet is None:
+                failed = payout.model_copy(
+                    update={
+                        "status": PayoutStatus.FAILED,
+                        "error": MovementError(
+                            code="no_wallet",
+                            message=f"The company has no {currency} wallet to pay out into",
+                        ),
+                    }
+                )
+                uow.records.add(failed)
+                ctx.event(uow, EventType.PAYOUT_CREATED, failed)
+                ctx.event(uow, EventType.PAYOUT_FAILED, failed)
+                return
+            legs = payout_legs(intent.company_id, currency, amount, wallet.id)
+            journal_id = self._apply(uow, intent.company_id, legs, "payout")
+            payout = payout.model_copy(update={"pending_ids": (f"{journal_id}.0",)})
+            uow.records.add(payout)
+            uow.intents.update(
+                intent.model_copy(
+                    update={"processing_paid_out": intent.processing_paid_out + amount}
+                )
+            )
+            ctx.event(uow, EventType.PAYOUT_CREATED, payout)
+            ctx.event(uow, EventType.PAYOUT_CONFIRMED, payout)
+            uow.jobs.schedule(
+                Job(
+                    id=ctx.ids.new_id("job"),
+                    kind=PAYOUT_APPLY,
+                    resource_id=payout.id,
+                    company_id=intent.company_id,
+                    due_at=job.due_at + self._payments.delay(PAYOUT_APPLY),
+                )
+            )
+
+        return self._claimed(uow, job, work)
+
+    def payout_apply(self, uow: UnitOfWork, job: Job) -> bool:
+        """Post a pending payout into the wallet: ``payout.applied``, ``payout.completed``."""
+        payout = uow.records.get(Payout, job.resource_id, job.company_id, for_update=True)
+
+        def work() -> None:
+            if payout is None or payout.status is not PayoutStatus.PENDING:
+                return
+            legs = tuple(PostPending(p) for p in payout.pending_ids)
+            self._apply(uow, payout.company_id, legs, "payout_apply")
+            done = payout.model_copy(update={"status": PayoutStatus.COMPLETED})
+            uow.records.update(done)
+            self._ctx.event(uow, EventType.PAYOUT_APPLIED, done)
+            self._ctx.event(uow, EventType.PAYOUT_COMPLETED, done)
+
+        return self._claimed(uow, job, work)
+
+    # --- chargebacks --------------------------------------------------------------------------
+
+    def chargeback_open(self, uow: UnitOfWork, job: Job) -> bool:
+        """The card network disputes what remains of the charge: hold it out of settlement
+        (``chargeback.created``) until the dispute is decided."""
+        intent = self._intent(uow, job)
+
+        def work() -> None:
+            if intent is None or intent.status is not IntentStatus.PROCESSED:
+                return
+            reference = intent.provider_reference
+            outcome = (
+                None if reference is None else self._payments.provider.chargeback_outcome(reference)
+            )
+            amount = intent.amount_refundable
+            if outcome is None or amount <= 0:
+                return
+            ctx = self._ctx
+            share = intent.processing_amount - intent.processing_refunded
+            share -= intent.processing_disputed
+            legs = chargeback_legs(
+                intent.company_id,
+                intent.processing_currency,
+                share,
+                intent.billing_currency,
+                amount,
+            )
+            journal_id = self._apply(uow, intent.company_id, legs, "chargeback")
+            now = ctx.clock.now()
+            chargeback = Chargeback(
+                id=ctx.ids.new_id(Chargeback.prefix),
+                company_id=intent.company_id,
+                payment_intent_id=intent.id,
+                amount=amount,
+                currency=intent.billing_currency,
+                status=ChargebackStatus.OPEN,
+                created_at=now,
+                processing_amount=share,
+                pending_ids=tuple(f"{journal_id}.{i}" for i in range(len(legs))),
+                outcome=outcome,
+            )
+            uow.records.add(chargeback)
+            uow.intents.update(
+                intent.model_copy(
+                    update={
+                        "amount_disputed": intent.amount_disputed + amount,
+                        "processing_disputed": intent.processing_disputed + share,
+                    }
+                )
+            )
+            ctx.event(uow, EventType.CHARGEBACK_CREATED, chargeback)
+            uow.jobs.schedule(
+                Job(
+                    id=ctx.ids.new_id("job"),
+                    kind=CHARGEBACK_RESOLVE,
+                    resource_id=chargeback.id,
+                    company_id=intent.company_id,
+                    due_at=job.due_at + self._payments.delay(CHARGEBACK_RESOLVE),
+                )
+            )
+
+        return self._claimed(uow, job, work)
+
+    def chargeback_resolve(self, uow: UnitOfWork, job: Job) -> bool:
+        """Decide an open chargeback: won releases the held amount (``chargeback.completed``,
+        ``.reversed``), lost posts it to the card network (``chargeback.failed``)."""
+        seen = uow.records.get(Chargeback, job.resource_id, job.company_id)
+        # Intent first, then the record: the order every path that changes an intent uses.
+        intent = (
+            None
+            if seen is None
+            else uow.intents.get(seen.payment_intent_id, job.company_id, for_update=True)
+        )
+        chargeback = uow.records.get(Chargeback, job.resource_id, job.company_id, for_update=True)
+
+        def work() -> None:
+            if (
+                chargeback is None
+                or intent is None
+                or chargeback.status is not (ChargebackStatus.OPEN)
+            ):
+                return
+            ctx = self._ctx
+            if chargeback.outcome == "won":
+                legs: tuple[Leg, ...] = tuple(VoidPending(p) for p in chargeback.pending_ids)
+                self._apply(uow, chargeback.company_id, legs, "chargeback_won")
+                uow.intents.update(
+                    intent.model_copy(
+                        update={
+                            "amount_disputed": intent.amount_disputed - chargeback.amount,
+                            "processing_disputed": intent.processing_disputed
+                            - chargeback.processing_amount,
+                        }
+                    )
+                )
+                done = chargeback.model_copy(update={"status": ChargebackStatus.WON})
+                uow.records.update(done)
+                ctx.event(uow, EventType.CHARGEBACK_COMPLETED, done)
+                ctx.event(uow, EventType.CHARGEBACK_REVERSED, done)
+                # The released money is the company's again: pay it out on the next pass.
+                uow.jobs.schedule(
+                    Job(
+                        id=ctx.ids.new_id("job"),
+                        kind=PAYOUT,
+                        resource_id=intent_job_key(intent.id),
+                        company_id=intent.company_id,
+                        due_at=job.due_at,
+                    )
+                )
+            else:
+                legs = tuple(PostPending(p) for p in chargeback.pending_ids)
+                self._apply(uow, chargeback.company_id, legs, "chargeback_lost")
+                done = chargeback.model_copy(update={"status": ChargebackStatus.LOST})
+                uow.records.update(done)
+                ctx.event(uow, EventType.CHARGEBACK_FAILED, done)
+
+        return self._claimed(uow, job, work)
