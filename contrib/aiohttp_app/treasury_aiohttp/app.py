@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from aiohttp import web
 
-from treasury_aiohttp import handlers, sandbox_handlers, treasury_handlers
+from treasury_aiohttp import handlers, payment_handlers, sandbox_handlers, treasury_handlers
 from treasury_aiohttp.keys import MAX_BODY_KEY, OPENAPI_KEY, TREASURY_KEY
 from treasury_aiohttp.middlewares import (
     auth_middleware,
@@ -71,7 +71,7 @@ def create_app(
     )
     app[TREASURY_KEY] = treasury
     app[MAX_BODY_KEY] = max_body
-    routes = handlers.ROUTES + treasury_handlers.ROUTES
+    routes = handlers.ROUTES + treasury_handlers.ROUTES + payment_handlers.ROUTES
     if treasury.config.sandbox:
         routes += sandbox_handlers.ROUTES
     openapi_route = Route(

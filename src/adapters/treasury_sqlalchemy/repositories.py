@@ -9,7 +9,19 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, Dialect, Row, and_, bindparam, delete, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Dialect,
+    Row,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from treasury_core.companies import ApiKey, Company, KeyKind, MerchantAccount
@@ -32,6 +44,7 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
+from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet, WalletStatus
@@ -109,6 +122,12 @@ _RECORD_BY_ID = select(t.treasury_records.c.body).where(
     t.treasury_records.c.kind == bindparam("kind"),
 )
 _RECORD_OF_COMPANY = _RECORD_BY_ID.where(t.treasury_records.c.company_id == bindparam("company_id"))
+_INTENT_COLUMNS = select(t.payment_intents.c.id, t.payment_intents.c.body)
+_INTENT_BY_ID = _INTENT_COLUMNS.where(t.payment_intents.c.id == bindparam("intent_id"))
+_INTENT_BY_LOOKUP_ID = _INTENT_COLUMNS.where(
+    t.payment_intents.c.lookup_id == bindparam("lookup_id")
+)
+_INTENT_INSERT = insert(t.payment_intents).returning(t.payment_intents.c.id)
 
 
 def _account(row: Sequence[Any]) -> Account:
@@ -646,6 +665,109 @@ class SqlRecords:
         return kind.model_validate(json.loads(body)) if body is not None else None
 
 
+class SqlIntents:
+    """Payment intents: indexed columns plus the intent as JSON; the database assigns ids."""
+
+    def __init__(self, conn: Connection, lock_rows: bool) -> None:
+        self._conn = conn
+        self._lock_rows = lock_rows
+
+    @staticmethod
+    def _values(intent: PaymentIntent) -> dict[str, Any]:
+        return {
+            "company_id": intent.company_id,
+            "account_id": intent.account_id,
+            "status": intent.status.value,
+            "lookup_id": intent.payment_intent_lookup_id,
+            "created_at": intent.created_at,
+            "body": json.dumps(
+                intent.model_dump(mode="json", exclude={"id"}), separators=(",", ":")
+            ),
+        }
+
+    @staticmethod
+    def _intent(row: Row[int, str]) -> PaymentIntent:
+        return PaymentIntent.model_validate({**json.loads(row.body), "id": row.id})
+
+    def add(self, intent: PaymentIntent) -> PaymentIntent:
+        """Insert ``intent``; a taken ``payment_intent_lookup_id`` raises :class:`ValueError`
+        (on PostgreSQL the transaction is then aborted and must end)."""
+        try:
+            intent_id = self._conn.execute(_INTENT_INSERT, self._values(intent)).scalar_one()
+        except IntegrityError as exc:
+            raise ValueError(
+                f"duplicate payment intent lookup id {intent.payment_intent_lookup_id}"
+            ) from exc
+        return intent.model_copy(update={"id": intent_id})
+
+    def _one(
+        self, query: Any, params: dict[str, Any], company_id: int | None, for_update: bool
+    ) -> PaymentIntent | None:
+        if company_id is not None:
+            query = query.where(t.payment_intents.c.company_id == bindparam("company_id"))
+            params["company_id"] = company_id
+        if for_update and self._lock_rows:
+            query = query.with_for_update()
+        row = self._conn.execute(query, params).first()
+        return self._intent(row) if row is not None else None
+
+    def get(
+        self, intent_id: int, company_id: int | None, *, for_update: bool = False
+    ) -> PaymentIntent | None:
+        return self._one(_INTENT_BY_ID, {"intent_id": intent_id}, company_id, for_update)
+
+    def by_lookup_id(
+        self, lookup_id: str, company_id: int | None, *, for_update: bool = False
+    ) -> PaymentIntent | None:
+        return self._one(_INTENT_BY_LOOKUP_ID, {"lookup_id": lookup_id}, company_id, for_update)
+
+    def update(self, intent: PaymentIntent) -> None:
+        intents = t.payment_intents
+        try:
+            result = self._conn.execute(
+                update(intents).where(intents.c.id == intent.id).values(self._values(intent))
+            )
+        except IntegrityError as exc:
+            raise ValueError(
+                f"duplicate payment intent lookup id {intent.payment_intent_lookup_id}"
+            ) from exc
+        if result.rowcount != 1:
+            raise LookupError(f"no payment intent {intent.id}")
+
+    def list(
+        self, company_id: int, filters: IntentFilter, limit: int, starting_after: int | None
+    ) -> list[PaymentIntent]:
+        intents = t.payment_intents
+        query = _INTENT_COLUMNS.where(*_intent_filter(company_id, filters))
+        if starting_after is not None:
+            query = query.where(intents.c.id < starting_after)
+        query = query.order_by(intents.c.id.desc()).limit(limit)
+        return [self._intent(r) for r in self._conn.execute(query)]
+
+    def count(self, company_id: int, filters: IntentFilter) -> int:
+        query = (
+            select(func.count())
+            .select_from(t.payment_intents)
+            .where(*_intent_filter(company_id, filters))
+        )
+        return int(self._conn.execute(query).scalar_one())
+
+
+def _intent_filter(company_id: int, filters: IntentFilter) -> list[ColumnElement[bool]]:
+    """The WHERE of :meth:`IntentFilter.matches`, for one company's intents."""
+    intents = t.payment_intents
+    where = [intents.c.company_id == company_id]
+    if filters.status is not None:
+        where.append(intents.c.status == filters.status.value)
+    if filters.account_id is not None:
+        where.append(intents.c.account_id == filters.account_id)
+    if filters.created_gte is not None:
+        where.append(intents.c.created_at >= filters.created_gte)
+    if filters.created_lt is not None:
+        where.append(intents.c.created_at < filters.created_lt)
+    return where
+
+
 class SqlJobs:
     """Scheduled jobs; PostgreSQL runners skip rows another runner holds."""
 
@@ -723,3 +845,4 @@ class SqlUnitOfWork:
         self.idempotency = SqlIdempotency(conn)
         self.records = SqlRecords(conn, lock_rows)
         self.jobs = SqlJobs(conn, lock_rows)
+        self.intents = SqlIntents(conn, lock_rows)

@@ -214,3 +214,21 @@ jobs = Table(
         sqlite_where=text("status = 'pending'"),
     ),
 )
+
+# Payment intents as documents, like treasury records: the columns a query needs, and the intent
+# itself as JSON (without ``id``: the id is the column, assigned by the database in insert order).
+payment_intents = Table(
+    "payment_intents",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("company_id", Integer, nullable=False),
+    Column("account_id", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("lookup_id", String(64), nullable=False, unique=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("body", Text, nullable=False),
+    # The list newest first, unfiltered and by status; the created_at window.
+    Index("ix_payment_intents_company_id_id", "company_id", "id"),
+    Index("ix_payment_intents_company_id_status_id", "company_id", "status", "id"),
+    Index("ix_payment_intents_company_id_created_at", "company_id", "created_at"),
+)

@@ -335,7 +335,8 @@ class PaymentService:
                     card, intent.billing_amount, intent.billing_currency, capture=capture
                 )
             except CardError as declined:
-                await self._record_decline(intent, kind, declined, card, idempotency)
+                # Not replayed: the answer is the decline, and a retry is a new attempt.
+                await self._record_decline(intent, kind, declined, card)
                 raise
             if result.requires_action:
                 return await self._record_challenge(intent, kind, result, card, idempotency)
@@ -375,7 +376,6 @@ class PaymentService:
         kind: TransactionType,
         declined: CardError,
         card: CardData,
-        idempotency: IdempotencyTicket[PaymentIntent] | None,
     ) -> None:
         now = self._ctx.clock.now()
         txn = self._transaction(
@@ -389,10 +389,6 @@ class PaymentService:
             uow.intents.update(stored)
             self._transaction_events(uow, txn, EventType.TRANSACTION_FAILED)
             self._intent_events(uow, moved, stored)
-            if idempotency is not None:
-                # The saved-card create answered with a decline: the intent exists, so a
-                # retry with the same key replays the intent rather than creating another.
-                finish(uow, idempotency, stored)
 
         await self._ctx.storage.run(write)
 

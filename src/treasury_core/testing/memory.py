@@ -33,6 +33,7 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
+from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R, Storage, UnitOfWork
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
@@ -54,6 +55,9 @@ class _State:
     idempotency: dict[tuple[int, str], IdempotencyRecord] = field(default_factory=dict)
     records: dict[str, TreasuryRecord] = field(default_factory=dict)
     jobs: dict[str, Job] = field(default_factory=dict)
+    intents: dict[int, PaymentIntent] = field(default_factory=dict)
+    # payment_intent_lookup_id -> intent id, the unique index of the SQL table.
+    intent_lookup_ids: dict[str, int] = field(default_factory=dict)
     sequences: dict[str, itertools.count[int]] = field(default_factory=dict)
 
 
@@ -331,6 +335,77 @@ class _Records:
         )
 
 
+class _Intents:
+    def __init__(self, tx: _Tx) -> None:
+        self._tx = tx
+
+    def add(self, intent: PaymentIntent) -> PaymentIntent:
+        state = self._tx.state
+        if intent.payment_intent_lookup_id in state.intent_lookup_ids:
+            raise ValueError(
+                f"duplicate payment intent lookup id {intent.payment_intent_lookup_id}"
+            )
+        # Like a database sequence: an id taken by a rolled-back add is not given back, so ids
+        # keep increasing (with a gap).
+        stored = intent.model_copy(update={"id": self._tx.next_id("payment_intent")})
+        self._tx.put(state.intents, stored.id, stored)
+        self._tx.put(state.intent_lookup_ids, stored.payment_intent_lookup_id, stored.id)
+        return stored
+
+    def get(
+        self, intent_id: int, company_id: int | None, *, for_update: bool = False
+    ) -> PaymentIntent | None:
+        return _of_company(self._tx.state.intents.get(intent_id), company_id)
+
+    def by_lookup_id(
+        self, lookup_id: str, company_id: int | None, *, for_update: bool = False
+    ) -> PaymentIntent | None:
+        intent_id = self._tx.state.intent_lookup_ids.get(lookup_id)
+        if intent_id is None:
+            return None
+        return _of_company(self._tx.state.intents.get(intent_id), company_id)
+
+    def update(self, intent: PaymentIntent) -> None:
+        state = self._tx.state
+        current = state.intents.get(intent.id)
+        if current is None:
+            raise LookupError(f"no payment intent {intent.id}")
+        new_lookup = intent.payment_intent_lookup_id
+        if new_lookup != current.payment_intent_lookup_id:
+            if new_lookup in state.intent_lookup_ids:
+                raise ValueError(f"duplicate payment intent lookup id {new_lookup}")
+            self._tx.remove(state.intent_lookup_ids, current.payment_intent_lookup_id)
+            self._tx.put(state.intent_lookup_ids, new_lookup, intent.id)
+        self._tx.put(state.intents, intent.id, intent)
+
+    def list(
+        self, company_id: int, filters: IntentFilter, limit: int, starting_after: int | None
+    ) -> list[PaymentIntent]:
+        rows = [
+            i
+            for i in self._matching(company_id, filters)
+            if starting_after is None or i.id < starting_after
+        ]
+        rows.sort(key=lambda i: i.id, reverse=True)
+        return rows[:limit]
+
+    def count(self, company_id: int, filters: IntentFilter) -> int:
+        return sum(1 for _ in self._matching(company_id, filters))
+
+    def _matching(self, company_id: int, filters: IntentFilter) -> Iterator[PaymentIntent]:
+        return (
+            i
+            for i in self._tx.state.intents.values()
+            if i.company_id == company_id and filters.matches(i)
+        )
+
+
+def _of_company(intent: PaymentIntent | None, company_id: int | None) -> PaymentIntent | None:
+    if intent is None or (company_id is not None and intent.company_id != company_id):
+        return None
+    return intent
+
+
 class _Jobs:
     def __init__(self, tx: _Tx) -> None:
         self._tx = tx
@@ -375,6 +450,7 @@ class _MemoryUnitOfWork:
         self.idempotency = _Idempotency(tx)
         self.records = _Records(tx)
         self.jobs = _Jobs(tx)
+        self.intents = _Intents(tx)
 
 
 class MemoryStorage(Storage):

@@ -1,0 +1,372 @@
+"""Endpoints of part 4.1 and the customer's payment call ``POST /pay/{lookup_id}``.
+
+Create and read-by-lookup accept a publishable key (manual capture then answers 403); capture,
+cancel, refund, list and count need a secret key. ``/pay/…`` carries no key: the unguessable
+lookup id addresses the intent, and the customer's card is the only other input.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from treasury_aiohttp.errors import validation_failed
+from treasury_aiohttp.io import (
+    Responder,
+    json_response,
+    list_response,
+    parse_body,
+    principal,
+    treasury,
+)
+from treasury_aiohttp.routing import Auth, Route
+from treasury_core.errors import ValidationFailed
+from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from treasury_core.payments import IntentFilter, IntentStatus, PaymentIntent, PaymentIntentRecord
+from treasury_core.payments.records import Refund, RefundRecord, TransactionRecord
+from treasury_core.payments.requests import (
+    ChallengeRequest,
+    CreateIntentRequest,
+    IntentActionRequest,
+    PayRequest,
+    RefundRequest,
+)
+from treasury_core.ports.card_provider import CardData
+from treasury_core.services.payments import PaymentOutcome
+
+_MAX_INTENT_ID = 2**63 - 1
+_FORM = "application/x-www-form-urlencoded"
+
+
+class CountRecord(BaseModel):
+    """``GET /api/v1/payments/intents/count``."""
+
+    count: int
+
+
+class NextAction(BaseModel):
+    """What the customer must do before the payment can go on: pass 3-D Secure at ``url``."""
+
+    type: Literal["three_d_secure"] = "three_d_secure"
+    url: str
+
+
+class PaymentAttemptRecord(BaseModel):
+    """The answer of ``POST /pay/{lookup_id}``: the intent's new ``status`` and the attempt."""
+
+    status: IntentStatus
+    payment_intent_lookup_id: str
+    transaction: TransactionRecord
+    next_action: NextAction | None = None
+
+
+def _intent_record(intent: PaymentIntent) -> PaymentIntentRecord:
+    return intent.record()
+
+
+def _refund_record(refund: Refund) -> BaseModel:
+    return refund.record()
+
+
+async def create_intent(request: web.Request) -> web.StreamResponse:
+    """Create a payment intent; with ``card_token`` the saved card is charged at once."""
+    body = await parse_body(request, CreateIntentRequest)
+    caller = principal(request)
+    responder: Responder[PaymentIntent] = Responder(request, _intent_record)
+    intent = await treasury(request).payments.create(
+        caller.company_id,
+        body,
+        publishable=not caller.is_secret,
+        idempotency=responder.ticket(),
+    )
+    return responder.respond(intent)
+
+
+async def get_intent(request: web.Request) -> web.StreamResponse:
+    """The intent with ``payment_intent_lookup_id`` (polling, for reconciliation)."""
+    lookup_id = request.query.get("payment_intent_lookup_id")
+    if not lookup_id:
+        raise ValidationFailed(
+            "Missing required parameter: payment_intent_lookup_id",
+            code="parameter_missing",
+            param="payment_intent_lookup_id",
+        )
+    intent = await treasury(request).payments.get_by_lookup_id(
+        principal(request).company_id, lookup_id
+    )
+    return json_response(intent.record())
+
+
+async def capture_intent(request: web.Request) -> web.StreamResponse:
+    """Capture the full authorized amount: the intent becomes ``PROCESSED``."""
+    body = await parse_body(request, IntentActionRequest)
+    responder: Responder[PaymentIntent] = Responder(request, _intent_record)
+    intent = await treasury(request).payments.capture(
+        principal(request).company_id, body.payment_intent_id, idempotency=responder.ticket()
+    )
+    return responder.respond(intent)
+
+
+async def cancel_authorization(request: web.Request) -> web.StreamResponse:
+    """Release the hold: the intent becomes ``CANCELLED`` with reason ``voided``."""
+    body = await parse_body(request, IntentActionRequest)
+    responder: Responder[PaymentIntent] = Responder(request, _intent_record)
+    intent = await treasury(request).payments.cancel(
+        principal(request).company_id, body.payment_intent_id, idempotency=responder.ticket()
+    )
+    return responder.respond(intent)
+
+
+async def refund_intent(request: web.Request) -> web.StreamResponse:
+    """Refund part or all of what remains of a ``PROCESSED`` intent."""
+    body = await parse_body(request, RefundRequest)
+    responder: Responder[Refund] = Responder(request, _refund_record)
+    refund = await treasury(request).payments.refund(
+        principal(request).company_id,
+        body.payment_intent_id,
+        amount=body.amount,
+        reason=body.reason,
+        idempotency=responder.ticket(),
+    )
+    return responder.respond(refund)
+
+
+def _positive_int(request: web.Request, name: str, maximum: int = _MAX_INTENT_ID) -> int | None:
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= maximum):
+        raise ValidationFailed(f"{name} must be a positive integer", param=name)
+    return int(raw)
+
+
+def _timestamp(request: web.Request, name: str) -> datetime | None:
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    # An unescaped "+" of "+00:00" arrives as a space; take it back rather than refuse.
+    text = raw.replace(" ", "+")
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        value = None
+    if value is None or value.utcoffset() is None:
+        raise ValidationFailed(
+            f"{name} must be an ISO 8601 timestamp with a UTC offset", param=name
+        )
+    return value
+
+
+def _filters(request: web.Request) -> IntentFilter:
+    raw_status = request.query.get("status")
+    status = None
+    if raw_status is not None:
+        try:
+            status = IntentStatus(raw_status)
+        except ValueError:
+            allowed = ", ".join(s.value for s in IntentStatus)
+            raise ValidationFailed(f"status must be one of {allowed}", param="status") from None
+    return IntentFilter(
+        status=status,
+        account_id=_positive_int(request, "account_id"),
+        created_gte=_timestamp(request, "created_gte"),
+        created_lt=_timestamp(request, "created_lt"),
+    )
+
+
+async def list_intents(request: web.Request) -> web.StreamResponse:
+    """The company's intents, newest first, filtered by status, account and creation time."""
+    filters = _filters(request)
+    limit = _positive_int(request, "limit", MAX_LIMIT) or DEFAULT_LIMIT
+    page = await treasury(request).payments.list(
+        principal(request).company_id,
+        filters,
+        limit=limit,
+        starting_after=_positive_int(request, "starting_after"),
+    )
+    records = [i.record() for i in page.items]
+    return list_response(request, records, page, PaymentIntentRecord, lambda r: str(r.id))
+
+
+async def count_intents(request: web.Request) -> web.StreamResponse:
+    """How many of the company's intents pass the same filters as the list."""
+    count = await treasury(request).payments.count(principal(request).company_id, _filters(request))
+    return json_response(CountRecord(count=count))
+
+
+async def _pay_body(request: web.Request) -> PayRequest:
+    """The card from a JSON body, or from the hosted form's fields (numbers as text there)."""
+    if request.content_type != _FORM:
+        return await parse_body(request, PayRequest)
+    form = await request.post()
+    fields: dict[str, object] = {}
+    for name in PayRequest.model_fields:
+        value = form.get(name)
+        if isinstance(value, str):
+            fields[name] = value
+    for name in ("expiry_month", "expiry_year"):
+        text = fields.get(name)
+        if isinstance(text, str) and text.strip().isdigit() and text.isascii():
+            fields[name] = int(text.strip())
+    unknown = sorted(set(form) - set(PayRequest.model_fields) - {"csrf_token"})
+    if unknown:
+        raise ValidationFailed(
+            f"Received unknown parameter: {unknown[0]}",
+            code="parameter_unknown",
+            param=unknown[0],
+        )
+    try:
+        return PayRequest.model_validate(fields, strict=True)
+    except ValidationError as exc:
+        raise validation_failed(exc) from None
+
+
+def _attempt(request: web.Request, outcome: PaymentOutcome) -> web.Response:
+    lookup_id = outcome.intent.payment_intent_lookup_id
+    txn = outcome.transaction
+    action = None
+    if txn.status.value == "requires_action":
+        action = NextAction(url=f"/pay/{lookup_id}/challenge")
+    return json_response(
+        PaymentAttemptRecord(
+            status=outcome.intent.status,
+            payment_intent_lookup_id=lookup_id,
+            transaction=TransactionRecord.model_validate(txn.record().model_dump()),
+            next_action=action,
+        )
+    )
+
+
+async def pay(request: web.Request) -> web.StreamResponse:
+    """The customer pays the intent: authorized (manual capture) or charged (automatic).
+
+    A decline answers 402 with ``failure_reason`` and leaves the intent payable; a 3-D Secure
+    card answers ``next_action``.
+    """
+    body = await _pay_body(request)
+    card = CardData(
+        number=body.card_number,
+        expiry_month=body.expiry_month,
+        expiry_year=body.expiry_year,
+        cvc=body.cvc,
+        cardholder_name=body.cardholder_name,
+    )
+    outcome = await treasury(request).payments.pay(
+        request.match_info["payment_intent_lookup_id"], card
+    )
+    return _attempt(request, outcome)
+
+
+async def complete_challenge(request: web.Request) -> web.StreamResponse:
+    """The customer's 3-D Secure answer: ``pass`` completes the payment, ``fail`` declines it."""
+    body = await parse_body(request, ChallengeRequest)
+    outcome = await treasury(request).payments.complete_challenge(
+        request.match_info["payment_intent_lookup_id"], passed=body.outcome == "pass"
+    )
+    return _attempt(request, outcome)
+
+
+_PAYMENTS = ("Payments",)
+_LOOKUP = {"payment_intent_lookup_id": "The intent's lookup id (`pil_…`)."}
+_FILTERS = {
+    "status": "Only intents in this state (`INITIALIZED`, `AUTHORIZED`, `PROCESSED`, `CANCELLED`).",
+    "account_id": "Only intents of this merchant account.",
+    "created_gte": "Only intents created at or after this ISO 8601 timestamp.",
+    "created_lt": "Only intents created before this ISO 8601 timestamp.",
+}
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST",
+        "/api/v1/payments/intent",
+        create_intent,
+        "Create a payment intent",
+        auth=Auth.PUBLISHABLE,
+        body=CreateIntentRequest,
+        response=PaymentIntentRecord,
+        tags=_PAYMENTS,
+        description="A publishable key may create automatic-capture intents only.",
+    ),
+    Route(
+        "GET",
+        "/api/v1/payments/intent",
+        get_intent,
+        "Get a payment intent by lookup id",
+        auth=Auth.PUBLISHABLE,
+        response=PaymentIntentRecord,
+        tags=_PAYMENTS,
+        query_params=_LOOKUP,
+    ),
+    Route(
+        "POST",
+        "/api/v1/payments/intent/capture",
+        capture_intent,
+        "Capture an authorized payment intent",
+        body=IntentActionRequest,
+        response=PaymentIntentRecord,
+        tags=_PAYMENTS,
+    ),
+    Route(
+        "POST",
+        "/api/v1/payments/intent/cancel-authorization",
+        cancel_authorization,
+        "Cancel an authorization",
+        body=IntentActionRequest,
+        response=PaymentIntentRecord,
+        tags=_PAYMENTS,
+    ),
+    Route(
+        "POST",
+        "/api/v1/payments/intent/refund",
+        refund_intent,
+        "Refund a processed payment intent",
+        body=RefundRequest,
+        response=RefundRecord,
+        tags=_PAYMENTS,
+    ),
+    Route(
+        "GET",
+        "/api/v1/payments/intents",
+        list_intents,
+        "List payment intents",
+        response=PaymentIntentRecord,
+        is_list=True,
+        tags=_PAYMENTS,
+        query_params=_FILTERS,
+    ),
+    Route(
+        "GET",
+        "/api/v1/payments/intents/count",
+        count_intents,
+        "Count payment intents",
+        response=CountRecord,
+        tags=_PAYMENTS,
+        query_params=_FILTERS,
+    ),
+    Route(
+        "POST",
+        "/pay/{payment_intent_lookup_id}",
+        pay,
+        "Pay a payment intent (the customer)",
+        auth=Auth.NONE,
+        body=PayRequest,
+        response=PaymentAttemptRecord,
+        tags=_PAYMENTS,
+        path_params=_LOOKUP,
+        description="JSON or the hosted form's fields; no API key.",
+    ),
+    Route(
+        "POST",
+        "/pay/{payment_intent_lookup_id}/challenge",
+        complete_challenge,
+        "Answer a 3-D Secure challenge (the customer)",
+        auth=Auth.NONE,
+        body=ChallengeRequest,
+        response=PaymentAttemptRecord,
+        tags=_PAYMENTS,
+        path_params=_LOOKUP,
+    ),
+)
