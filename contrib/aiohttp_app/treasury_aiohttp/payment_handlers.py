@@ -198,8 +198,13 @@ async def count_intents(request: web.Request) -> web.StreamResponse:
 
 
 async def _pay_body(request: web.Request) -> PayRequest:
-    """The card from a JSON body, or from the hosted form's fields (numbers as text there)."""
-    if request.content_type != _FORM:
+    """The card from a JSON body, or from the hosted form's fields (numbers as text there).
+
+    A body that is a JSON object is read as JSON whatever its ``Content-Type`` says: ``curl -d``
+    labels JSON as a form.
+    """
+    raw = await request.read()
+    if request.content_type != _FORM or raw.lstrip().startswith(b"{"):
         return await parse_body(request, PayRequest)
     form = await request.post()
     fields: dict[str, object] = {}
