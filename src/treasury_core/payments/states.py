@@ -11,10 +11,11 @@ Rules:
 3. A manual-capture intent is ``AUTHORIZED`` on a successful payment, with ``authorized_at = now``
    and ``authorization_expires_at = now + 7 days``. A ``CANCELLED`` one can be paid again: it goes
    back to ``AUTHORIZED`` with fresh timestamps and no ``cancellation_reason``.
-4. A capture needs an ``AUTHORIZED`` intent and ``now`` before ``authorization_expires_at``
-   (:func:`check_capturable`, with the interface's messages word for word), whatever the provider
-   answers. ``EXPIRE`` needs ``now`` at or past ``authorization_expires_at``: at exactly that
-   instant the hold has expired.
+4. A capture, and a cancel, need an ``AUTHORIZED`` intent and ``now`` before
+   ``authorization_expires_at`` (:func:`check_capturable`, with the interface's messages word for
+   word), whatever the provider answers; past the deadline the hold is the expiry job's.
+   ``EXPIRE`` needs ``now`` at or past ``authorization_expires_at``: at exactly that instant the
+   hold has expired.
 5. Refunds are allowed only on a ``PROCESSED`` intent and never exceed what was captured minus what
    was refunded (:func:`check_refundable`).
 
@@ -139,7 +140,9 @@ TRANSITIONS: Final[Mapping[Key, Rule]] = MappingProxyType(
         (_M, _AU, Trigger.CAPTURE_HOLD_GONE): Rule(
             _C, (_E.PAYMENT_INTENT_CANCELLED,), Effect.EXPIRE, Guard.CAPTURABLE
         ),
-        (_M, _AU, Trigger.CANCEL): Rule(_C, (_E.PAYMENT_INTENT_CANCELLED,), Effect.VOID),
+        (_M, _AU, Trigger.CANCEL): Rule(
+            _C, (_E.PAYMENT_INTENT_CANCELLED,), Effect.VOID, Guard.CAPTURABLE
+        ),
         (_M, _AU, Trigger.EXPIRE): Rule(
             _C, (_E.PAYMENT_INTENT_CANCELLED,), Effect.EXPIRE, Guard.EXPIRY_DUE
         ),
@@ -227,7 +230,7 @@ def _check_guard(rule: Rule, intent: PaymentIntent, now: datetime) -> None:
 
 
 def _illegal(intent: PaymentIntent, trigger: Trigger, now: datetime) -> IllegalTransition:
-    if trigger in CAPTURE_TRIGGERS:
+    if trigger in CAPTURE_TRIGGERS or trigger is Trigger.CANCEL:
         check_capturable(intent, now)  # raises the interface's message for the state
     if trigger is Trigger.CREATE:
         return IllegalTransition(f"Payment intent {intent.id} already exists")
