@@ -417,6 +417,31 @@ async def test_three_d_secure(client: Client, tenant: Tenant, treasury: Treasury
     check_intent_events(treasury, tenant)
 
 
+async def test_a_new_attempt_supersedes_a_waiting_challenge(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
+    intent = await create(client, tenant)
+    lookup_id = intent["payment_intent_lookup_id"]
+    waiting = (await pay(client, lookup_id, THREE_D_SECURE))["transaction"]
+    outbox = Outbox(treasury, tenant.company_id)
+    outbox.new()
+    paid = await pay(client, lookup_id)
+    assert paid["status"] == "PROCESSED"
+    # The abandoned attempt is failed first, then the new one runs.
+    assert outbox.new() == [TXN + "failed", TXN + "created", TXN + "completed", PI + "succeeded"]
+    failed = [
+        e.data["object"]
+        for e in events_of(treasury, tenant.company_id)
+        if e.type == TXN + "failed" and e.data["object"]["id"] == waiting["id"]
+    ]
+    assert [f["failure_reason"] for f in failed] == ["superseded"]
+    # The old challenge cannot be completed any more.
+    response = await client.post(f"/pay/{lookup_id}/challenge", json={"outcome": "pass"})
+    assert response.status == 400
+    check_invariants(treasury.storage)
+    check_intent_events(treasury, tenant)
+
+
 # --- capture and cancel ------------------------------------------------------------------------
 
 

@@ -326,6 +326,7 @@ class PaymentService:
         async with self._lock(intent.id):
             intent = await self.get(intent.company_id, intent.id)
             self._check_payable(intent)
+            await self._abandon_challenge(intent)
             capture = intent.capture_method is CaptureMethod.AUTOMATIC
             kind = TransactionType.SALE if capture else TransactionType.AUTHORIZATION
             try:
@@ -529,14 +530,46 @@ class PaymentService:
             await self._fail_challenge(intent, txn, failure)
             raise failure
 
-    async def _pending_challenge(self, intent: PaymentIntent) -> Transaction:
+    async def _waiting_challenge(self, intent: PaymentIntent) -> Transaction | None:
+        """The intent's latest attempt if it waits for 3-D Secure."""
         txn_id = intent.latest_transaction_id
-        txn = None
-        if txn_id is not None:
-            txn = await self._ctx.storage.run(
-                lambda uow: uow.records.get(Transaction, txn_id, intent.company_id), write=False
-            )
+        if txn_id is None:
+            return None
+        txn = await self._ctx.storage.run(
+            lambda uow: uow.records.get(Transaction, txn_id, intent.company_id), write=False
+        )
         if txn is None or txn.status is not TransactionStatus.REQUIRES_ACTION:
+            return None
+        return txn
+
+    async def _abandon_challenge(self, intent: PaymentIntent) -> None:
+        """A new attempt replaces one still waiting for 3-D Secure: release it at the provider
+        and record it as failed, so no challenge is left open behind the customer's back."""
+        txn = await self._waiting_challenge(intent)
+        if txn is None:
+            return
+        assert txn.provider_reference is not None  # a requires_action attempt keeps one
+        await self._undo(txn.provider_reference, None)
+        failed = txn.model_copy(
+            update={
+                "status": TransactionStatus.FAILED,
+                "failure_reason": "superseded",
+                "failure_message": "A newer payment attempt replaced this one",
+                "provider_reference": None,
+            }
+        )
+
+        def write(uow: UnitOfWork) -> None:
+            current = uow.records.get(Transaction, txn.id, txn.company_id, for_update=True)
+            if current is not None and current.status is TransactionStatus.REQUIRES_ACTION:
+                uow.records.update(failed)
+                self._ctx.event(uow, EventType.TRANSACTION_FAILED, failed)
+
+        await self._ctx.storage.run(write)
+
+    async def _pending_challenge(self, intent: PaymentIntent) -> Transaction:
+        txn = await self._waiting_challenge(intent)
+        if txn is None:
             raise IllegalTransition(
                 "No 3-D Secure challenge is pending for this payment intent",
                 code="no_action_required",
