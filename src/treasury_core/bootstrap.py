@@ -119,7 +119,9 @@ def bootstrap(
         clock=clock,
         ids=ids,
         plugins=pm,
-        companies=CompanyService(storage, clock, ids),
+        companies=CompanyService(
+            storage, clock, ids, key_cache_seconds=config.api_key_cache_seconds
+        ),
         wallets=WalletService(storage, clock, ids, currencies),
         idempotency=IdempotencyService(
             storage,

@@ -56,6 +56,12 @@ class TreasuryConfig(BaseModel):
         description="Sandbox rail delays by kind (deposit, withdrawal, fx_transfer); "
         "decisions.md's defaults (24 h, 24 h, 60 s) otherwise.",
     )
+    api_key_cache_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="How long a process reuses a successful API-key lookup; a key revoked in "
+        "another process stops working within this time (0: look up every request).",
+    )
     card_provider: str = Field(default="sandbox", description="Card provider adapter name.")
     payment_delays_seconds: dict[str, float] = Field(
         default_factory=dict,

@@ -128,6 +128,30 @@ _INTENT_BY_LOOKUP_ID = _INTENT_COLUMNS.where(
     t.payment_intents.c.lookup_id == bindparam("lookup_id")
 )
 _INTENT_INSERT = insert(t.payment_intents).returning(t.payment_intents.c.id)
+_INTENT_OF_COMPANY = t.payment_intents.c.company_id == bindparam("company_id")
+
+
+def _intent_query(query: Any, scoped: bool, locked: bool) -> Any:
+    query = query.where(_INTENT_OF_COMPANY) if scoped else query
+    return query.with_for_update() if locked else query
+
+
+#: The intent lookups by (query, scoped to a company, FOR UPDATE), built once each: a statement
+#: built per call costs SQLAlchemy a cache-key walk over a new expression every time.
+_INTENT_QUERIES: dict[tuple[Any, bool, bool], Any] = {
+    (query, scoped, locked): _intent_query(query, scoped, locked)
+    for query in (_INTENT_BY_ID, _INTENT_BY_LOOKUP_ID)
+    for scoped in (False, True)
+    for locked in (False, True)
+}
+# Per-request lookups of the HTTP layer and the payment service, built once.
+_MERCHANT_ACCOUNTS = (
+    select(t.merchant_accounts)
+    .where(t.merchant_accounts.c.company_id == bindparam("company_id"))
+    .order_by(t.merchant_accounts.c.id)
+)
+_API_KEY_BY_HASH = select(t.api_keys).where(t.api_keys.c.key_hash == bindparam("key_hash"))
+_EVENT_INSERT = insert(t.events)
 
 
 def _account(row: Sequence[Any]) -> Account:
@@ -428,20 +452,14 @@ class SqlCompanies:
         )
 
     def merchant_accounts(self, company_id: int) -> list[MerchantAccount]:
-        rows = self._conn.execute(
-            select(t.merchant_accounts)
-            .where(t.merchant_accounts.c.company_id == company_id)
-            .order_by(t.merchant_accounts.c.id)
-        )
+        rows = self._conn.execute(_MERCHANT_ACCOUNTS, {"company_id": company_id})
         return [MerchantAccount.model_validate(dict(r._mapping)) for r in rows]
 
     def add_api_key(self, key: ApiKey) -> None:
         self._conn.execute(insert(t.api_keys), [key.model_dump(mode="python")])
 
     def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
-        row = self._conn.execute(
-            select(t.api_keys).where(t.api_keys.c.key_hash == key_hash)
-        ).first()
+        row = self._conn.execute(_API_KEY_BY_HASH, {"key_hash": key_hash}).first()
         if row is None:
             return None
         values = dict(row._mapping)
@@ -465,16 +483,14 @@ class SqlOutbox:
 
     def add(self, event: Event) -> None:
         self._conn.execute(
-            insert(t.events),
-            [
-                {
-                    "id": event.id,
-                    "company_id": event.company_id,
-                    "type": event.type.value,
-                    "created_at": event.created_at,
-                    "payload": json.dumps(event.data, separators=(",", ":"), default=str),
-                }
-            ],
+            _EVENT_INSERT,
+            {
+                "id": event.id,
+                "company_id": event.company_id,
+                "type": event.type.value,
+                "created_at": event.created_at,
+                "payload": json.dumps(event.data, separators=(",", ":"), default=str),
+            },
         )
 
     def list(self, company_id: int | None = None) -> list[Event]:
@@ -704,11 +720,11 @@ class SqlIntents:
         self, query: Any, params: dict[str, Any], company_id: int | None, for_update: bool
     ) -> PaymentIntent | None:
         if company_id is not None:
-            query = query.where(t.payment_intents.c.company_id == bindparam("company_id"))
             params["company_id"] = company_id
-        if for_update and self._lock_rows:
-            query = query.with_for_update()
-        row = self._conn.execute(query, params).first()
+        locked = for_update and self._lock_rows
+        row = self._conn.execute(
+            _INTENT_QUERIES[query, company_id is not None, locked], params
+        ).first()
         return self._intent(row) if row is not None else None
 
     def get(
@@ -838,6 +854,7 @@ class SqlUnitOfWork:
     """One transaction's repositories."""
 
     def __init__(self, conn: Connection, *, lock_rows: bool) -> None:
+        self.connection = conn
         self.wallets = SqlWallets(conn)
         self.ledger = SqlLedger(conn, lock_rows)
         self.companies = SqlCompanies(conn)

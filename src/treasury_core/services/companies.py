@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import time
 from dataclasses import dataclass
 
 from pydantic import TypeAdapter, ValidationError
@@ -33,13 +34,25 @@ class CreatedCompany:
     publishable_key: str
 
 
+#: At most this many keys are cached at once.
+_KEY_CACHE_MAX = 10_000
+
+
 class CompanyService:
     """Tenancy: who a key belongs to and what it may do."""
 
-    def __init__(self, storage: Storage, clock: Clock, ids: IdSource) -> None:
+    def __init__(
+        self, storage: Storage, clock: Clock, ids: IdSource, *, key_cache_seconds: float = 0.0
+    ) -> None:
+        """``key_cache_seconds``: how long a successful key lookup is reused by this process
+        (0: never). A key revoked through this service stops working at once here; in other
+        processes, within that many seconds."""
         self._storage = storage
         self._clock = clock
         self._ids = ids
+        self._key_cache_seconds = key_cache_seconds
+        # digest -> (principal, monotonic deadline); only keys that authenticated are kept.
+        self._key_cache: dict[str, tuple[Principal, float]] = {}
 
     def _new_key(self, company_id: int, kind: KeyKind) -> tuple[ApiKey, str]:
         raw = kind.prefix + self._ids.token(24)
@@ -91,6 +104,9 @@ class CompanyService:
         """Revoke a key at once."""
         now = self._clock.now()
         revoked = await self._storage.run(lambda uow: uow.companies.revoke_api_key(key_id, now))
+        self._key_cache = {
+            digest: entry for digest, entry in self._key_cache.items() if entry[0].key_id != key_id
+        }
         if not revoked:
             raise NotFound(f"No such API key: {key_id}", param="key_id")
 
@@ -100,6 +116,9 @@ class CompanyService:
         if kind is None:
             raise AuthenticationFailed("Invalid API key provided")
         digest = hash_api_key(raw_key)
+        cached = self._key_cache.get(digest)
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
         key = await self._storage.run(
             lambda uow: uow.companies.api_key_by_hash(digest), write=False
         )
@@ -112,7 +131,12 @@ class CompanyService:
             or key.kind is not kind
         ):
             raise AuthenticationFailed("Invalid API key provided")
-        return Principal(company_id=key.company_id, key_id=key.id, kind=key.kind)
+        principal = Principal(company_id=key.company_id, key_id=key.id, kind=key.kind)
+        if self._key_cache_seconds > 0:
+            if len(self._key_cache) >= _KEY_CACHE_MAX:
+                self._key_cache.clear()  # bounded; the next lookups refill it
+            self._key_cache[digest] = (principal, time.monotonic() + self._key_cache_seconds)
+        return principal
 
     async def merchant_accounts(self, company_id: int) -> list[MerchantAccount]:
         """A company's merchant accounts."""

@@ -154,6 +154,9 @@ class PaymentService:
         delays = {**DEFAULT_DELAYS, **(delays_seconds or {})}
         self._delays = {kind: timedelta(seconds=s) for kind, s in delays.items()}
         self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
+        # What a create has already checked, so the hot path skips two reads (see ``create``).
+        self._known_accounts: set[tuple[int, int]] = set()
+        self._known_settlements: set[str] = set()
 
     def delay(self, kind: str) -> timedelta:
         """How long after its cause a job of ``kind`` falls due."""
@@ -269,17 +272,28 @@ class PaymentService:
         # ticket completes with the charge, not here.
         ticket = None if card is not None else idempotency
 
+        account_key = (company_id, request.account_id)
+        settlement = settlement_account(company_id, processing)
+        known_account = account_key in self._known_accounts
+        known_settlement = settlement.id in self._known_settlements
+
         def create(uow: UnitOfWork) -> PaymentIntent:
-            accounts = uow.companies.merchant_accounts(company_id)
-            if not any(a.id == request.account_id for a in accounts):
-                raise NotFound(f"No such account: {request.account_id}", param="account_id")
-            uow.ledger.ensure_account(settlement_account(company_id, processing))
+            if not known_account:
+                accounts = uow.companies.merchant_accounts(company_id)
+                if not any(a.id == request.account_id for a in accounts):
+                    raise NotFound(f"No such account: {request.account_id}", param="account_id")
+            if not known_settlement:
+                uow.ledger.ensure_account(settlement)
             stored = uow.intents.add(draft)
             moved = transition(stored, Trigger.CREATE, now=now)
             self._intent_events(uow, moved)
             return finish(uow, ticket, stored)
 
         intent = await ctx.storage.run(create)
+        # Remembered only once committed. Neither can become false: merchant accounts never
+        # change company and ledger accounts are never deleted.
+        self._known_accounts.add(account_key)
+        self._known_settlements.add(settlement.id)
         if card is None:
             return intent
         outcome = await self._attempt(intent, card, idempotency=idempotency)

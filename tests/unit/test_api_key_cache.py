@@ -1,0 +1,51 @@
+"""The per-process API-key cache: a hit skips storage, a revocation here ends it at once."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+from treasury_core.errors import AuthenticationFailed
+from treasury_core.services import CompanyService
+from treasury_core.testing import FakeClock, MemoryStorage, SequentialIds
+
+
+def _service(storage: MemoryStorage, seconds: float) -> CompanyService:
+    return CompanyService(storage, FakeClock(), SequentialIds(), key_cache_seconds=seconds)
+
+
+def test_a_cached_key_survives_a_revocation_elsewhere_until_it_expires() -> None:
+    async def scenario() -> None:
+        storage = MemoryStorage()
+        here = _service(storage, 3600)
+        created = await here.create_company("Acme")
+        principal = await here.authenticate(created.secret_key)
+        # Another process revokes the key directly in the shared database.
+        revoked_at = datetime(2026, 1, 1, tzinfo=UTC)
+        storage.run_sync(lambda uow: uow.companies.revoke_api_key(principal.key_id, revoked_at))
+        assert await here.authenticate(created.secret_key) == principal  # cached
+        # Without a cache, the same process sees the revocation at once.
+        uncached = _service(storage, 0)
+        with pytest.raises(AuthenticationFailed):
+            await uncached.authenticate(created.secret_key)
+
+    asyncio.run(scenario())
+
+
+def test_revoking_through_the_service_ends_the_cached_key_at_once() -> None:
+    async def scenario() -> None:
+        service = _service(MemoryStorage(), 3600)
+        created = await service.create_company("Acme")
+        principal = await service.authenticate(created.secret_key)
+        await service.authenticate(created.publishable_key)
+        await service.revoke_api_key(principal.key_id)
+        with pytest.raises(AuthenticationFailed):
+            await service.authenticate(created.secret_key)
+        # The other key of the company is untouched.
+        assert (await service.authenticate(created.publishable_key)).company_id == (
+            principal.company_id
+        )
+
+    asyncio.run(scenario())
