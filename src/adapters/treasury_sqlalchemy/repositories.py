@@ -17,6 +17,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    false,
     func,
     insert,
     select,
@@ -696,9 +697,7 @@ class SqlIntents:
             "status": intent.status.value,
             "lookup_id": intent.payment_intent_lookup_id,
             "created_at": intent.created_at,
-            "body": json.dumps(
-                intent.model_dump(mode="json", exclude={"id"}), separators=(",", ":")
-            ),
+            "body": intent.model_dump_json(exclude={"id"}),
         }
 
     @staticmethod
@@ -769,6 +768,9 @@ class SqlIntents:
         return int(self._conn.execute(query).scalar_one())
 
 
+_MAX_INT32 = 2**31 - 1
+
+
 def _intent_filter(company_id: int, filters: IntentFilter) -> list[ColumnElement[bool]]:
     """The WHERE of :meth:`IntentFilter.matches`, for one company's intents."""
     intents = t.payment_intents
@@ -776,7 +778,13 @@ def _intent_filter(company_id: int, filters: IntentFilter) -> list[ColumnElement
     if filters.status is not None:
         where.append(intents.c.status == filters.status.value)
     if filters.account_id is not None:
-        where.append(intents.c.account_id == filters.account_id)
+        # Account ids are 32-bit columns; a larger one names no account (and PostgreSQL would
+        # refuse to compare it with an INTEGER parameter).
+        where.append(
+            intents.c.account_id == filters.account_id
+            if filters.account_id <= _MAX_INT32
+            else false()
+        )
     if filters.created_gte is not None:
         where.append(intents.c.created_at >= filters.created_gte)
     if filters.created_lt is not None:

@@ -217,10 +217,14 @@ jobs = Table(
 
 # Payment intents as documents, like treasury records: the columns a query needs, and the intent
 # itself as JSON (without ``id``: the id is the column, assigned by the database in insert order).
+INTENT_ID = BigInteger().with_variant(Integer(), "sqlite")
+
 payment_intents = Table(
     "payment_intents",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
+    # 64-bit on PostgreSQL (a busy merchant can pass 2**31 intents); SQLite's INTEGER PRIMARY
+    # KEY is 64-bit already and must be spelled INTEGER to be the rowid.
+    Column("id", INTENT_ID, primary_key=True, autoincrement=True),
     Column("company_id", Integer, nullable=False),
     Column("account_id", Integer, nullable=False),
     Column("status", String(16), nullable=False),

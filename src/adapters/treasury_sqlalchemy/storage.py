@@ -174,8 +174,18 @@ class SqlStorage(Storage):
     async def run(
         self, fn: Callable[[UnitOfWork], T], *, write: bool = True, snapshot: bool = False
     ) -> T:
-        """As :meth:`Storage.run`; SQLite writes go through the group-commit writer."""
-        if not (write and self._group_commit and self._write_lock is not None):
+        """As :meth:`Storage.run`; on SQLite, writes go through the group-commit writer and
+        reads run inline.
+
+        An SQLite read is a few B-tree lookups in this process's page cache, never waiting on a
+        writer (WAL), so a hop to a worker thread would cost more than the read itself.
+        """
+        if self._write_lock is None:
+            return await super().run(fn, write=write, snapshot=snapshot)
+        if not write:
+            self._local.keeps_connection = True  # the loop's thread keeps one connection
+            return self.run_sync(fn, write=False, snapshot=snapshot)
+        if not self._group_commit:
             return await super().run(fn, write=write, snapshot=snapshot)
         if self._writer is None:
             with self._writer_lock:
@@ -187,34 +197,61 @@ class SqlStorage(Storage):
         return await future
 
     def run_group(self, batch: list[_Pending]) -> None:
-        """Run ``batch`` in one SQLite transaction, one savepoint each; answer each after the
-        commit. If the transaction itself fails (BEGIN or COMMIT), nothing of it is durable and
-        each function is run again on its own, with the usual retries."""
-        outcomes: list[tuple[bool, Any]] = []
+        """Run ``batch`` in one SQLite transaction and answer each function after the commit.
+
+        Optimistic: the functions run one after another with no savepoints, which is right
+        whenever none of them raises. If one does, the whole transaction is rolled back and the
+        batch runs again with a ``SAVEPOINT`` around each function, so only the failing ones
+        are undone (functions may be run more than once: the port's contract). If the
+        transaction itself fails (BEGIN or COMMIT), nothing of it is durable and each function
+        is run again on its own, with the usual retries.
+        """
+        if len(batch) == 1:
+            self._run_alone(batch[0])
+            return
         try:
-            with self.transaction(write=True) as uow:
-                assert isinstance(uow, SqlUnitOfWork)
-                conn = uow.connection
-                for item in batch:
-                    savepoint = conn.begin_nested()
-                    try:
-                        value = item.fn(SqlUnitOfWork(conn, lock_rows=False))
-                    except Exception as exc:
-                        savepoint.rollback()
-                        outcomes.append((False, exc))
-                    else:
-                        savepoint.commit()
-                        outcomes.append((True, value))
+            try:
+                outcomes = self._group(batch, savepoints=False)
+            except _OneFailed:
+                outcomes = self._group(batch, savepoints=True)
         except Exception:
             log.warning("a group commit failed; running its %d writes one by one", len(batch))
             for item in batch:
-                try:
-                    item.settle(True, self.run_sync(item.fn))
-                except Exception as exc:
-                    item.settle(False, exc)
+                self._run_alone(item)
             return
         for item, (ok, value) in zip(batch, outcomes, strict=True):
             item.settle(ok, value)
+
+    def _run_alone(self, item: _Pending) -> None:
+        try:
+            value = self.run_sync(item.fn)
+        except Exception as exc:
+            item.settle(False, exc)
+        else:
+            item.settle(True, value)
+
+    def _group(self, batch: list[_Pending], *, savepoints: bool) -> list[tuple[bool, Any]]:
+        outcomes: list[tuple[bool, Any]] = []
+        with self.transaction(write=True) as uow:
+            assert isinstance(uow, SqlUnitOfWork)
+            conn = uow.connection
+            for item in batch:
+                if not savepoints:
+                    try:
+                        outcomes.append((True, item.fn(SqlUnitOfWork(conn, lock_rows=False))))
+                    except Exception as exc:
+                        raise _OneFailed from exc
+                    continue
+                savepoint = conn.begin_nested()
+                try:
+                    value = item.fn(SqlUnitOfWork(conn, lock_rows=False))
+                except Exception as exc:
+                    savepoint.rollback()
+                    outcomes.append((False, exc))
+                else:
+                    savepoint.commit()
+                    outcomes.append((True, value))
+        return outcomes
 
     def is_transient(self, error: BaseException) -> bool:
         """Deadlocks and serialization failures (PostgreSQL), a busy database (SQLite)."""
@@ -242,6 +279,10 @@ class SqlStorage(Storage):
         for conn in kept:
             conn.close()
         self.engine.dispose()
+
+
+class _OneFailed(Exception):
+    """A function of an optimistic group raised: run the group again with savepoints."""
 
 
 class _Pending:

@@ -28,15 +28,16 @@ LEGACY_CALLBACK_TYPES: Final[Mapping[EventType, tuple[str, str]]] = {
     EventType.REFUND_CREATED: ("payment_intent.refunded", "refunded"),
 }
 
+_RECORD_FIELDS: Final[set[str]] = set(PaymentIntentRecord.model_fields)
+
 #: The path appended to an intent's ``callback_url`` (part 6.3).
 LEGACY_CALLBACK_PATH: Final = "/callback/payment/intent"
 
 
 def webhook_object(intent: PaymentIntentRecord) -> dict[str, Any]:
     """``data.object`` of an intent event: the API's intent with ``id`` as a string."""
-    body = PaymentIntentRecord.model_validate(
-        intent.model_dump(include=set(PaymentIntentRecord.model_fields))
-    ).model_dump(mode="json")
+    # A stored intent dumps the record's fields exactly as the record would.
+    body = intent.model_dump(mode="json", include=_RECORD_FIELDS)
     body["id"] = str(intent.id)
     return body
 

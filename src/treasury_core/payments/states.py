@@ -271,8 +271,11 @@ def transition(intent: PaymentIntent, trigger: Trigger, *, now: datetime) -> Tra
         changes["cancellation_reason"] = CancellationReason.VOIDED
     elif rule.effect is Effect.EXPIRE:
         changes["cancellation_reason"] = CancellationReason.EXPIRED
-    # Re-validate so the new intent obeys every rule of the model, not only what changed.
-    new = PaymentIntent.model_validate({**intent.model_dump(), **changes})
+    if all(getattr(intent, name) == value for name, value in changes.items()):
+        new = intent  # nothing changes (a create, a decline): the intent is already valid
+    else:
+        # Re-validate so the new intent obeys every rule of the model, not only what changed.
+        new = PaymentIntent.model_validate({**intent.model_dump(), **changes})
     return Transition(intent=new, events=rule.events, previous=from_state, trigger=trigger)
 
 

@@ -1,0 +1,163 @@
+"""The payments state machine against its reference model, on memory, SQLite and PostgreSQL.
+
+Each example gets a fresh storage: a MemoryStorage, a new SQLite file, or a new PostgreSQL schema
+(dropped afterwards). The SQL runs are shorter so the file stays well under a minute. The last
+tests break the payments service on purpose: the machine must notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.conftest import make_storage, postgres_storages, postgres_url_or_skip, sqlite_storages
+from treasury_core.bootstrap import Treasury, bootstrap
+from treasury_core.config import TreasuryConfig
+from treasury_core.errors import NotFound
+from treasury_core.events import EventType
+from treasury_core.ledger import Leg, PostPending
+from treasury_core.payments import IntentFilter, PaymentIntent, Transition
+from treasury_core.ports import UnitOfWork
+from treasury_core.services.payments import PaymentService
+from treasury_core.testing import PaymentsMachine
+from treasury_core.testing.memory import MemoryStorage
+from treasury_core.testing.payments_machine import payments_machine, payments_machine_test_case
+
+MEMORY_SETTINGS = settings(
+    max_examples=100,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+SQL_SETTINGS = settings(
+    max_examples=25,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+#: For the broken-on-purpose runs: find it, do not shrink it, do not remember it.
+BUG_HUNT = settings(
+    max_examples=300,
+    stateful_step_count=40,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    report_multiple_bugs=False,
+    print_blob=False,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+TestPaymentsMachineOnMemory = payments_machine_test_case(
+    MemoryStorage, settings=MEMORY_SETTINGS, name="PaymentsMachineOnMemory"
+)
+
+
+def test_payments_machine_on_sqlite(tmp_path: Path) -> None:
+    run_state_machine_as_test(
+        payments_machine(sqlite_storages(tmp_path, "payments")), settings=SQL_SETTINGS
+    )
+
+
+@pytest.mark.postgres
+def test_payments_machine_on_postgres() -> None:
+    storages = postgres_storages(postgres_url_or_skip())
+    run_state_machine_as_test(payments_machine(storages), settings=SQL_SETTINGS)
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "memory",
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ],
+)
+def test_an_id_beyond_32_bits_is_not_found(backend: str, request: pytest.FixtureRequest) -> None:
+    """Found by the machine: every intent id the request models accept is a 404 when unknown."""
+    storage = make_storage(backend, request)
+    try:
+        treasury = bootstrap(TreasuryConfig(database_url="memory://"), storage=storage)
+        company = asyncio.run(treasury.companies.create_company("Co")).company.id
+        for call in (treasury.payments.capture, treasury.payments.cancel, treasury.payments.get):
+            for intent_id in (10**12, 2**63 - 1):
+                with pytest.raises(NotFound):
+                    asyncio.run(call(company, intent_id))
+        # The filters take any positive integer too: an account id past 32 bits matches nothing.
+        for account_id in (10**12, 2**63 - 1):
+            only = IntentFilter(account_id=account_id)
+            assert asyncio.run(treasury.payments.count(company, only)) == 0
+            assert asyncio.run(treasury.payments.list(company, only)).items == []
+    finally:
+        storage.close()
+
+
+# Broken on purpose ----------------------------------------------------------------------------
+
+
+class AuthorizesTwice(PaymentService):
+    """A service bug: every ``.authorized`` webhook is written to the outbox twice."""
+
+    def _intent_events(
+        self, uow: UnitOfWork, moved: Transition, stored: PaymentIntent | None = None
+    ) -> None:
+        super()._intent_events(uow, moved, stored)
+        if EventType.PAYMENT_INTENT_AUTHORIZED in moved.events:
+            self._intent_event(uow, stored or moved.intent, EventType.PAYMENT_INTENT_AUTHORIZED)
+
+
+class CaptureKeepsTheHold(PaymentService):
+    """A service bug: a capture marks the intent PROCESSED but never posts the ledger hold."""
+
+    def _ledger(
+        self,
+        uow: UnitOfWork,
+        owner: PaymentIntent | object,
+        legs: Iterable[Leg],
+        now: datetime | None = None,
+        operation: str = "card",
+    ) -> None:
+        legs = tuple(legs)
+        if isinstance(owner, PaymentIntent) and all(isinstance(g, PostPending) for g in legs):
+            return
+        super()._ledger(uow, owner, legs, now, operation)  # type: ignore[arg-type]
+
+
+def _with_service(service: type[PaymentService]) -> type[PaymentsMachine]:
+    class Machine(PaymentsMachine):
+        def make_treasury(self, config: TreasuryConfig) -> Treasury:
+            treasury = super().make_treasury(config)
+            treasury.payments = service(treasury.context, treasury.payments.provider)
+            return treasury
+
+    return Machine
+
+
+def test_the_machine_catches_a_service_that_authorizes_twice() -> None:
+    with pytest.raises(AssertionError, match="events"):
+        run_state_machine_as_test(_with_service(AuthorizesTwice), settings=BUG_HUNT)
+
+
+def test_the_machine_catches_a_capture_that_keeps_the_hold() -> None:
+    with pytest.raises(AssertionError, match="hold"):
+        run_state_machine_as_test(_with_service(CaptureKeepsTheHold), settings=BUG_HUNT)
+
+
+def test_machine_subclass_settings_are_used() -> None:
+    class YenOnly(PaymentsMachine):
+        currency_pool = ("JPY",)
+        max_amount = 500
+
+    machine = YenOnly()
+    try:
+        assert isinstance(machine.storage, MemoryStorage)
+    finally:
+        machine.teardown()
+    run_state_machine_as_test(
+        YenOnly, settings=settings(max_examples=10, stateful_step_count=15, deadline=None)
+    )
