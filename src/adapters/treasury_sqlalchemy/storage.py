@@ -184,7 +184,11 @@ class SqlStorage(Storage):
             return await super().run(fn, write=write, snapshot=snapshot)
         if not write:
             self._local.keeps_connection = True  # the loop's thread keeps one connection
-            return self.run_sync(fn, write=False, snapshot=snapshot)
+            result = self.run_sync(fn, write=False, snapshot=snapshot)
+            # Still a suspension point, as callers expect of an await: a task that reads in a
+            # loop must not starve the others (or the writes it is waiting to see).
+            await asyncio.sleep(0)
+            return result
         if not self._group_commit:
             return await super().run(fn, write=write, snapshot=snapshot)
         if self._writer is None:
