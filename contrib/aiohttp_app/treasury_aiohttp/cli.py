@@ -40,6 +40,10 @@ def _bootstrap(database: str | None) -> Treasury:
         raise click.ClickException(f"cannot open the treasury: {exc}") from exc
 
 
+#: aiohttp's default adds its own timestamp, the referrer and the user agent to every line.
+ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tfs'
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """treasury-core: payments and treasury server and tools."""
@@ -65,7 +69,12 @@ def serve(host: str, port: int, database: str | None) -> None:
         f" (database {_redacted(treasury.config.database_url)})"
     )
     web.run_app(
-        create_app(treasury, close_treasury=True, run_jobs=True), host=host, port=port, print=None
+        create_app(treasury, close_treasury=True, run_jobs=True),
+        host=host,
+        port=port,
+        print=None,
+        # The log line already starts with the time; client, request, status, size, duration.
+        access_log_format=ACCESS_LOG_FORMAT,
     )
 
 

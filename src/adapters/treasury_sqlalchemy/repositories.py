@@ -61,6 +61,8 @@ _COUNTERS = (
 
 _ACCOUNT_COLUMNS = tuple(c.name for c in t.ledger_accounts.c)
 _POSTING_COLUMNS = tuple(c.name for c in t.ledger_postings.c)
+_EVENT_COLUMNS = tuple(c.name for c in t.events.c)
+_INTENT_WRITE_COLUMNS = tuple(c.name for c in t.payment_intents.c if c.name != "id")
 
 
 class _MovementStatements:
@@ -85,8 +87,18 @@ class _MovementStatements:
             f"INSERT INTO ledger_postings ({', '.join(_POSTING_COLUMNS)}) "  # noqa: S608
             f"VALUES ({', '.join([mark] * len(_POSTING_COLUMNS))})"
         )
+        # Each create of an intent writes one intent row and one event row (docs/performance.md:
+        # the create-intent path); they go the same way.
+        self.insert_event = (
+            f"INSERT INTO events ({', '.join(_EVENT_COLUMNS)}) "  # noqa: S608
+            f"VALUES ({', '.join([mark] * len(_EVENT_COLUMNS))})"
+        )
+        self.insert_intent = (
+            f"INSERT INTO payment_intents ({', '.join(_INTENT_WRITE_COLUMNS)}) "  # noqa: S608
+            f"VALUES ({', '.join([mark] * len(_INTENT_WRITE_COLUMNS))}) RETURNING id"
+        )
         # dialect_impl: the type as this dialect stores it (SQLite: SQLAlchemy's own text format,
-        # not sqlite3's deprecated default adapter).
+        # not sqlite3's deprecated default adapter). Every timestamp column has the same type.
         column_type = t.ledger_postings.c.created_at.type
         processor = column_type.dialect_impl(dialect).bind_processor(dialect)
         self.bind_time: Callable[[datetime | None], Any] = processor or (lambda value: value)
@@ -128,7 +140,6 @@ _INTENT_BY_ID = _INTENT_COLUMNS.where(t.payment_intents.c.id == bindparam("inten
 _INTENT_BY_LOOKUP_ID = _INTENT_COLUMNS.where(
     t.payment_intents.c.lookup_id == bindparam("lookup_id")
 )
-_INTENT_INSERT = insert(t.payment_intents).returning(t.payment_intents.c.id)
 _INTENT_OF_COMPANY = t.payment_intents.c.company_id == bindparam("company_id")
 
 
@@ -152,7 +163,6 @@ _MERCHANT_ACCOUNTS = (
     .order_by(t.merchant_accounts.c.id)
 )
 _API_KEY_BY_HASH = select(t.api_keys).where(t.api_keys.c.key_hash == bindparam("key_hash"))
-_EVENT_INSERT = insert(t.events)
 
 
 def _account(row: Sequence[Any]) -> Account:
@@ -483,16 +493,19 @@ class SqlOutbox:
         self._conn = conn
 
     def add(self, event: Event) -> None:
-        self._conn.execute(
-            _EVENT_INSERT,
-            {
-                "id": event.id,
-                "company_id": event.company_id,
-                "type": event.type.value,
-                "created_at": event.created_at,
-                "payload": json.dumps(event.data, separators=(",", ":"), default=str),
-            },
-        )
+        sql = _statements(self._conn.dialect)
+        values = {
+            "id": event.id,
+            "company_id": event.company_id,
+            "type": event.type.value,
+            "created_at": sql.bind_time(event.created_at),
+            "payload": json.dumps(event.data, separators=(",", ":"), default=str),
+        }
+        cursor = self._conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.execute(sql.insert_event, tuple(values[c] for c in _EVENT_COLUMNS))
+        finally:
+            cursor.close()
 
     def list(self, company_id: int | None = None) -> list[Event]:
         query = select(t.events).order_by(t.events.c.id)
@@ -707,13 +720,24 @@ class SqlIntents:
     def add(self, intent: PaymentIntent) -> PaymentIntent:
         """Insert ``intent``; a taken ``payment_intent_lookup_id`` raises :class:`ValueError`
         (on PostgreSQL the transaction is then aborted and must end)."""
+        sql = _statements(self._conn.dialect)
+        values = self._values(intent)
+        values["created_at"] = sql.bind_time(intent.created_at)
+        cursor = self._conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
-            intent_id = self._conn.execute(_INTENT_INSERT, self._values(intent)).scalar_one()
-        except IntegrityError as exc:
-            raise ValueError(
-                f"duplicate payment intent lookup id {intent.payment_intent_lookup_id}"
-            ) from exc
-        return intent.model_copy(update={"id": intent_id})
+            cursor.execute(sql.insert_intent, tuple(values[c] for c in _INTENT_WRITE_COLUMNS))
+            row = cursor.fetchone()
+        except Exception as exc:
+            # Raw DBAPI errors: sqlite3's IntegrityError, psycopg's unique_violation (23505).
+            if isinstance(exc, sqlite3.IntegrityError) or getattr(exc, "sqlstate", "") == "23505":
+                raise ValueError(
+                    f"duplicate payment intent lookup id {intent.payment_intent_lookup_id}"
+                ) from exc
+            raise
+        finally:
+            cursor.close()
+        assert row is not None  # RETURNING id answers one row
+        return intent.model_copy(update={"id": row[0]})
 
     def _one(
         self, query: Any, params: dict[str, Any], company_id: int | None, for_update: bool
