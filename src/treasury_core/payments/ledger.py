@@ -87,14 +87,14 @@ def card_payment_legs(
     )
 
 
-def refund_legs(
+def _out_of_settlement(
     company_id: int,
     processing_currency: str,
     processing_amount: int,
     billing_currency: str,
     billing_amount: int,
+    category: PendingCategory,
 ) -> tuple[Leg, ...]:
-    """Reserve a refund out of settlement towards the card network (posted once refunded)."""
     return _legs(
         settlement_account(company_id, processing_currency).id,
         processing_currency,
@@ -103,7 +103,25 @@ def refund_legs(
         billing_currency,
         billing_amount,
         pending=True,
-        category=PendingCategory.OUT,
+        category=category,
+    )
+
+
+def refund_legs(
+    company_id: int,
+    processing_currency: str,
+    processing_amount: int,
+    billing_currency: str,
+    billing_amount: int,
+) -> tuple[Leg, ...]:
+    """Reserve a refund out of settlement towards the card network (posted once refunded)."""
+    return _out_of_settlement(
+        company_id,
+        processing_currency,
+        processing_amount,
+        billing_currency,
+        billing_amount,
+        PendingCategory.OUT,
     )
 
 
@@ -115,14 +133,13 @@ def chargeback_legs(
     billing_amount: int,
 ) -> tuple[Leg, ...]:
     """Hold a disputed amount out of settlement (posted if lost, released if won)."""
-    return _legs(
-        settlement_account(company_id, processing_currency).id,
+    return _out_of_settlement(
+        company_id,
         processing_currency,
         processing_amount,
-        world_account(billing_currency).id,
         billing_currency,
         billing_amount,
-        pending=True,
+        PendingCategory.HOLD,
     )
 
 

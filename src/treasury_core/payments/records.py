@@ -75,6 +75,17 @@ class Transaction(TreasuryRecord, TransactionRecord):
 
     provider_reference: str | None = None
 
+    def failed(self, reason: str | None, message: str) -> Transaction:
+        """This attempt, failed for ``reason``; nothing is left to do at the provider."""
+        return self.model_copy(
+            update={
+                "status": TransactionStatus.FAILED,
+                "failure_reason": reason,
+                "failure_message": message,
+                "provider_reference": None,
+            }
+        )
+
 
 class RefundStatus(StrEnum):
     """Where a refund stands."""

@@ -168,15 +168,8 @@ class PaymentJobs:
             )
             ctx.event(uow, EventType.PAYOUT_CREATED, payout)
             ctx.event(uow, EventType.PAYOUT_CONFIRMED, payout)
-            uow.jobs.schedule(
-                Job(
-                    id=ctx.ids.new_id("job"),
-                    kind=PAYOUT_APPLY,
-                    resource_id=payout.id,
-                    company_id=intent.company_id,
-                    due_at=job.due_at + self._payments.delay(PAYOUT_APPLY),
-                )
-            )
+            due = job.due_at + self._payments.delay(PAYOUT_APPLY)
+            self._payments._schedule(uow, PAYOUT_APPLY, payout.id, intent, due)
 
         return self._claimed(uow, job, work)
 
@@ -247,15 +240,8 @@ class PaymentJobs:
                 )
             )
             ctx.event(uow, EventType.CHARGEBACK_CREATED, chargeback)
-            uow.jobs.schedule(
-                Job(
-                    id=ctx.ids.new_id("job"),
-                    kind=CHARGEBACK_RESOLVE,
-                    resource_id=chargeback.id,
-                    company_id=intent.company_id,
-                    due_at=job.due_at + self._payments.delay(CHARGEBACK_RESOLVE),
-                )
-            )
+            due = job.due_at + self._payments.delay(CHARGEBACK_RESOLVE)
+            self._payments._schedule(uow, CHARGEBACK_RESOLVE, chargeback.id, intent, due)
 
         return self._claimed(uow, job, work)
 
@@ -296,15 +282,8 @@ class PaymentJobs:
                 ctx.event(uow, EventType.CHARGEBACK_COMPLETED, done)
                 ctx.event(uow, EventType.CHARGEBACK_REVERSED, done)
                 # The released money is the company's again: pay it out on the next pass.
-                uow.jobs.schedule(
-                    Job(
-                        id=ctx.ids.new_id("job"),
-                        kind=PAYOUT,
-                        resource_id=intent_job_key(intent.id),
-                        company_id=intent.company_id,
-                        due_at=job.due_at,
-                    )
-                )
+                key = intent_job_key(intent.id)
+                self._payments._schedule(uow, PAYOUT, key, intent, job.due_at)
             else:
                 legs = tuple(PostPending(p) for p in chargeback.pending_ids)
                 self._apply(uow, chargeback.company_id, legs, "chargeback_lost")

@@ -564,14 +564,7 @@ class PaymentService:
             return
         assert txn.provider_reference is not None  # a requires_action attempt keeps one
         await self._undo(txn.provider_reference, None)
-        failed = txn.model_copy(
-            update={
-                "status": TransactionStatus.FAILED,
-                "failure_reason": "superseded",
-                "failure_message": "A newer payment attempt replaced this one",
-                "provider_reference": None,
-            }
-        )
+        failed = txn.failed("superseded", "A newer payment attempt replaced this one")
 
         def write(uow: UnitOfWork) -> None:
             current = uow.records.get(Transaction, txn.id, txn.company_id, for_update=True)
@@ -595,14 +588,7 @@ class PaymentService:
         self, intent: PaymentIntent, txn: Transaction, failure: CardError
     ) -> None:
         now = self._ctx.clock.now()
-        failed = txn.model_copy(
-            update={
-                "status": TransactionStatus.FAILED,
-                "failure_reason": failure.failure_reason,
-                "failure_message": failure.message,
-                "provider_reference": None,
-            }
-        )
+        failed = txn.failed(failure.failure_reason, failure.message)
 
         def write(uow: UnitOfWork) -> None:
             current = self._locked(uow, intent)
@@ -680,13 +666,7 @@ class PaymentService:
         trigger: Trigger,
         now: datetime,
     ) -> None:
-        failed = txn.model_copy(
-            update={
-                "status": TransactionStatus.FAILED,
-                "failure_reason": error.failure_reason,
-                "failure_message": error.message,
-            }
-        )
+        failed = txn.failed(error.failure_reason, error.message)
 
         def write(uow: UnitOfWork) -> None:
             current = self._locked(uow, intent)
