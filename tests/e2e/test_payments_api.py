@@ -755,6 +755,9 @@ async def test_bad_list_filters(client: Client, tenant: Tenant) -> None:
         ("account_id=-1", "account_id"),
         ("created_gte=yesterday", "created_gte"),
         ("created_lt=2026-01-01T00:00:00", "created_lt"),
+        # Valid ISO 8601, but with no instant in UTC: the year 9999 at -14:00, the year 1 at +14:00.
+        ("created_gte=9999-12-31T23:59:59-14:00", "created_gte"),
+        ("created_lt=0001-01-01T00:00:00%2B14:00", "created_lt"),
         ("limit=0", "limit"),
         ("limit=101", "limit"),
         ("limit=x", "limit"),

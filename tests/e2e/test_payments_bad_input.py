@@ -248,6 +248,8 @@ async def test_luhn_failure_is_a_card_error(
         ({"expiry_year": 1999}, "expiry_year"),
         ({"card_number": 4242424242424242}, "card_number"),
         ({"cvc": 123}, "cvc"),
+        # Digits outside ASCII (full-width) are not a card number.
+        ({"card_number": "\uff14\uff12\uff14\uff12" * 4}, "card_number"),
         ({"pin": "0000"}, "pin"),
     ],
 )
@@ -280,6 +282,29 @@ async def test_bad_form_payment(client: Client, tenant: Tenant, treasury: Treasu
     )
     assert response.status == 400
     assert error_of(await response.json())["param"] == "extra"
+    assert (await lookup(client, tenant, intent))["status"] == "INITIALIZED"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "raw"),
+    [
+        ("application/x-www-form-urlencoded", b"card_number=\xff\xfe&cvc=123"),
+        ("application/x-www-form-urlencoded; charset=bogus", b"card_number=4242&cvc=123"),
+    ],
+)
+async def test_undecodable_form_payment(
+    client: Client, tenant: Tenant, treasury: Treasury, content_type: str, raw: bytes
+) -> None:
+    intent = await create(client, tenant)
+    before = events_of(treasury, tenant.company_id)
+    response = await client.post(
+        f"/pay/{intent['payment_intent_lookup_id']}",
+        data=raw,
+        headers={"Content-Type": content_type},
+    )
+    assert response.status == 400
+    assert error_of(await response.json())["code"] == "body_invalid"
+    assert events_of(treasury, tenant.company_id) == before
     assert (await lookup(client, tenant, intent))["status"] == "INITIALIZED"
 
 

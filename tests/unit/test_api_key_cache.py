@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from treasury_core.companies import hash_api_key
 from treasury_core.errors import AuthenticationFailed
 from treasury_core.services import CompanyService
 from treasury_core.testing import FakeClock, MemoryStorage, SequentialIds
@@ -47,5 +48,43 @@ def test_revoking_through_the_service_ends_the_cached_key_at_once() -> None:
         assert (await service.authenticate(created.publishable_key)).company_id == (
             principal.company_id
         )
+
+    asyncio.run(scenario())
+
+
+class _GatedReads(MemoryStorage):
+    """Reads wait at a gate after reading, so a test can slip a revocation in between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: asyncio.Event | None = None
+
+    async def run(self, fn, *, write=True, snapshot=False):  # type: ignore[no-untyped-def]
+        result = await super().run(fn, write=write, snapshot=snapshot)
+        if not write and self.gate is not None:
+            await self.gate.wait()
+        return result
+
+
+def test_a_lookup_that_straddles_a_revocation_is_not_cached() -> None:
+    async def scenario() -> None:
+        storage = _GatedReads()
+        service = CompanyService(storage, FakeClock(), SequentialIds(), key_cache_seconds=3600)
+        created = await service.create_company("Acme")
+        digest = hash_api_key(created.secret_key)
+        key = storage.run_sync(lambda uow: uow.companies.api_key_by_hash(digest), write=False)
+        assert key is not None
+        storage.gate = asyncio.Event()
+        # A lookup reads the key while it is live and is held up before it finishes...
+        in_flight = asyncio.create_task(service.authenticate(created.secret_key))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        # ...while a revocation commits.
+        await service.revoke_api_key(key.id)
+        storage.gate.set()
+        assert (await in_flight).key_id == key.id  # it read a live key: this request passes
+        storage.gate = None
+        with pytest.raises(AuthenticationFailed):
+            await service.authenticate(created.secret_key)
 
     asyncio.run(scenario())

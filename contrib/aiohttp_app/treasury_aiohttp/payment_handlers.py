@@ -7,7 +7,7 @@ lookup id addresses the intent, and the customer's card is the only other input.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 from aiohttp import web
@@ -150,8 +150,10 @@ def _timestamp(request: web.Request, name: str) -> datetime | None:
     # An unescaped "+" of "+00:00" arrives as a space; take it back rather than refuse.
     text = raw.replace(" ", "+")
     try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
+        value: datetime | None = datetime.fromisoformat(text)
+        if value is not None and value.utcoffset() is not None:
+            value.astimezone(UTC)  # the year 1 or 9999 in a far offset has no UTC instant
+    except (ValueError, OverflowError):
         value = None
     if value is None or value.utcoffset() is None:
         raise ValidationFailed(
@@ -206,7 +208,12 @@ async def _pay_body(request: web.Request) -> PayRequest:
     raw = await request.read()
     if request.content_type != _FORM or raw.lstrip().startswith(b"{"):
         return await parse_body(request, PayRequest)
-    form = await request.post()
+    try:
+        form = await request.post()
+    except (UnicodeDecodeError, LookupError):  # not UTF-8, or a charset Python does not know
+        raise ValidationFailed(
+            "The request body is not valid form data", code="body_invalid"
+        ) from None
     fields: dict[str, object] = {}
     for name in PayRequest.model_fields:
         value = form.get(name)

@@ -191,13 +191,15 @@ class SqlStorage(Storage):
             return result
         if not self._group_commit:
             return await super().run(fn, write=write, snapshot=snapshot)
-        if self._writer is None:
+        writer = self._writer
+        if writer is None:
             with self._writer_lock:
-                if self._writer is None:
-                    self._writer = _GroupWriter(self)
+                writer = self._writer
+                if writer is None:
+                    writer = self._writer = _GroupWriter(self)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._writer.submit(_Pending(fn, future, loop))
+        writer.submit(_Pending(fn, future, loop))
         return await future
 
     def run_group(self, batch: list[_Pending]) -> None:
@@ -292,15 +294,19 @@ class _OneFailed(Exception):
 class _Pending:
     """A write waiting for the group writer, and where to send its outcome."""
 
-    __slots__ = ("fn", "future", "loop")
+    __slots__ = ("fn", "future", "loop", "settled")
 
     def __init__(self, fn: Callable[[UnitOfWork], Any], future: Any, loop: Any) -> None:
         self.fn = fn
         self.future = future
         self.loop = loop
+        self.settled = False
 
     def settle(self, ok: bool, value: Any) -> None:
-        """Hand the outcome to the waiting coroutine, on its own event loop."""
+        """Hand the outcome to the waiting coroutine, on its own event loop (once)."""
+        if self.settled:
+            return
+        self.settled = True
 
         def deliver() -> None:
             if self.future.done():  # the caller was cancelled meanwhile
@@ -332,6 +338,14 @@ class _GroupWriter:
     def stop(self) -> None:
         self._queue.put(None)
         self._thread.join()
+        # A write submitted while the writer was stopping is refused, not left waiting.
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                item.settle(False, RuntimeError("the storage is closed"))
 
     def _loop(self) -> None:
         self._storage._worker_started()  # keep one connection, as the workers do
@@ -350,7 +364,13 @@ class _GroupWriter:
                     stopping = True
                     break
                 batch.append(item)
-            self._storage.run_group(batch)
+            try:
+                self._storage.run_group(batch)
+            except BaseException as exc:
+                # Whatever escaped (a BaseException from a function), every caller of the
+                # group gets an answer and the writer lives on for the next ones.
+                for item in batch:
+                    item.settle(False, exc)
             if stopping:
                 return
 

@@ -74,7 +74,10 @@ class PayRequest(_Strict):
     card submission of part 2.2. Never logged, never stored."""
 
     cardholder_name: Annotated[SingleLine, StringConstraints(max_length=255)] | None = None
-    card_number: Annotated[str, StringConstraints(min_length=1, max_length=32)]
+    # ASCII digits, optionally grouped by spaces or dashes as printed on the card.
+    card_number: Annotated[
+        str, StringConstraints(min_length=1, max_length=32, pattern=r"^[0-9][0-9 -]*$")
+    ]
     expiry_month: Annotated[int, Field(ge=1, le=12)]
     expiry_year: Annotated[int, Field(ge=2000, le=2200)]
     cvc: Annotated[str, StringConstraints(min_length=1, max_length=8)]

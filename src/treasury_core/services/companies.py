@@ -53,6 +53,8 @@ class CompanyService:
         self._key_cache_seconds = key_cache_seconds
         # digest -> (principal, monotonic deadline); only keys that authenticated are kept.
         self._key_cache: dict[str, tuple[Principal, float]] = {}
+        # Bumped by every revocation: a lookup that started before one is not cached.
+        self._revocations = 0
 
     def _new_key(self, company_id: int, kind: KeyKind) -> tuple[ApiKey, str]:
         raw = kind.prefix + self._ids.token(24)
@@ -104,6 +106,7 @@ class CompanyService:
         """Revoke a key at once."""
         now = self._clock.now()
         revoked = await self._storage.run(lambda uow: uow.companies.revoke_api_key(key_id, now))
+        self._revocations += 1
         self._key_cache = {
             digest: entry for digest, entry in self._key_cache.items() if entry[0].key_id != key_id
         }
@@ -119,6 +122,7 @@ class CompanyService:
         cached = self._key_cache.get(digest)
         if cached is not None and cached[1] > time.monotonic():
             return cached[0]
+        revocations = self._revocations
         key = await self._storage.run(
             lambda uow: uow.companies.api_key_by_hash(digest), write=False
         )
@@ -132,7 +136,7 @@ class CompanyService:
         ):
             raise AuthenticationFailed("Invalid API key provided")
         principal = Principal(company_id=key.company_id, key_id=key.id, kind=key.kind)
-        if self._key_cache_seconds > 0:
+        if self._key_cache_seconds > 0 and revocations == self._revocations:
             if len(self._key_cache) >= _KEY_CACHE_MAX:
                 self._key_cache.clear()  # bounded; the next lookups refill it
             self._key_cache[digest] = (principal, time.monotonic() + self._key_cache_seconds)

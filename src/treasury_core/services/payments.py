@@ -32,7 +32,6 @@ from treasury_core.errors import (
     CardError,
     NotFound,
     PermissionDenied,
-    ProviderError,
     TreasuryError,
     ValidationFailed,
 )
@@ -741,8 +740,12 @@ class PaymentService:
                         f"No such payment intent: {intent_id}", param="payment_intent_id"
                     )
                 value = check_refundable(intent, amount)
-                share = processing_share(intent, intent.amount_refunded + value) - (
-                    processing_share(intent, intent.amount_refunded)
+                # Differenced against what earlier refunds actually took, so the shares add up
+                # to the processing amount even after a refund failed in between.
+                share = max(
+                    0,
+                    processing_share(intent, intent.amount_refunded + value)
+                    - intent.processing_refunded,
                 )
                 journal = Journal(
                     journal_id,
@@ -786,9 +789,11 @@ class PaymentService:
             assert intent.provider_reference is not None  # a PROCESSED intent has a charge
             try:
                 await self.provider.refund(intent.provider_reference, refund.amount)
-            except (CardError, ProviderError) as exc:
+            except CardError as exc:
                 await ctx.storage.run(self._refund_failed(refund, exc))
                 raise
+            # Any other failure (a timeout: ProviderError) may have moved the money: the refund
+            # stays pending with its reservation, counted as refunded, until reconciled.
             return await ctx.storage.run(self._refund_succeeded(refund, idempotency))
 
     def _refund_succeeded(
@@ -802,7 +807,7 @@ class PaymentService:
 
         return write
 
-    def _refund_failed(self, refund: Refund, error: TreasuryError) -> Callable[[UnitOfWork], None]:
+    def _refund_failed(self, refund: Refund, error: CardError) -> Callable[[UnitOfWork], None]:
         def write(uow: UnitOfWork) -> None:
             intent = uow.intents.get(refund.payment_intent_id, None, for_update=True)
             assert intent is not None  # the refund's intent exists
@@ -816,7 +821,7 @@ class PaymentService:
                     }
                 )
             )
-            reason = getattr(error, "failure_reason", None) or error.code
+            reason = error.failure_reason or error.code
             uow.records.update(
                 refund.model_copy(update={"status": RefundStatus.FAILED, "failure_reason": reason})
             )

@@ -1,0 +1,81 @@
+"""SQLite group commit: concurrent writes share commits, yet each stays all-or-nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from treasury_core.ports import UnitOfWork
+from treasury_sqlalchemy.storage import SqlStorage
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Refused(Exception):
+    """A write function that gives up after writing."""
+
+
+class Escaped(BaseException):
+    """Not an ``Exception``: what a function might raise that ordinary handlers miss."""
+
+
+def _add(name: str, fail: type[BaseException] | None = None) -> Callable[[UnitOfWork], int]:
+    def write(uow: UnitOfWork) -> int:
+        company = uow.companies.add_company(name, NOW)
+        if fail is not None:
+            raise fail(name)
+        return company.id
+
+    return write
+
+
+def _names(storage: SqlStorage) -> set[str]:
+    def read(uow: UnitOfWork) -> set[str]:
+        names: set[str] = set()
+        company_id = 1
+        while (company := uow.companies.get_company(company_id)) is not None:
+            names.add(company.name)
+            company_id += 1
+        return names
+
+    return storage.run_sync(read, write=False)
+
+
+def test_each_write_of_a_group_stands_alone(tmp_path: Path) -> None:
+    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
+    storage.migrate()
+
+    async def scenario() -> list[int | BaseException]:
+        writes = [_add(f"c{i}", Refused if i % 7 == 3 else None) for i in range(60)]
+        return await asyncio.gather(*(storage.run(w) for w in writes), return_exceptions=True)
+
+    try:
+        outcomes = asyncio.run(scenario())
+        refused = {f"c{i}" for i in range(60) if i % 7 == 3}
+        assert {str(o) for o in outcomes if isinstance(o, Refused)} == refused
+        assert all(isinstance(o, int) for i, o in enumerate(outcomes) if f"c{i}" not in refused)
+        # The refused writes left nothing; every acknowledged one is there.
+        assert _names(storage) == {f"c{i}" for i in range(60)} - refused
+    finally:
+        storage.close()
+
+
+def test_a_base_exception_reaches_its_caller_and_the_writer_lives_on(tmp_path: Path) -> None:
+    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
+    storage.migrate()
+
+    async def scenario() -> None:
+        with pytest.raises(Escaped):
+            await asyncio.wait_for(storage.run(_add("lost", Escaped)), timeout=10)
+        # The next write is served (it would wait forever if the writer thread had died).
+        assert await asyncio.wait_for(storage.run(_add("kept")), timeout=10) >= 1
+
+    try:
+        asyncio.run(scenario())
+        assert _names(storage) == {"kept"}
+    finally:
+        storage.close()
