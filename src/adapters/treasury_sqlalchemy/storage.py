@@ -225,8 +225,7 @@ class SqlStorage(Storage):
             for item in batch:
                 self._run_alone(item)
             return
-        for item, (ok, value) in zip(batch, outcomes, strict=True):
-            item.settle(ok, value)
+        _settle_all(list(zip(batch, outcomes, strict=True)))
 
     def _run_alone(self, item: _Pending) -> None:
         try:
@@ -304,21 +303,34 @@ class _Pending:
 
     def settle(self, ok: bool, value: Any) -> None:
         """Hand the outcome to the waiting coroutine, on its own event loop (once)."""
-        if self.settled:
-            return
-        self.settled = True
+        _settle_all([(self, (ok, value))])
 
-        def deliver() -> None:
-            if self.future.done():  # the caller was cancelled meanwhile
-                return
-            if ok:
-                self.future.set_result(value)
-            else:
-                self.future.set_exception(value)
+    def deliver(self, ok: bool, value: Any) -> None:
+        """On the caller's loop: resolve the future, unless the caller was cancelled."""
+        if self.future.done():
+            return
+        if ok:
+            self.future.set_result(value)
+        else:
+            self.future.set_exception(value)
+
+
+def _settle_all(outcomes: list[tuple[_Pending, tuple[bool, Any]]]) -> None:
+    """Answer a group's callers with one wake-up per event loop rather than one per caller."""
+    by_loop: dict[Any, list[tuple[_Pending, tuple[bool, Any]]]] = {}
+    for item, outcome in outcomes:
+        if not item.settled:
+            item.settled = True
+            by_loop.setdefault(item.loop, []).append((item, outcome))
+    for loop, items in by_loop.items():
+
+        def deliver(items: list[tuple[_Pending, tuple[bool, Any]]] = items) -> None:
+            for item, (ok, value) in items:
+                item.deliver(ok, value)
 
         # A closed loop means nobody is waiting any more.
         with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(deliver)
+            loop.call_soon_threadsafe(deliver)
 
 
 class _GroupWriter:
