@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from treasury_core.ports import UnitOfWork
-from treasury_sqlalchemy.storage import SqlStorage
+from treasury_sqlalchemy.storage import SAFETY_NET_CHECKPOINT_PAGES, SqlStorage
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -79,3 +79,35 @@ def test_a_base_exception_reaches_its_caller_and_the_writer_lives_on(tmp_path: P
         assert _names(storage) == {"kept"}
     finally:
         storage.close()
+
+
+def test_checkpoints_run_beside_the_writer_and_stop_with_the_storage(tmp_path: Path) -> None:
+    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
+    storage.migrate()
+
+    async def scenario() -> None:
+        await asyncio.gather(*(storage.run(_add(f"c{i}")) for i in range(20)))
+
+    asyncio.run(scenario())
+    # Commits no longer checkpoint every 1,000 pages by themselves...
+    autocheckpoint = storage.run_sync(
+        lambda uow: uow.connection.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one(),  # type: ignore[attr-defined]
+        write=False,
+    )
+    assert autocheckpoint == SAFETY_NET_CHECKPOINT_PAGES
+    # ...a checkpoint copies every committed frame without blocking anyone...
+    busy, frames, copied = storage.checkpoint()
+    assert (busy, copied) == (0, frames)
+    assert frames > 0
+    # ...and the writer's companion thread goes away with the storage.
+    writer = storage._writer
+    assert writer is not None
+    threads = writer.threads
+    assert all(t.is_alive() for t in threads)
+    storage.close()
+    assert not any(t.is_alive() for t in threads)
+    reopened = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
+    try:
+        assert _names(reopened) == {f"c{i}" for i in range(20)}
+    finally:
+        reopened.close()
