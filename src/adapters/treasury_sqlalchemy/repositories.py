@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -105,6 +106,17 @@ class _MovementStatements:
 
 
 _STATEMENTS: dict[str, _MovementStatements] = {}
+
+
+@contextmanager
+def _raw_cursor(conn: Connection) -> Iterator[Any]:
+    """A DBAPI cursor on the transaction's connection, for the statements of
+    :class:`_MovementStatements`; closed on the way out."""
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        yield cursor
+    finally:
+        cursor.close()
 
 
 def _statements(dialect: Dialect) -> _MovementStatements:
@@ -319,8 +331,7 @@ class SqlLedger:
             pendings = {p.id: p for p in map(_pending, self._conn.execute(query))}
         plan = plan_journal(journal, pendings, now)
         sql = _statements(self._conn.dialect)
-        cursor = self._conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
+        with _raw_cursor(self._conn) as cursor:
             # Each UPDATE locks its row; taking them in sorted id order means two journals over
             # the same accounts queue behind each other instead of deadlocking. The check runs
             # on the row as updated, so it sees every movement committed before ours.
@@ -367,8 +378,6 @@ class SqlLedger:
                 if _is_unique_violation(exc):
                     raise duplicate_journal(journal) from exc
                 raise
-        finally:
-            cursor.close()
         if plan.new_pendings:
             self._conn.execute(
                 _PENDING_INSERT,
@@ -501,11 +510,8 @@ class SqlOutbox:
             "created_at": sql.bind_time(event.created_at),
             "payload": json.dumps(event.data, separators=(",", ":"), default=str),
         }
-        cursor = self._conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
+        with _raw_cursor(self._conn) as cursor:
             cursor.execute(sql.insert_event, tuple(values[c] for c in _EVENT_COLUMNS))
-        finally:
-            cursor.close()
 
     def list(self, company_id: int | None = None) -> list[Event]:
         query = select(t.events).order_by(t.events.c.id)
@@ -723,19 +729,16 @@ class SqlIntents:
         sql = _statements(self._conn.dialect)
         values = self._values(intent)
         values["created_at"] = sql.bind_time(intent.created_at)
-        cursor = self._conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
-            cursor.execute(sql.insert_intent, tuple(values[c] for c in _INTENT_WRITE_COLUMNS))
-            row = cursor.fetchone()
+            with _raw_cursor(self._conn) as cursor:
+                cursor.execute(sql.insert_intent, tuple(values[c] for c in _INTENT_WRITE_COLUMNS))
+                row = cursor.fetchone()
         except Exception as exc:
-            # Raw DBAPI errors: sqlite3's IntegrityError, psycopg's unique_violation (23505).
-            if isinstance(exc, sqlite3.IntegrityError) or getattr(exc, "sqlstate", "") == "23505":
+            if _is_unique_violation(exc):
                 raise ValueError(
                     f"duplicate payment intent lookup id {intent.payment_intent_lookup_id}"
                 ) from exc
             raise
-        finally:
-            cursor.close()
         assert row is not None  # RETURNING id answers one row
         return intent.model_copy(update={"id": row[0]})
 

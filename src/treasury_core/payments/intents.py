@@ -185,6 +185,8 @@ class PaymentIntent(PaymentIntentRecord):
     #: What payouts took out of settlement into the company's wallet (processing currency).
     processing_paid_out: int = Field(default=0, ge=0)
     latest_transaction_id: str | None = None
+    #: Every refund of this intent, oldest first (failed ones included).
+    refund_ids: tuple[str, ...] = ()
     captured_at: Timestamp | None = None
 
     @model_validator(mode="after")

@@ -111,8 +111,9 @@ def new_lookup_id() -> str:
 def processing_share(intent: PaymentIntent, billing_amount: int) -> int:
     """The part of ``processing_amount`` that ``billing_amount`` of the billing amount stands for.
 
-    Rounded by the one rounding rule; shares of cumulative amounts are differenced so that the
-    shares of all refunds of an intent add up to exactly ``processing_amount``.
+    Rounded by the one rounding rule. A refund takes the share of the cumulative refunded amount
+    minus what earlier refunds took, so the shares of all refunds of an intent add up to exactly
+    ``processing_amount``.
     """
     if intent.processing_currency == intent.billing_currency:
         return billing_amount
@@ -779,6 +780,7 @@ class PaymentService:
                         update={
                             "amount_refunded": intent.amount_refunded + value,
                             "processing_refunded": intent.processing_refunded + share,
+                            "refund_ids": (*intent.refund_ids, refund_id),
                         }
                     )
                 )
@@ -834,17 +836,11 @@ class PaymentService:
 
     async def refunds(self, company_id: int, intent_id: int) -> _Refunds:
         """Every refund of the company's intent, newest first."""
-        await self.get(company_id, intent_id)
+        intent = await self.get(company_id, intent_id)
 
         def read(uow: UnitOfWork) -> _Refunds:
-            found: _Refunds = []
-            after: str | None = None
-            while True:
-                rows = uow.records.list(Refund, company_id, MAX_LIMIT, after)
-                found += [r for r in rows if r.payment_intent_id == intent_id]
-                if len(rows) < MAX_LIMIT:
-                    return found
-                after = rows[-1].id
+            found = (uow.records.get(Refund, r, company_id) for r in reversed(intent.refund_ids))
+            return [refund for refund in found if refund is not None]
 
         return await self._ctx.storage.run(read, write=False)
 
