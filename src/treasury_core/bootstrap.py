@@ -16,9 +16,19 @@ from treasury_core.config import TreasuryConfig
 from treasury_core.currency import CurrencyRegistry
 from treasury_core.errors import TreasuryError
 from treasury_core.plugins import collect_factories, make_plugin_manager
-from treasury_core.ports import BankRail, CardProvider, Clock, FxRates, IdSource, Storage
+from treasury_core.ports import (
+    BankRail,
+    CardProvider,
+    Clock,
+    FxRates,
+    IdSource,
+    Notifier,
+    Storage,
+    Vault,
+)
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
 from treasury_core.services.accounts import BankAccountService, VirtualAccountService
+from treasury_core.services.cards import CardOnFileService
 from treasury_core.services.deposits import DepositService
 from treasury_core.services.payment_jobs import PaymentJobs
 from treasury_core.services.payments import PaymentService
@@ -55,6 +65,7 @@ class Treasury:
     settlement: SettlementService
     sandbox: SandboxService
     payments: PaymentService
+    cards: CardOnFileService
 
     def close(self) -> None:
         """Release the storage's connections and threads."""
@@ -81,12 +92,16 @@ def bootstrap(
     rail: BankRail | None = None,
     wall_clock: Clock | None = None,
     card_provider: CardProvider | None = None,
+    vault: Vault | None = None,
+    notifier: Notifier | None = None,
 ) -> Treasury:
     """Build a :class:`Treasury` from ``config`` (default: the sandbox on ``./treasury.db``).
 
     With ``migrate`` the storage schema is brought up to date first. ``clock`` is business
     time (the sandbox clock can be advanced); ``wall_clock`` is real time, which idempotency
     leases and retention use so that advancing business time never expires a key.
+    ``notifier`` delivers PMTI results to their ``callback_url``; the aiohttp app supplies an
+    HTTP one when none is given.
     """
     config = config or TreasuryConfig()
     pm = plugins or make_plugin_manager()
@@ -105,9 +120,14 @@ def bootstrap(
     context = TreasuryContext(config, currencies, storage, clock, ids, make_rail, fx)
     context.open_system_accounts()
     settlement = SettlementService(context)
+    provider = card_provider or _build(pm, "card_provider", config.card_provider, config, clock)
+    cards = CardOnFileService(
+        context, provider, vault or _build(pm, "vault", config.vault, config), notifier
+    )
     payments = PaymentService(
         context,
-        card_provider or _build(pm, "card_provider", config.card_provider, config, clock),
+        provider,
+        saved_cards=cards.saved_card,
         delays_seconds=config.payment_delays_seconds,
     )
     for kind, handler in PaymentJobs(payments).handlers().items():
@@ -139,4 +159,5 @@ def bootstrap(
         settlement=settlement,
         sandbox=SandboxService(context, settlement),
         payments=payments,
+        cards=cards,
     )

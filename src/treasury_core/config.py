@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints
 
 from treasury_core.currency import DEFAULT_CURRENCIES, DEFAULT_VBAN_CURRENCIES, CurrencyRegistry
 
 DEFAULT_DATABASE_URL = "sqlite:///treasury.db"
+
+#: An origin allowed to frame the hosted pages (``https://shop.example``, ``https://*.example``):
+#: a scheme, a host and an optional port, nothing that could add a CSP directive.
+FrameAncestor = Annotated[
+    str, StringConstraints(pattern=r"^https?://(\*\.)?[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
+]
 
 
 class TreasuryConfig(BaseModel):
@@ -72,6 +78,36 @@ class TreasuryConfig(BaseModel):
         default=1.0, gt=0, description="How often `treasury serve` looks for due jobs (wall time)."
     )
     max_body_bytes: int = Field(default=64 * 1024, gt=0)
+    vault: str = Field(default="aesgcm", description="Card vault adapter name.")
+    vault_key: SecretStr | None = Field(
+        default=None,
+        description="The vault's key: 32 random bytes, base64 (url-safe or standard). Required "
+        "outside sandbox mode; the sandbox falls back to a fixed, public test key.",
+    )
+    vault_old_keys: tuple[SecretStr, ...] = Field(
+        default=(),
+        description="Earlier vault keys, still used to open cards sealed with them (rotation).",
+    )
+    tokenization_ttl_seconds: int = Field(
+        default=24 * 3600,
+        gt=0,
+        description="How long a payment method token intent accepts its card (business time).",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The server's public base URL, for the URLs it hands out (hosted form, "
+        "confirm endpoint); the request's own scheme and host otherwise.",
+    )
+    form_key: SecretStr | None = Field(
+        default=None,
+        description="Signs the hosted forms' CSRF tokens; every server process behind one "
+        "address needs the same. Random per process when unset.",
+    )
+    frame_ancestors: tuple[FrameAncestor, ...] = Field(
+        default=(),
+        description="Origins allowed to embed the hosted pages in an iframe (CSP "
+        "frame-ancestors); the server's own origin always may.",
+    )
 
     @property
     def storage_name(self) -> str:
@@ -114,6 +150,14 @@ def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) 
         values["vban_currencies"] = tuple(
             c.strip() for c in env["TREASURY_VBAN_CURRENCIES"].split(",") if c.strip()
         )
+    if "TREASURY_VAULT_KEY" in env:
+        values["vault_key"] = SecretStr(env["TREASURY_VAULT_KEY"])
+    if "TREASURY_PUBLIC_URL" in env:
+        values["public_url"] = env["TREASURY_PUBLIC_URL"]
+    if "TREASURY_FORM_KEY" in env:
+        values["form_key"] = SecretStr(env["TREASURY_FORM_KEY"])
+    if "TREASURY_FRAME_ANCESTORS" in env:
+        values["frame_ancestors"] = tuple(env["TREASURY_FRAME_ANCESTORS"].split())
     if "TREASURY_POOL_SIZE" in env:
         values["pool_size"] = int(env["TREASURY_POOL_SIZE"])
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -36,6 +36,10 @@ class EventType(StrEnum):
     PAYOUT_APPLIED = "merchant_of_record.payout.applied"
     PAYOUT_COMPLETED = "merchant_of_record.payout.completed"
     PAYOUT_FAILED = "merchant_of_record.payout.failed"
+    PAYMENT_METHOD_TOKEN_INTENT_SUCCEEDED = (
+        "merchant_of_record.payment_method_token_intent.succeeded"
+    )
+    PAYMENT_METHOD_TOKEN_INTENT_FAILED = "merchant_of_record.payment_method_token_intent.failed"
     DEPOSIT_COMPLETED = "treasury.deposit.completed"
     DEPOSIT_FAILED = "treasury.deposit.failed"
     WITHDRAWAL_COMPLETED = "treasury.withdrawal.completed"

@@ -156,7 +156,7 @@ def test_database_url_from_the_environment(workdir: Path) -> None:
 def test_help_lists_every_command(workdir: Path) -> None:
     result = run_cli("--help", cwd=workdir)
     assert result.returncode == 0
-    for command in ("serve", "migrate", "companies"):
+    for command in ("serve", "migrate", "companies", "vault-key"):
         assert command in result.stdout
     serve_help = run_cli("serve", "--help", cwd=workdir).stdout
     for option in ("--host", "--port", "--database"):
@@ -167,3 +167,31 @@ def test_bad_company_name_is_a_clear_error(workdir: Path) -> None:
     result = run_cli("companies", "create", "   ", cwd=workdir)
     assert result.returncode != 0
     assert "company name" in result.stderr
+
+
+def test_vault_key_prints_a_usable_key(workdir: Path) -> None:
+    from treasury_vault.aesgcm import parse_key
+
+    first = run_cli("vault-key", cwd=workdir)
+    second = run_cli("vault-key", cwd=workdir)
+    assert first.returncode == 0, first.stderr
+    assert len(parse_key(first.stdout.strip())) == 32
+    assert first.stdout != second.stdout
+
+
+def test_outside_sandbox_the_server_refuses_to_start_without_a_vault_key(workdir: Path) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TREASURY_")},
+        "TREASURY_SANDBOX": "0",
+    }
+    result = subprocess.run(
+        [*TREASURY, "serve", "--port", str(free_port())],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "A vault key is required outside sandbox mode" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -21,6 +21,7 @@ def test_wheel_top_level_names_are_all_treasury(tmp_path: Path) -> None:
         "treasury_sqlalchemy",
         "treasury_system",
         "treasury_sandbox",
+        "treasury_vault",
         "treasury_aiohttp",
     }
     for package in top:
@@ -28,6 +29,9 @@ def test_wheel_top_level_names_are_all_treasury(tmp_path: Path) -> None:
     assert "treasury_sqlalchemy/migrations/versions/0001_initial_schema.py" in names
     assert "treasury_sqlalchemy/migrations/versions/0002_treasury_records_and_jobs.py" in names
     assert "treasury_sqlalchemy/migrations/script.py.mako" in names
+    # The hosted pages need their templates and stylesheet at run time.
+    assert "treasury_aiohttp/templates/pay.html" in names
+    assert "treasury_aiohttp/static/hosted.css" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "treasury = treasury_aiohttp.cli:main" in text

@@ -5,11 +5,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from treasury_core import AdapterNotFound, TreasuryConfig, bootstrap
 from treasury_core.plugins import collect_factories, hookimpl, make_plugin_manager
 from treasury_core.plugins.hookspecs import REGISTER_HOOKS
 from treasury_core.testing.memory import MemoryStorage
+from treasury_vault.aesgcm import generate_key
 
 
 def test_every_hook_is_documented() -> None:
@@ -117,5 +119,14 @@ def test_sandbox_mode_uses_the_advanceable_clock() -> None:
     from treasury_system import SystemClock
 
     assert isinstance(bootstrap(TreasuryConfig(database_url="memory://")).clock, SandboxClock)
-    live = bootstrap(TreasuryConfig(database_url="memory://", sandbox=False))
+    live = bootstrap(
+        TreasuryConfig(database_url="memory://", sandbox=False, vault_key=SecretStr(generate_key()))
+    )
     assert isinstance(live.clock, SystemClock)
+
+
+def test_outside_sandbox_mode_a_vault_key_is_required() -> None:
+    from treasury_vault.aesgcm import VaultKeyMissing
+
+    with pytest.raises(VaultKeyMissing, match="TREASURY_VAULT_KEY"):
+        bootstrap(TreasuryConfig(database_url="memory://", sandbox=False))

@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from treasury_core.cards.numbers import brand_of as card_brand
+from treasury_core.cards.numbers import luhn_valid as luhn_ok
 from treasury_core.config import TreasuryConfig
 from treasury_core.errors import CardError, ProviderError
 from treasury_core.plugins import collect_factories, make_plugin_manager
@@ -21,7 +23,7 @@ from treasury_core.ports.card_provider import (
     HoldGone,
 )
 from treasury_core.testing.clock import FakeClock
-from treasury_sandbox.card_provider import SandboxCardProvider, card_brand, luhn_ok
+from treasury_sandbox.card_provider import SandboxCardProvider
 
 APPROVED = ("4242424242424242", "5555555555554444", "378282246310005")
 DECLINED = {

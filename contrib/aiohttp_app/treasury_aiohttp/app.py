@@ -12,14 +12,23 @@ from importlib.metadata import PackageNotFoundError, version
 
 from aiohttp import web
 
-from treasury_aiohttp import handlers, payment_handlers, sandbox_handlers, treasury_handlers
-from treasury_aiohttp.keys import MAX_BODY_KEY, OPENAPI_KEY, TREASURY_KEY
+from treasury_aiohttp import (
+    card_handlers,
+    handlers,
+    hosted_pages,
+    payment_handlers,
+    sandbox_handlers,
+    treasury_handlers,
+)
+from treasury_aiohttp.hosted_security import FormKey
+from treasury_aiohttp.keys import FORM_KEY, MAX_BODY_KEY, OPENAPI_KEY, TREASURY_KEY
 from treasury_aiohttp.middlewares import (
     auth_middleware,
     body_limit_middleware,
     error_middleware,
     idempotency_middleware,
 )
+from treasury_aiohttp.notifier import HttpNotifier
 from treasury_aiohttp.openapi import build_openapi
 from treasury_aiohttp.routing import Auth, Handler, Route
 from treasury_core import Treasury
@@ -71,7 +80,10 @@ def create_app(
     )
     app[TREASURY_KEY] = treasury
     app[MAX_BODY_KEY] = max_body
-    routes = handlers.ROUTES + treasury_handlers.ROUTES + payment_handlers.ROUTES
+    app[FORM_KEY] = FormKey(treasury.config)
+    routes = (
+        handlers.ROUTES + treasury_handlers.ROUTES + payment_handlers.ROUTES + card_handlers.ROUTES
+    )
     if treasury.config.sandbox:
         routes += sandbox_handlers.ROUTES
     openapi_route = Route(
@@ -79,7 +91,10 @@ def create_app(
     )
     for route in (*routes, openapi_route):
         app.router.add_route(route.method, route.path, _tagged(route))
+    hosted_pages.add_routes(app)
     app[OPENAPI_KEY] = build_openapi(routes, title="treasury-core", version=_package_version())
+    if treasury.cards.notifier is None:
+        app.cleanup_ctx.append(_http_notifier)
     if run_jobs:
         app.cleanup_ctx.append(_job_runner)
     if close_treasury:
@@ -94,6 +109,17 @@ def create_app(
 async def _openapi(request: web.Request) -> web.StreamResponse:
     """The OpenAPI 3.1 document of this server."""
     return web.json_response(request.app[OPENAPI_KEY])
+
+
+async def _http_notifier(app: web.Application) -> AsyncIterator[None]:
+    # The app delivers PMTI results over HTTP unless the embedding code gave the treasury a
+    # notifier of its own; deliveries still in flight finish before the session closes.
+    cards = app[TREASURY_KEY].cards
+    async with HttpNotifier() as notifier:
+        cards.notifier = notifier
+        yield
+        await cards.drain()
+        cards.notifier = None
 
 
 async def _job_runner(app: web.Application) -> AsyncIterator[None]:

@@ -40,10 +40,6 @@ def _bootstrap(database: str | None) -> Treasury:
         raise click.ClickException(f"cannot open the treasury: {exc}") from exc
 
 
-#: aiohttp's default adds its own timestamp, the referrer and the user agent to every line.
-ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tfs'
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """treasury-core: payments and treasury server and tools."""
@@ -59,6 +55,7 @@ def serve(host: str, port: int, database: str | None) -> None:
     """Apply migrations and serve the HTTP interface."""
     from aiohttp import web
 
+    from treasury_aiohttp.access_log import RedactingAccessLogger
     from treasury_aiohttp.app import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -73,8 +70,9 @@ def serve(host: str, port: int, database: str | None) -> None:
         host=host,
         port=port,
         print=None,
-        # The log line already starts with the time; client, request, status, size, duration.
-        access_log_format=ACCESS_LOG_FORMAT,
+        # Client, request (bearer secrets in URLs blanked), status, size, duration; the log
+        # line already starts with the time.
+        access_log_class=RedactingAccessLogger,
     )
 
 
@@ -85,6 +83,14 @@ def migrate(database: str | None) -> None:
     treasury = _bootstrap(database)
     treasury.close()
     click.echo("database is up to date")
+
+
+@main.command("vault-key")
+def vault_key() -> None:
+    """Print a new random vault key (set it as TREASURY_VAULT_KEY; keep it secret)."""
+    from treasury_vault.aesgcm import generate_key
+
+    click.echo(generate_key())
 
 
 @main.group()

@@ -11,9 +11,11 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from treasury_aiohttp.errors import validation_failed
+from treasury_aiohttp import hosted_pages
+from treasury_aiohttp.forms import is_form, json_or_form, wants_html
+from treasury_aiohttp.hosted_security import check_same_origin
 from treasury_aiohttp.io import (
     Responder,
     json_response,
@@ -38,7 +40,7 @@ from treasury_core.ports.card_provider import CardData
 from treasury_core.services.payments import PaymentOutcome
 
 _MAX_INTENT_ID = 2**63 - 1
-_FORM = "application/x-www-form-urlencoded"
+_CARD_INTS = ("expiry_month", "expiry_year")
 
 
 class CountRecord(BaseModel):
@@ -199,43 +201,6 @@ async def count_intents(request: web.Request) -> web.StreamResponse:
     return json_response(CountRecord(count=count))
 
 
-async def _pay_body(request: web.Request) -> PayRequest:
-    """The card from a JSON body, or from the hosted form's fields (numbers as text there).
-
-    A body that is a JSON object is read as JSON whatever its ``Content-Type`` says: ``curl -d``
-    labels JSON as a form.
-    """
-    raw = await request.read()
-    if request.content_type != _FORM or raw.lstrip().startswith(b"{"):
-        return await parse_body(request, PayRequest)
-    try:
-        form = await request.post()
-    except (UnicodeDecodeError, LookupError):  # not UTF-8, or a charset Python does not know
-        raise ValidationFailed(
-            "The request body is not valid form data", code="body_invalid"
-        ) from None
-    fields: dict[str, object] = {}
-    for name in PayRequest.model_fields:
-        value = form.get(name)
-        if isinstance(value, str):
-            fields[name] = value
-    for name in ("expiry_month", "expiry_year"):
-        text = fields.get(name)
-        if isinstance(text, str) and text.strip().isdigit() and text.isascii():
-            fields[name] = int(text.strip())
-    unknown = sorted(set(form) - set(PayRequest.model_fields) - {"csrf_token"})
-    if unknown:
-        raise ValidationFailed(
-            f"Received unknown parameter: {unknown[0]}",
-            code="parameter_unknown",
-            param=unknown[0],
-        )
-    try:
-        return PayRequest.model_validate(fields, strict=True)
-    except ValidationError as exc:
-        raise validation_failed(exc) from None
-
-
 def _attempt(request: web.Request, outcome: PaymentOutcome) -> web.Response:
     lookup_id = outcome.intent.payment_intent_lookup_id
     txn = outcome.transaction
@@ -256,9 +221,12 @@ async def pay(request: web.Request) -> web.StreamResponse:
     """The customer pays the intent: authorized (manual capture) or charged (automatic).
 
     A decline answers 402 with ``failure_reason`` and leaves the intent payable; a 3-D Secure
-    card answers ``next_action``.
+    card answers ``next_action``. A browser posting the hosted form gets pages back instead.
     """
-    body = await _pay_body(request)
+    check_same_origin(request)
+    if wants_html(request) and await is_form(request):
+        return await hosted_pages.pay_from_form(request)
+    body, _ = await json_or_form(request, PayRequest, int_fields=_CARD_INTS)
     card = CardData(
         number=body.card_number,
         expiry_month=body.expiry_month,
@@ -274,7 +242,10 @@ async def pay(request: web.Request) -> web.StreamResponse:
 
 async def complete_challenge(request: web.Request) -> web.StreamResponse:
     """The customer's 3-D Secure answer: ``pass`` completes the payment, ``fail`` declines it."""
-    body = await parse_body(request, ChallengeRequest)
+    check_same_origin(request)
+    if wants_html(request) and await is_form(request):
+        return await hosted_pages.challenge_from_form(request)
+    body, _ = await json_or_form(request, ChallengeRequest)
     outcome = await treasury(request).payments.complete_challenge(
         request.match_info["payment_intent_lookup_id"], passed=body.outcome == "pass"
     )
@@ -368,7 +339,8 @@ ROUTES: tuple[Route, ...] = (
         response=PaymentAttemptRecord,
         tags=_PAYMENTS,
         path_params=_LOOKUP,
-        description="JSON or the hosted form's fields; no API key.",
+        description="JSON or the hosted form's fields; no API key. A browser posting the "
+        "form (`Accept: text/html`) gets the hosted pages back.",
     ),
     Route(
         "POST",

@@ -44,6 +44,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from treasury_core.cards.numbers import brand_of, luhn_valid, normalize
 from treasury_core.errors import CardError
 from treasury_core.ports import Clock
 from treasury_core.ports.card_provider import (
@@ -115,44 +116,9 @@ class _Charge:
         return CardProviderResult(
             reference=self.reference,
             status=_STATUS[self.state],
-            brand=None if number is None else card_brand(number),
+            brand=None if number is None else brand_of(number),
             last4=None if number is None else number[-4:],
         )
-
-
-def luhn_ok(number: str) -> bool:
-    """Whether ``number`` (digits only) passes the Luhn check."""
-    total = 0
-    for i, char in enumerate(reversed(number)):
-        digit = int(char)
-        if i % 2:
-            digit = digit * 2 - 9 if digit > 4 else digit * 2
-        total += digit
-    return total % 10 == 0
-
-
-def card_brand(number: str) -> str:
-    """The card brand from the number's leading digits (``unknown`` if none matches)."""
-    two, four = int(number[:2] or 0), int(number[:4] or 0)
-    if number.startswith("4"):
-        return "visa"
-    if 51 <= two <= 55 or 2221 <= four <= 2720:
-        return "mastercard"
-    if two in (34, 37):
-        return "amex"
-    if number.startswith(("6011", "65")) or 644 <= int(number[:3] or 0) <= 649:
-        return "discover"
-    if 3528 <= four <= 3589:
-        return "jcb"
-    if two in (36, 38, 39) or 300 <= int(number[:3] or 0) <= 305:
-        return "diners"
-    if two == 62:
-        return "unionpay"
-    return "unknown"
-
-
-def _digits(number: str) -> str:
-    return number.replace(" ", "").replace("-", "")
 
 
 def _refuse(message: str, failure_reason: str) -> CardError:
@@ -213,6 +179,29 @@ class SandboxCardProvider(CardProviderBase):
             raise _refuse("The card provider refused the capture", "capture_declined")
         return _Charge(token, code, amount, "c" if capture else "a").result(number)
 
+    def verification_supported(self) -> bool:
+        """Cards are verified before they are saved."""
+        return True
+
+    async def verify(self, card: CardData) -> CardProviderResult:
+        """A zero-amount check before a card is saved; moves no money.
+
+        The cards declined at authorization are declined here too, except
+        4000000000009995: a check of nothing cannot lack funds, so that card is saved and
+        declined when it is charged (as real networks behave). 3-D Secure is asked for when
+        the saved card is charged, not when it is saved.
+        """
+        number = self._checked_number(card)
+        reason = DECLINED_CARDS.get(number)
+        if reason is not None and reason != "insufficient_funds":
+            raise _refuse(_DECLINE_MESSAGES[reason], reason)
+        return CardProviderResult(
+            reference=f"vf_{secrets.token_hex(12)}",
+            status=CardProviderStatus.VERIFIED,
+            brand=brand_of(number),
+            last4=number[-4:],
+        )
+
     async def capture(self, reference: str, amount: int) -> CardProviderResult:
         """Capture up to the held amount. **Moves money.**"""
         charge = _charge(reference)
@@ -266,8 +255,8 @@ class SandboxCardProvider(CardProviderBase):
         return _CHARGEBACKS.get(_charge(reference).code)
 
     def _checked_number(self, card: CardData) -> str:
-        number = _digits(card.number)
-        if not (number.isdigit() and 12 <= len(number) <= 19 and luhn_ok(number)):
+        number = normalize(card.number)
+        if not (number.isdigit() and 12 <= len(number) <= 19 and luhn_valid(number)):
             raise _refuse("Your card number is invalid", "invalid_number")
         if not 1 <= card.expiry_month <= 12:
             raise _refuse("Your card's expiration month is invalid", "invalid_expiry_month")

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -624,7 +624,7 @@ def _record_json(record: TreasuryRecord) -> str:
 
 
 def _json_default(value: object) -> object:
-    if isinstance(value, datetime):
+    if isinstance(value, date):  # datetime too (a subclass): both in ISO 8601
         return value.isoformat()
     if isinstance(value, Decimal):
         return str(value)

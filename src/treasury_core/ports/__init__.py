@@ -34,7 +34,7 @@ from treasury_core.ports.storage import (
     UnitOfWork,
     WalletRepository,
 )
-from treasury_core.ports.vault import StoredCard, Vault
+from treasury_core.ports.vault import SealedCard, Vault, VaultError
 
 __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public_api.py checks
     "AccountFormat",
@@ -61,11 +61,12 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "OutboxRepository",
     "PaymentInstruction",
     "RecordRepository",
+    "SealedCard",
     "Settlement",
     "Storage",
-    "StoredCard",
     "UnitOfWork",
     "Vault",
+    "VaultError",
     "VirtualAccountDetails",
     "WalletRepository",
 ]

@@ -64,6 +64,7 @@ class CardProviderStatus(StrEnum):
     CAPTURED = "captured"  # money moved to the merchant
     VOIDED = "voided"  # the hold released
     REFUNDED = "refunded"  # money returned to the card (the result of a refund)
+    VERIFIED = "verified"  # the card checked out (a verification); nothing held or moved
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +148,20 @@ class CardProvider(Protocol):
         """
         ...
 
+    async def verify(self, card: CardData) -> CardProviderResult:
+        """Check that ``card`` (number, expiry, CVC) is good, before it is saved. Moves no money.
+
+        An account verification: nothing is held. Raises ``CardError`` when declined. Only
+        called when :meth:`verification_supported` says so.
+        """
+        ...
+
     def manual_capture_supported(self) -> bool:
         """Whether ``authorize(..., capture=False)`` holds can be captured later."""
+        ...
+
+    def verification_supported(self) -> bool:
+        """Whether :meth:`verify` checks cards (otherwise cards are saved unverified)."""
         ...
 
     def three_d_secure_supported(self) -> bool:
@@ -196,6 +209,14 @@ class CardProviderBase(ABC):
     async def complete_action(self, reference: str) -> CardProviderResult:
         """See :meth:`CardProvider.complete_action`. Refused unless overridden."""
         raise CardError("No customer action is pending", failure_reason="no_action_required")
+
+    async def verify(self, card: CardData) -> CardProviderResult:
+        """See :meth:`CardProvider.verify`. Refused unless overridden."""
+        raise CardError("This card provider does not verify cards", failure_reason="unsupported")
+
+    def verification_supported(self) -> bool:
+        """Default: cards are not verified before they are saved."""
+        return False
 
     def manual_capture_supported(self) -> bool:
         """Default: holds cannot be captured later."""

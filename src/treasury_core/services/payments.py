@@ -556,6 +556,10 @@ class PaymentService:
             return None
         return txn
 
+    async def waiting_challenge(self, intent: PaymentIntent) -> Transaction | None:
+        """The intent's payment attempt waiting for 3-D Secure, if any (the hosted page asks)."""
+        return await self._waiting_challenge(intent)
+
     async def _abandon_challenge(self, intent: PaymentIntent) -> None:
         """A new attempt replaces one still waiting for 3-D Secure: release it at the provider
         and record it as failed, so no challenge is left open behind the customer's back."""

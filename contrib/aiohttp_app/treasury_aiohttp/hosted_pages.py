@@ -1,0 +1,406 @@
+"""The hosted pages: the payment page, its 3-D Secure challenge, and the tokenization form.
+
+Server-rendered (Jinja2, autoescaped), no JavaScript, one stylesheet. Each form posts back to
+the same address it was served from; the JSON form of those posts (for API clients) lives in
+:mod:`treasury_aiohttp.payment_handlers` and :mod:`treasury_aiohttp.card_handlers`, which hand
+browser posts (``Accept: text/html``) to the functions here.
+
+A browser post follows post/redirect/get: success answers ``303`` to the page that now shows the
+result, so a reload never submits a card twice. A refused card re-renders the form with the
+reason (``402``), a malformed one with the field at fault (``400``).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from importlib.resources import files
+from typing import Any
+
+import jinja2
+from aiohttp import web
+from babel import Locale, UnknownLocaleError
+from babel.numbers import format_currency
+
+from treasury_aiohttp.forms import form_model, read_form
+from treasury_aiohttp.hosted_security import FormKey, check_same_origin, page_headers
+from treasury_aiohttp.io import treasury
+from treasury_aiohttp.keys import FORM_KEY
+from treasury_aiohttp.routing import Handler
+from treasury_core.cards.tokens import CardSubmission, TokenIntent, TokenIntentStatus
+from treasury_core.errors import (
+    CardError,
+    InvalidRequestError,
+    NotFound,
+    PermissionDenied,
+    ProviderError,
+    ValidationFailed,
+)
+from treasury_core.payments import IntentStatus, PaymentIntent
+from treasury_core.payments.requests import ChallengeRequest, PayRequest
+from treasury_core.payments.states import IllegalTransition
+from treasury_core.ports.card_provider import CardData
+
+_CARD_INTS = ("expiry_month", "expiry_year")
+_STATIC_PATH = "/hosted/static"
+
+_templates = jinja2.Environment(
+    loader=jinja2.PackageLoader("treasury_aiohttp", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+)
+_STYLESHEET = (files("treasury_aiohttp") / "static" / "hosted.css").read_bytes()
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+
+def _prefix(request: web.Request, route_path: str) -> str:
+    """Where this app is mounted (``""`` at the root; ``/treasury`` as a sub-app there)."""
+    resource = request.match_info.route.resource
+    canonical = resource.canonical if resource is not None else ""
+    return canonical.removesuffix(route_path) if canonical.endswith(route_path) else ""
+
+
+def render(
+    request: web.Request, template: str, prefix: str, *, status: int = 200, **context: Any
+) -> web.Response:
+    """A hosted page with its security headers."""
+    html = _templates.get_template(template).render(static_prefix=prefix + _STATIC_PATH, **context)
+    response = web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
+    response.headers.update(page_headers(treasury(request).config))
+    return response
+
+
+def _redirect(location: str) -> web.Response:
+    # 303: the browser follows with a GET, so a reload does not post the card again.
+    return web.Response(status=303, headers={"Location": location, "Cache-Control": "no-store"})
+
+
+def _locale(request: web.Request) -> Locale:
+    """The first locale of ``Accept-Language`` that Babel knows (amounts only; text is English)."""
+    tags = []
+    for part in request.headers.get("Accept-Language", "").split(","):
+        tag, _, params = part.strip().partition(";")
+        q = 1.0
+        if params.strip().startswith("q="):
+            try:
+                q = float(params.strip()[2:])
+            except ValueError:
+                q = 0.0
+        if tag and tag != "*" and q > 0:
+            tags.append((q, tag))
+    for _, tag in sorted(tags, key=lambda t: -t[0]):
+        try:
+            return Locale.parse(tag, sep="-")
+        except (UnknownLocaleError, ValueError, TypeError):
+            continue
+    return Locale.parse("en_US")
+
+
+def format_amount(request: web.Request, amount: int, currency: str) -> str:
+    """``amount`` minor units of ``currency``, written for the customer's locale."""
+    places = treasury(request).currencies.get(currency).decimal_places
+    value = Decimal(amount).scaleb(-places)
+    return str(format_currency(value, currency, locale=_locale(request)))
+
+
+def _form_key(request: web.Request) -> FormKey:
+    return request.app[FORM_KEY]
+
+
+# --- the payment page ----------------------------------------------------------------------------
+
+_PAY = "/pay/{payment_intent_lookup_id}"
+_CHALLENGE = "/pay/{payment_intent_lookup_id}/challenge"
+
+_NOT_A_LINK = "This payment link is not valid"
+
+
+def _pay_urls(request: web.Request, lookup_id: str, route_path: str) -> tuple[str, str, str]:
+    prefix = _prefix(request, route_path)
+    return prefix, f"{prefix}/pay/{lookup_id}", f"{prefix}/pay/{lookup_id}/challenge"
+
+
+def _pay_view(
+    request: web.Request,
+    intent: PaymentIntent,
+    route_path: str,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    error_param: str | None = None,
+    values: dict[str, Any] | None = None,
+) -> web.Response:
+    lookup_id = intent.payment_intent_lookup_id
+    prefix, page, _ = _pay_urls(request, lookup_id, route_path)
+    amount = format_amount(request, intent.billing_amount, intent.billing_currency)
+    if intent.status is IntentStatus.PROCESSED:
+        return render(
+            request, "result.html", prefix, title="Payment complete", tone="ok",
+            message="Thank you: your payment is complete.", amount=amount, detail=None,
+        )  # fmt: skip
+    if intent.status is IntentStatus.AUTHORIZED:
+        return render(
+            request, "result.html", prefix, title="Payment authorized", tone="ok",
+            message="Thank you: your payment is authorized.", amount=amount,
+            detail="Your card is charged when the merchant completes the order.",
+        )  # fmt: skip
+    notice = None
+    if intent.status is IntentStatus.CANCELLED:
+        notice = "The earlier authorization of this payment was cancelled; you can pay again."
+    return render(
+        request, "pay.html", prefix, status=status, title="Pay", amount=amount,
+        reference=intent.merchant_reference, notice=notice, action=page,
+        button=f"Pay {amount}", error=error, error_param=error_param,
+        values=values or {}, csrf_token=_form_key(request).token(f"pay:{lookup_id}"),
+    )  # fmt: skip
+
+
+def _not_a_link(request: web.Request, route_path: str, message: str = _NOT_A_LINK) -> web.Response:
+    return render(
+        request, "result.html", _prefix(request, route_path), status=404, title="Not found",
+        tone="bad", message=message, amount=None, detail=None,
+    )  # fmt: skip
+
+
+def _refused_form(request: web.Request, route_path: str, error: PermissionDenied) -> web.Response:
+    return render(
+        request, "result.html", _prefix(request, route_path), status=403, title="Not accepted",
+        tone="bad", message=error.message, amount=None, detail=None,
+    )  # fmt: skip
+
+
+async def pay_page(request: web.Request) -> web.StreamResponse:
+    """``GET /pay/{payment_intent_lookup_id}``: the card form, or where the payment stands."""
+    try:
+        intent = await treasury(request).payments.get_by_lookup_id(
+            None, request.match_info["payment_intent_lookup_id"]
+        )
+    except NotFound:
+        return _not_a_link(request, _PAY)
+    return _pay_view(request, intent, _PAY)
+
+
+def _kept_values(form: Any) -> dict[str, Any]:
+    # Re-shown after an error: never the card number or the CVC.
+    return {k: form.get(k) for k in ("cardholder_name", "expiry_month", "expiry_year")}
+
+
+async def pay_from_form(request: web.Request) -> web.StreamResponse:
+    """A browser's post of the payment form (called by ``POST /pay/{lookup_id}``)."""
+    payments = treasury(request).payments
+    lookup_id = request.match_info["payment_intent_lookup_id"]
+    try:
+        intent = await payments.get_by_lookup_id(None, lookup_id)
+    except NotFound:
+        return _not_a_link(request, _PAY)
+    _, page, challenge = _pay_urls(request, lookup_id, _PAY)
+    form = await read_form(request)
+    values = _kept_values(form)
+    try:
+        check_same_origin(request)
+        token = form.get("csrf_token")
+        _form_key(request).check(f"pay:{lookup_id}", token if isinstance(token, str) else None)
+    except PermissionDenied as refused:
+        return _refused_form(request, _PAY, refused)
+    try:
+        body = form_model(form, PayRequest, int_fields=_CARD_INTS)
+        card = CardData(
+            number=body.card_number,
+            expiry_month=body.expiry_month,
+            expiry_year=body.expiry_year,
+            cvc=body.cvc,
+            cardholder_name=body.cardholder_name,
+        )
+        outcome = await payments.pay(lookup_id, card)
+    except ValidationFailed as invalid:
+        return _pay_view(
+            request, intent, _PAY, status=400, error=invalid.message,
+            error_param=invalid.param, values=values,
+        )  # fmt: skip
+    except CardError as declined:
+        intent = await payments.get_by_lookup_id(None, lookup_id)
+        return _pay_view(
+            request, intent, _PAY, status=402, error=declined.message,
+            error_param="card_number", values=values,
+        )  # fmt: skip
+    except ProviderError:
+        return _pay_view(
+            request, intent, _PAY, status=502, values=values,
+            error="The payment could not be completed right now; please try again.",
+        )  # fmt: skip
+    except IllegalTransition:
+        return _redirect(page)  # paid meanwhile: the page shows where it stands
+    if outcome.transaction.status.value == "requires_action":
+        return _redirect(challenge)
+    return _redirect(page)
+
+
+async def challenge_page(request: web.Request) -> web.StreamResponse:
+    """``GET /pay/{lookup_id}/challenge``: the sandbox's 3-D Secure page."""
+    payments = treasury(request).payments
+    lookup_id = request.match_info["payment_intent_lookup_id"]
+    try:
+        intent = await payments.get_by_lookup_id(None, lookup_id)
+    except NotFound:
+        return _not_a_link(request, _CHALLENGE)
+    prefix, page, challenge = _pay_urls(request, lookup_id, _CHALLENGE)
+    if await payments.waiting_challenge(intent) is None:
+        return _redirect(page)
+    return render(
+        request, "challenge.html", prefix, title="Confirm your payment",
+        amount=format_amount(request, intent.billing_amount, intent.billing_currency),
+        action=challenge, csrf_token=_form_key(request).token(f"challenge:{lookup_id}"),
+    )  # fmt: skip
+
+
+async def challenge_from_form(request: web.Request) -> web.StreamResponse:
+    """A browser's answer to the challenge page (called by ``POST …/challenge``)."""
+    payments = treasury(request).payments
+    lookup_id = request.match_info["payment_intent_lookup_id"]
+    try:
+        intent = await payments.get_by_lookup_id(None, lookup_id)
+    except NotFound:
+        return _not_a_link(request, _CHALLENGE)
+    _, page, _ = _pay_urls(request, lookup_id, _CHALLENGE)
+    form = await read_form(request)
+    try:
+        check_same_origin(request)
+        token = form.get("csrf_token")
+        _form_key(request).check(
+            f"challenge:{lookup_id}", token if isinstance(token, str) else None
+        )
+    except PermissionDenied as refused:
+        return _refused_form(request, _CHALLENGE, refused)
+    try:
+        body = form_model(form, ChallengeRequest)
+        await payments.complete_challenge(lookup_id, passed=body.outcome == "pass")
+    except CardError as failed:
+        intent = await payments.get_by_lookup_id(None, lookup_id)
+        return _pay_view(request, intent, _CHALLENGE, status=402, error=failed.message)
+    except (IllegalTransition, ValidationFailed):
+        return _redirect(page)
+    except ProviderError:
+        return _pay_view(
+            request, intent, _CHALLENGE, status=502,
+            error="The payment could not be completed right now; please try again.",
+        )  # fmt: skip
+    return _redirect(page)
+
+
+# --- the tokenization form -----------------------------------------------------------------------
+
+_TOKENIZE = "/tokenize/{pmti_id}/{secret}"
+_NOT_A_FORM = "This card form link is not valid"
+
+
+def _tokenize_view(
+    request: web.Request,
+    intent: TokenIntent,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    error_param: str | None = None,
+    values: dict[str, Any] | None = None,
+) -> web.Response:
+    prefix = _prefix(request, _TOKENIZE)
+    if intent.status is TokenIntentStatus.SUCCEEDED:
+        assert intent.card is not None  # a succeeded PMTI has its card
+        card = intent.card
+        return render(
+            request, "result.html", prefix, title="Card saved", tone="ok",
+            message=f"Your card {card.brand.title()} •••• {card.last4} is saved.", amount=None,
+            detail=f"Expires {card.expiry_month:02d}/{card.expiry_year}. You can close this page.",
+        )  # fmt: skip
+    if intent.status is TokenIntentStatus.FAILED:
+        reason = intent.error.message if intent.error else "The card was declined"
+        return render(
+            request, "result.html", prefix, title="Card not saved", tone="bad",
+            message=f"{reason}.".replace("..", "."), amount=None,
+            detail="Ask the merchant for a new link to try another card.",
+        )  # fmt: skip
+    if treasury(request).clock.now() >= intent.expires_at:
+        return render(
+            request, "result.html", prefix, status=410, title="Link expired", tone="bad",
+            message="This card form link has expired.", amount=None,
+            detail="Ask the merchant for a new link.",
+        )  # fmt: skip
+    return render(
+        request, "tokenize.html", prefix, status=status, title="Save your card",
+        customer_email=intent.customer_email, action=request.path, error=error,
+        error_param=error_param, values=values or {},
+        csrf_token=_form_key(request).token(f"tokenize:{intent.id}"),
+    )  # fmt: skip
+
+
+async def tokenize_page(request: web.Request) -> web.StreamResponse:
+    """``GET /tokenize/{pmti_id}/{secret}``: the card form, or the tokenization's result."""
+    try:
+        intent = await treasury(request).cards.find_by_secret(
+            request.match_info["pmti_id"], request.match_info["secret"], form=True
+        )
+    except NotFound:
+        return _not_a_link(request, _TOKENIZE, _NOT_A_FORM)
+    return _tokenize_view(request, intent)
+
+
+async def tokenize_from_form(request: web.Request) -> web.StreamResponse:
+    """``POST /tokenize/{pmti_id}/{secret}``: the customer submits the card."""
+    cards = treasury(request).cards
+    pmti_id, secret = request.match_info["pmti_id"], request.match_info["secret"]
+    try:
+        intent = await cards.find_by_secret(pmti_id, secret, form=True)
+    except NotFound:
+        return _not_a_link(request, _TOKENIZE, _NOT_A_FORM)
+    form = await read_form(request)
+    values = _kept_values(form)
+    try:
+        check_same_origin(request)
+        token = form.get("csrf_token")
+        _form_key(request).check(f"tokenize:{pmti_id}", token if isinstance(token, str) else None)
+    except PermissionDenied as refused:
+        return _refused_form(request, _TOKENIZE, refused)
+    try:
+        card = form_model(form, CardSubmission, int_fields=_CARD_INTS)
+        await cards.submit(pmti_id, secret, card, form=True)
+    except ValidationFailed as invalid:
+        return _tokenize_view(
+            request, intent, status=400, error=invalid.message, error_param=invalid.param,
+            values=values,
+        )  # fmt: skip
+    except ProviderError:
+        return _tokenize_view(
+            request, intent, status=502, values=values,
+            error="The card could not be checked right now; please try again.",
+        )  # fmt: skip
+    except InvalidRequestError:
+        pass  # finished or expired meanwhile: the page says which
+    return _redirect(request.path)
+
+
+async def stylesheet(request: web.Request) -> web.StreamResponse:
+    """The hosted pages' one stylesheet."""
+    return web.Response(
+        body=_STYLESHEET,
+        content_type="text/css",
+        charset="utf-8",
+        headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"},
+    )
+
+
+_HANDLERS: dict[tuple[str, str], Handler] = {
+    ("GET", _PAY): pay_page,
+    ("GET", _CHALLENGE): challenge_page,
+    ("GET", _TOKENIZE): tokenize_page,
+    ("POST", _TOKENIZE): tokenize_from_form,
+    ("GET", f"{_STATIC_PATH}/hosted.css"): stylesheet,
+}
+
+#: The pages' routes: HTML for browsers, so not in the OpenAPI document of the JSON API.
+PAGES: tuple[tuple[str, str], ...] = tuple(_HANDLERS)
+
+
+def add_routes(app: web.Application) -> None:
+    """Add :data:`PAGES` to ``app``'s router."""
+    for (method, path), handler in _HANDLERS.items():
+        app.router.add_route(method, path, handler)

@@ -1,0 +1,98 @@
+"""What keeps the hosted pages safe in a browser: headers, CSRF tokens, same-origin posts.
+
+The pages are addressed by bearer secrets in their URLs (the lookup id, the PMTI form secret),
+so they must not leak them (``Referrer-Policy: same-origin``, ``Cache-Control: no-store``) and
+must only accept forms posted from themselves:
+
+- every form carries a CSRF token: an HMAC over the page it was served for and when, checked on
+  post (valid for :data:`CSRF_TOKEN_SECONDS`);
+- a browser post must come from this origin: ``Origin`` (sent by browsers on every cross-origin
+  POST) must name this host, and ``Sec-Fetch-Site``, when sent, must say ``same-origin``.
+
+Cookies are not used: the forms work in a third-party iframe, where browsers drop them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from treasury_core.config import TreasuryConfig
+from treasury_core.errors import PermissionDenied
+
+#: How long a served form may be posted.
+CSRF_TOKEN_SECONDS = 3600
+
+FORM_REFUSED = "This form could not be accepted; reload the page and try again"
+CROSS_SITE_REFUSED = "Cross-site submissions are not accepted"
+
+
+class FormKey:
+    """Signs and checks CSRF tokens (``config.form_key``, or a random per-process key)."""
+
+    def __init__(self, config: TreasuryConfig) -> None:
+        secret = config.form_key.get_secret_value().encode() if config.form_key else None
+        self._key = hashlib.sha256(b"treasury hosted forms\0" + (secret or secrets.token_bytes(32)))
+
+    def token(self, scope: str, now: float | None = None) -> str:
+        """A token for a form served for ``scope`` (the page's path)."""
+        issued = str(int(time.time() if now is None else now))
+        return f"{issued}.{self._mac(scope, issued)}"
+
+    def check(self, scope: str, token: str | None, now: float | None = None) -> None:
+        """Raise :class:`PermissionDenied` unless ``token`` was issued for ``scope`` lately."""
+        issued, _, mac = (token or "").partition(".")
+        current = time.time() if now is None else now
+        fresh = issued.isdigit() and 0 <= current - int(issued) <= CSRF_TOKEN_SECONDS
+        if not (fresh and hmac.compare_digest(mac, self._mac(scope, issued))):
+            raise PermissionDenied(FORM_REFUSED, code="csrf_token_invalid")
+
+    def _mac(self, scope: str, issued: str) -> str:
+        digest = hmac.new(self._key.digest(), f"{scope}\0{issued}".encode(), "sha256").digest()
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def check_same_origin(request: web.Request) -> None:
+    """Refuse a post a browser sent from another site (no-op for server-to-server calls,
+    which send neither header).
+
+    ``Sec-Fetch-Site`` decides when present (every current browser sends it); otherwise
+    ``Origin`` must name this host. (``Origin`` alone is not enough: a page with a strict
+    referrer policy posts ``Origin: null`` even to itself.)
+    """
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site is not None:
+        if fetch_site not in ("same-origin", "none"):
+            raise PermissionDenied(CROSS_SITE_REFUSED, code="cross_site_request")
+        return
+    origin = request.headers.get("Origin")
+    if origin is not None and urlsplit(origin).netloc != request.host:
+        raise PermissionDenied(CROSS_SITE_REFUSED, code="cross_site_request")
+
+
+def page_headers(config: TreasuryConfig) -> dict[str, str]:
+    """Headers of every hosted page: a strict CSP, and nothing that leaks the URL's secret."""
+    ancestors = " ".join(("'self'", *config.frame_ancestors))
+    csp = (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        f"base-uri 'none'; frame-ancestors {ancestors}"
+    )
+    headers = {
+        "Content-Security-Policy": csp,
+        # Same-origin only: the URL's secret never goes to another site in a Referer.
+        "Referrer-Policy": "same-origin",
+        "Cache-Control": "no-store",
+        "X-Content-Type-Options": "nosniff",
+        "Cross-Origin-Resource-Policy": "same-origin",
+        "Permissions-Policy": "camera=(), microphone=(), geolocation=(), payment=()",
+    }
+    if not config.frame_ancestors:
+        # Older browsers ignore frame-ancestors; with no embedding allowed, say it twice.
+        headers["X-Frame-Options"] = "SAMEORIGIN"
+    return headers

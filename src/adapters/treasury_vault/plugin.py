@@ -1,0 +1,44 @@
+"""Registers the AES-256-GCM card vault under ``aesgcm``."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Mapping
+
+from treasury_core.config import TreasuryConfig
+from treasury_core.plugins.hookspecs import VaultFactory, hookimpl
+from treasury_core.ports import Vault
+
+logger = logging.getLogger("treasury.vault")
+
+
+def _aesgcm_vault(config: TreasuryConfig) -> Vault:
+    # Imported here: registering the plugin must not load cryptography, building the vault does.
+    from treasury_vault.aesgcm import (
+        MSG_SANDBOX_KEY_OUTSIDE_SANDBOX,
+        MSG_VAULT_KEY_MISSING,
+        SANDBOX_KEY,
+        AesGcmVault,
+        VaultKeyMissing,
+        parse_key,
+    )
+
+    old_keys = [parse_key(secret.get_secret_value()) for secret in config.vault_old_keys]
+    if config.vault_key is not None:
+        key = parse_key(config.vault_key.get_secret_value())
+        if not config.sandbox and hmac.compare_digest(key, SANDBOX_KEY):
+            # The sandbox key is published; real cards sealed under it would be readable by all.
+            raise VaultKeyMissing(MSG_SANDBOX_KEY_OUTSIDE_SANDBOX)
+        return AesGcmVault(key, old_keys)
+    if not config.sandbox:
+        raise VaultKeyMissing(MSG_VAULT_KEY_MISSING)
+    # The sandbox runs without setup; the key it falls back to is public, hence the warning.
+    logger.warning("no vault key configured; using the public sandbox key")
+    return AesGcmVault(SANDBOX_KEY, old_keys)
+
+
+@hookimpl
+def register_vault() -> Mapping[str, VaultFactory]:
+    """The AES-256-GCM vault: ``TREASURY_VAULT_KEY``, or the public sandbox key in sandbox mode."""
+    return {"aesgcm": _aesgcm_vault}

@@ -1,0 +1,248 @@
+"""Payment method token intents (PMTI, part 2.2) and the saved-card tokens they produce.
+
+Rules:
+- A PMTI is ``requires_payment_method`` until a card is submitted once, through the hosted form
+  or the server-to-server confirm endpoint; it then ends ``succeeded`` (with a ``pmt_…`` token)
+  or ``failed`` (the card was declined by the verification). A second submission is refused.
+  A card that fails the number, expiry or CVC checks is not a submission: the PMTI stays open.
+- A PMTI takes its card within ``tokenization_ttl_seconds`` of creation (business time).
+- The two URLs of ``latest_version`` carry random secrets that are stored only as SHA-256
+  hashes, so they are shown once, in the creation response, like API keys.
+- A token charges only for the company that created it, until its ``expiry_date`` (inclusive)
+  and the card's own expiry month; the card number inside it is sealed by the vault.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import date
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from treasury_core.payments.intents import PaymentType
+from treasury_core.payments.requests import Email, Url
+from treasury_core.serialization import Timestamp
+from treasury_core.treasury.records import TreasuryRecord
+from treasury_core.validation import SingleLine
+
+#: E.164: a plus, a country code not starting with 0, at most 15 digits in all.
+E164 = Annotated[
+    str,
+    StringConstraints(pattern=r"^\+[1-9][0-9]{1,14}$"),
+    Field(description="E.164, e.g. +14155550100."),
+]
+
+
+def secret_hash(secret: str) -> str:
+    """The stored form of a URL secret (SHA-256 hex); secrets are 256 random bits, so a fast
+    hash is enough: there is nothing to brute-force."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class TokenIntentStatus(StrEnum):
+    """Where a PMTI stands."""
+
+    REQUIRES_PAYMENT_METHOD = "requires_payment_method"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class CardSummary(_Frozen):
+    """What may be shown of a saved card."""
+
+    brand: str
+    last4: str
+    expiry_month: int
+    expiry_year: int
+
+
+class TokenizationError(_Frozen):
+    """Why a tokenization failed: the card provider's ``failure_reason`` and its message."""
+
+    code: str
+    message: str
+
+
+class TokenIntentVersion(_Frozen):
+    """``latest_version``: the hosted form and the confirm endpoint of this PMTI.
+
+    The URLs are present in the creation response only (their secrets are stored hashed).
+    """
+
+    version: int = 1
+    status: TokenIntentStatus
+    provider_tokenization_url: str | None = None
+    confirm_endpoint_url: str | None = None
+    expires_at: Timestamp
+
+
+class TokenIntentRecord(_Frozen):
+    """A PMTI as the API returns it."""
+
+    id: str
+    object: Literal["payment_method_token_intent"] = "payment_method_token_intent"
+    account_id: int
+    payment_type: PaymentType
+    customer_email: str
+    customer_phone_number: str
+    callback_url: str | None
+    expiry_date: date | None
+    status: TokenIntentStatus
+    payment_method_token: str | None
+    card: CardSummary | None
+    error: TokenizationError | None
+    latest_version: TokenIntentVersion
+    created_at: Timestamp
+
+
+class TokenIntent(TreasuryRecord):
+    """A stored PMTI: the record plus the hashes of its two URL secrets."""
+
+    prefix: ClassVar[str] = "pmti"
+    record_model: ClassVar[type[BaseModel]] = TokenIntentRecord
+
+    account_id: int
+    payment_type: PaymentType = PaymentType.TOKENIZATION
+    customer_email: str
+    customer_phone_number: str
+    callback_url: str | None = None
+    expiry_date: date | None = None
+    status: TokenIntentStatus = TokenIntentStatus.REQUIRES_PAYMENT_METHOD
+    payment_method_token: str | None = None
+    card: CardSummary | None = None
+    error: TokenizationError | None = None
+    expires_at: Timestamp
+    form_secret_hash: str
+    confirm_secret_hash: str
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a card may still be submitted (expiry aside)."""
+        return self.status is TokenIntentStatus.REQUIRES_PAYMENT_METHOD
+
+    def record(
+        self, *, tokenization_url: str | None = None, confirm_url: str | None = None
+    ) -> TokenIntentRecord:
+        """The API record; the URLs only when the caller has them (at creation)."""
+        return TokenIntentRecord(
+            id=self.id,
+            account_id=self.account_id,
+            payment_type=self.payment_type,
+            customer_email=self.customer_email,
+            customer_phone_number=self.customer_phone_number,
+            callback_url=self.callback_url,
+            expiry_date=self.expiry_date,
+            status=self.status,
+            payment_method_token=self.payment_method_token,
+            card=self.card,
+            error=self.error,
+            latest_version=TokenIntentVersion(
+                status=self.status,
+                provider_tokenization_url=tokenization_url,
+                confirm_endpoint_url=confirm_url,
+                expires_at=self.expires_at,
+            ),
+            created_at=self.created_at,
+        )
+
+    def result(self) -> TokenizationResult:
+        """The tokenization result (decisions.md): the confirm answer and the callback body."""
+        return TokenizationResult(
+            payment_method_token_intent_id=self.id,
+            payment_method_token=self.payment_method_token,
+            status=self.status,
+            card=self.card,
+            error=self.error,
+        )
+
+
+class TokenizationResult(_Frozen):
+    """``{"payment_method_token", "status", "card", "error"}`` of decisions.md, plus the PMTI's
+    id so a receiver serving many PMTIs on one ``callback_url`` knows which one finished."""
+
+    payment_method_token_intent_id: str
+    payment_method_token: str | None
+    status: TokenIntentStatus
+    card: CardSummary | None
+    error: TokenizationError | None
+
+    @classmethod
+    def from_event_object(cls, obj: dict[str, Any]) -> TokenizationResult:
+        """The result carried by a PMTI event's ``data.object`` (the PMTI's API record)."""
+        return cls(
+            payment_method_token_intent_id=obj["id"],
+            payment_method_token=obj.get("payment_method_token"),
+            status=obj["status"],
+            card=obj.get("card"),
+            error=obj.get("error"),
+        )
+
+
+class PaymentMethodTokenRecord(_Frozen):
+    """A saved-card token as the API shows it."""
+
+    id: str
+    object: Literal["payment_method_token"] = "payment_method_token"
+    account_id: int
+    payment_method_token_intent_id: str
+    card: CardSummary
+    customer_email: str
+    expiry_date: date | None
+    created_at: Timestamp
+
+
+class PaymentMethodToken(TreasuryRecord, PaymentMethodTokenRecord):
+    """A stored saved-card token: the card sealed by the vault, its fingerprint, the name."""
+
+    prefix: ClassVar[str] = "pmt"
+    record_model: ClassVar[type[BaseModel]] = PaymentMethodTokenRecord
+
+    sealed_card: str
+    fingerprint: str
+    cardholder_name: str | None = None
+    status: str = "active"
+
+    def expired(self, today: date) -> bool:
+        """Past its ``expiry_date`` or past the card's own expiry month."""
+        if self.expiry_date is not None and today > self.expiry_date:
+            return True
+        return (today.year, today.month) > (self.card.expiry_year, self.card.expiry_month)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class CreateTokenIntentRequest(_Strict):
+    """``POST /api/v1/payment_method_token_intent`` (part 2.2)."""
+
+    account_id: Annotated[int, Field(gt=0, lt=2**63)]
+    # Not strict, as on payment intents; only ``Tokenization`` is accepted (the service says so).
+    payment_type: Annotated[PaymentType, Field(strict=False)]
+    customer_email: Email
+    customer_phone_number: E164
+    callback_url: Url | None = None
+    expiry_date: date | None = None
+
+
+class CardSubmission(_Strict):
+    """The card, from the server-to-server confirm call or the hosted form (part 2.2).
+
+    Shapes only: the number's Luhn digit, its length per brand, the expiry and the CVC are
+    checked by :func:`treasury_core.cards.numbers.check_card`, whose messages never echo them.
+    """
+
+    cardholder_name: Annotated[SingleLine, StringConstraints(max_length=255)] | None = None
+    # ASCII digits, optionally grouped by spaces or dashes as printed on the card.
+    card_number: Annotated[
+        str, StringConstraints(min_length=1, max_length=32, pattern=r"^[0-9][0-9 -]*$")
+    ]
+    expiry_month: Annotated[int, Field(ge=1, le=12)]
+    expiry_year: Annotated[int, Field(ge=0, le=2200)]
+    cvc: Annotated[str, StringConstraints(min_length=1, max_length=8, pattern=r"^[0-9]+$")]

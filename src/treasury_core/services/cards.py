@@ -1,0 +1,339 @@
+"""Card on file (parts 1.2, 2.2, 4.2): payment method token intents and saved cards.
+
+The flow: a client creates a PMTI; the customer submits a card once, through the hosted form at
+``provider_tokenization_url`` or the client's server through ``confirm_endpoint_url``; the card
+is checked, verified with the card provider (the CVC is used there and then dropped), sealed by
+the vault and saved as a ``pmt_…`` token, all in one transaction with the PMTI's result and its
+event; the result then goes to the PMTI's ``callback_url`` through the notifier. The token is
+later a payment intent's ``card_token`` (:meth:`CardOnFileService.saved_card` is what the
+payments service asks).
+
+Card numbers and CVCs never appear in a message, a log line, an event or a stored field here:
+errors name the field, and storage holds the vault's ciphertext only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from treasury_core.cards.numbers import check_card
+from treasury_core.cards.tokens import (
+    CardSubmission,
+    CardSummary,
+    CreateTokenIntentRequest,
+    PaymentMethodToken,
+    TokenIntent,
+    TokenIntentStatus,
+    TokenizationError,
+    secret_hash,
+)
+from treasury_core.errors import CardError, InvalidRequestError, NotFound, ValidationFailed
+from treasury_core.events import Event, EventType
+from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.payments.intents import PaymentType
+from treasury_core.ports import CardProvider, Notifier, SealedCard, UnitOfWork, Vault
+from treasury_core.ports.card_provider import CardData
+from treasury_core.services.idempotency import finish
+from treasury_core.services.support import TreasuryContext
+from treasury_core.validation import is_resource_id
+
+log = logging.getLogger("treasury.cards")
+
+#: Where the hosted tokenization form of a PMTI lives (relative to the server's base URL).
+TOKENIZATION_PATH = "/tokenize/{pmti_id}/{secret}"
+#: Where the server-to-server card submission of a PMTI goes.
+CONFIRM_PATH = "/api/v1/payment_method_token_intent/{pmti_id}/confirm/{secret}"
+
+ALREADY_SUBMITTED = "A card has already been submitted for this payment method token intent"
+SESSION_EXPIRED = "This payment method token intent has expired"
+TOKEN_EXPIRED = "This payment method token has expired"
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTokenIntent:
+    """A new PMTI and the paths of its two URLs (shown once: only their hashes are kept)."""
+
+    intent: TokenIntent
+    tokenization_path: str
+    confirm_path: str
+
+
+class CardOnFileService:
+    """Payment method token intents, the vault and the saved cards they produce."""
+
+    def __init__(
+        self,
+        ctx: TreasuryContext,
+        provider: CardProvider,
+        vault: Vault,
+        notifier: Notifier | None = None,
+    ) -> None:
+        self._ctx = ctx
+        self.provider = provider
+        self.vault = vault
+        self.notifier = notifier
+        self._ttl = timedelta(seconds=ctx.config.tokenization_ttl_seconds)
+        # Deliveries in flight, kept so they are not garbage-collected mid-send and can be
+        # awaited by :meth:`drain` (tests, shutdown).
+        self._deliveries: set[asyncio.Task[None]] = set()
+
+    # --- create and read ------------------------------------------------------------------------
+
+    async def create_intent(
+        self,
+        company_id: int,
+        request: CreateTokenIntentRequest,
+        *,
+        idempotency: IdempotencyTicket[CreatedTokenIntent] | None = None,
+    ) -> CreatedTokenIntent:
+        """A new PMTI for the company's merchant account (``requires_payment_method``)."""
+        if request.payment_type is not PaymentType.TOKENIZATION:
+            raise ValidationFailed(
+                "payment_type must be Tokenization for a payment method token intent",
+                param="payment_type",
+            )
+        ctx = self._ctx
+        now = ctx.clock.now()
+        form_secret = secrets.token_urlsafe(32)
+        confirm_secret = secrets.token_urlsafe(32)
+        intent = TokenIntent(
+            id=ctx.ids.new_id(TokenIntent.prefix),
+            company_id=company_id,
+            account_id=request.account_id,
+            customer_email=request.customer_email,
+            customer_phone_number=request.customer_phone_number,
+            callback_url=request.callback_url,
+            expiry_date=request.expiry_date,
+            created_at=now,
+            expires_at=now + self._ttl,
+            form_secret_hash=secret_hash(form_secret),
+            confirm_secret_hash=secret_hash(confirm_secret),
+        )
+        created = CreatedTokenIntent(
+            intent,
+            TOKENIZATION_PATH.format(pmti_id=intent.id, secret=form_secret),
+            CONFIRM_PATH.format(pmti_id=intent.id, secret=confirm_secret),
+        )
+
+        def write(uow: UnitOfWork) -> CreatedTokenIntent:
+            accounts = uow.companies.merchant_accounts(company_id)
+            if not any(a.id == request.account_id for a in accounts):
+                raise NotFound(f"No such account: {request.account_id}", param="account_id")
+            uow.records.add(intent)
+            return finish(uow, idempotency, created)
+
+        return await ctx.storage.run(write)
+
+    async def get_intent(self, company_id: int, pmti_id: str) -> TokenIntent:
+        """The company's PMTI, or :class:`NotFound`."""
+        found = None
+        if is_resource_id(pmti_id, TokenIntent.prefix):
+            found = await self._ctx.storage.run(
+                lambda uow: uow.records.get(TokenIntent, pmti_id, company_id), write=False
+            )
+        if found is None:
+            raise NotFound(f"No such payment method token intent: {pmti_id}")
+        return found
+
+    async def get_token(self, company_id: int, token: str) -> PaymentMethodToken:
+        """The company's saved-card token, or :class:`NotFound`."""
+        found = None
+        if is_resource_id(token, PaymentMethodToken.prefix):
+            found = await self._ctx.storage.run(
+                lambda uow: uow.records.get(PaymentMethodToken, token, company_id), write=False
+            )
+        if found is None:
+            raise NotFound(f"No such payment method token: {token}")
+        return found
+
+    # --- the card submission --------------------------------------------------------------------
+
+    async def find_by_secret(self, pmti_id: str, secret: str, *, form: bool) -> TokenIntent:
+        """The PMTI a URL secret opens, whatever its state (the hosted page shows results too).
+
+        ``form`` picks the hosted form's secret, otherwise the confirm endpoint's. A wrong id
+        or secret is :class:`NotFound`, with no hint which.
+        """
+        intent = None
+        if is_resource_id(pmti_id, TokenIntent.prefix) and len(secret) <= 128:
+            intent = await self._ctx.storage.run(
+                lambda uow: uow.records.get(TokenIntent, pmti_id, None), write=False
+            )
+        expected = ""
+        if intent is not None:
+            expected = intent.form_secret_hash if form else intent.confirm_secret_hash
+        if intent is None or not hmac.compare_digest(expected, secret_hash(secret)):
+            raise NotFound("No such payment method token intent")
+        return intent
+
+    def _check_open(self, intent: TokenIntent) -> None:
+        if not intent.is_open:
+            raise InvalidRequestError(
+                ALREADY_SUBMITTED, code="payment_method_token_intent_unexpected_state"
+            )
+        if self._ctx.clock.now() >= intent.expires_at:
+            raise InvalidRequestError(SESSION_EXPIRED, code="payment_method_token_intent_expired")
+
+    async def submit(
+        self, pmti_id: str, secret: str, card: CardSubmission, *, form: bool = False
+    ) -> TokenIntent:
+        """Tokenize ``card`` for the PMTI the secret opens; returns the finished PMTI.
+
+        A card failing the checks raises :class:`ValidationFailed` and leaves the PMTI open. A
+        decline by the provider's verification finishes it ``failed`` (returned, not raised);
+        an unreachable provider raises and leaves it open.
+        """
+        ctx = self._ctx
+        intent = await self.find_by_secret(pmti_id, secret, form=form)
+        self._check_open(intent)
+        number = check_card(
+            card.card_number,
+            card.expiry_month,
+            card.expiry_year,
+            card.cvc,
+            today=ctx.clock.now().date(),
+        )
+        expiry_year = card.expiry_year + 2000 if card.expiry_year < 100 else card.expiry_year
+        data = CardData(
+            number=number,
+            expiry_month=card.expiry_month,
+            expiry_year=expiry_year,
+            cvc=card.cvc,
+            cardholder_name=card.cardholder_name,
+        )
+        declined: CardError | None = None
+        if self.provider.verification_supported():
+            try:
+                await self.provider.verify(data)
+            except CardError as exc:
+                declined = exc
+        if declined is not None:
+            finished = intent.model_copy(
+                update={
+                    "status": TokenIntentStatus.FAILED,
+                    "error": TokenizationError(
+                        code=declined.failure_reason or declined.code, message=declined.message
+                    ),
+                }
+            )
+            token = None
+        else:
+            token_id = ctx.ids.new_id(PaymentMethodToken.prefix)
+            sealed = self.vault.seal(number, data.expiry_month, expiry_year, context=token_id)
+            summary = CardSummary(
+                brand=sealed.brand,
+                last4=sealed.last4,
+                expiry_month=sealed.expiry_month,
+                expiry_year=sealed.expiry_year,
+            )
+            token = PaymentMethodToken(
+                id=token_id,
+                company_id=intent.company_id,
+                account_id=intent.account_id,
+                payment_method_token_intent_id=intent.id,
+                card=summary,
+                customer_email=intent.customer_email,
+                expiry_date=intent.expiry_date,
+                created_at=ctx.clock.now(),
+                sealed_card=sealed.ciphertext,
+                fingerprint=sealed.fingerprint,
+                cardholder_name=card.cardholder_name,
+            )
+            finished = intent.model_copy(
+                update={
+                    "status": TokenIntentStatus.SUCCEEDED,
+                    "payment_method_token": token_id,
+                    "card": summary,
+                }
+            )
+        event_type = (
+            EventType.PAYMENT_METHOD_TOKEN_INTENT_SUCCEEDED
+            if token is not None
+            else EventType.PAYMENT_METHOD_TOKEN_INTENT_FAILED
+        )
+
+        def write(uow: UnitOfWork) -> Event:
+            current = uow.records.get(TokenIntent, intent.id, None, for_update=True)
+            assert current is not None  # PMTIs are never deleted
+            # Another submission may have finished it since it was opened: one card per PMTI.
+            self._check_open(current)
+            if token is not None:
+                uow.records.add(token)
+            uow.records.update(finished)
+            event = Event(
+                id=ctx.ids.new_id("evt"),
+                type=event_type,
+                company_id=finished.company_id,
+                created_at=ctx.clock.now(),
+                data={"object": finished.record().model_dump(mode="json")},
+            )
+            uow.outbox.add(event)
+            return event
+
+        event = await ctx.storage.run(write)
+        if finished.callback_url is not None:
+            self._deliver(event)
+        return finished
+
+    def _deliver(self, event: Event) -> None:
+        notifier = self.notifier
+        if notifier is None:
+            return
+
+        async def send() -> None:
+            try:
+                await notifier.deliver(event)
+            except Exception:
+                # The event stays in the outbox; the notifications worker redelivers from there.
+                log.warning("delivery of %s (%s) failed", event.id, event.type.value, exc_info=True)
+
+        task = asyncio.get_running_loop().create_task(send(), name=f"deliver-{event.id}")
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
+
+    async def drain(self) -> None:
+        """Wait for the callback deliveries in flight (at shutdown, and in tests)."""
+        while self._deliveries:
+            await asyncio.gather(*self._deliveries, return_exceptions=True)
+
+    # --- charging a saved card ------------------------------------------------------------------
+
+    async def saved_card(self, company_id: int, token: str) -> CardData | None:
+        """The card behind the company's ``token`` for the card provider, or ``None``.
+
+        Raises :class:`ValidationFailed` (``payment_method_token_expired``) once the token is
+        past its ``expiry_date`` or the card past its expiry month. The CVC is never stored,
+        so the card goes to the provider without one.
+        """
+        found = await self._ctx.storage.run(
+            lambda uow: uow.records.get(PaymentMethodToken, token, company_id), write=False
+        )
+        if found is None:
+            return None
+        if found.expired(self._ctx.clock.now().date()):
+            raise ValidationFailed(
+                TOKEN_EXPIRED, code="payment_method_token_expired", param="card_token"
+            )
+        sealed = _sealed(found)
+        return CardData(
+            number=self.vault.open(sealed, context=found.id),
+            expiry_month=found.card.expiry_month,
+            expiry_year=found.card.expiry_year,
+            cardholder_name=found.cardholder_name,
+        )
+
+
+def _sealed(token: PaymentMethodToken) -> SealedCard:
+    return SealedCard(
+        ciphertext=token.sealed_card,
+        brand=token.card.brand,
+        last4=token.card.last4,
+        expiry_month=token.card.expiry_month,
+        expiry_year=token.card.expiry_year,
+        fingerprint=token.fingerprint,
+    )
