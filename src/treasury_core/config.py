@@ -103,6 +103,11 @@ class TreasuryConfig(BaseModel):
         description="Signs the hosted forms' CSRF tokens; every server process behind one "
         "address needs the same. Random per process when unset.",
     )
+    allow_private_destinations: bool | None = Field(
+        default=None,
+        description="Whether callbacks may go to loopback, private and link-local addresses; "
+        "by default only in sandbox mode.",
+    )
     frame_ancestors: tuple[FrameAncestor, ...] = Field(
         default=(),
         description="Origins allowed to embed the hosted pages in an iframe (CSP "
@@ -122,6 +127,13 @@ class TreasuryConfig(BaseModel):
     def clock_name(self) -> str:
         """The clock: the explicit one, else ``sandbox`` in sandbox mode, ``system`` otherwise."""
         return self.clock or ("sandbox" if self.sandbox else "system")
+
+    @property
+    def private_destinations_allowed(self) -> bool:
+        """Whether outbound callbacks may reach non-public addresses (sandbox: yes)."""
+        if self.allow_private_destinations is None:
+            return self.sandbox
+        return self.allow_private_destinations
 
     def withdrawal_fee(self, currency: str) -> tuple[int, int]:
         """The (fixed, basis points) fee rule for withdrawals in ``currency``."""
@@ -156,6 +168,13 @@ def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) 
         values["public_url"] = env["TREASURY_PUBLIC_URL"]
     if "TREASURY_FORM_KEY" in env:
         values["form_key"] = SecretStr(env["TREASURY_FORM_KEY"])
+    if "TREASURY_VAULT_OLD_KEYS" in env:
+        values["vault_old_keys"] = tuple(
+            SecretStr(k) for k in env["TREASURY_VAULT_OLD_KEYS"].replace(",", " ").split()
+        )
+    if "TREASURY_ALLOW_PRIVATE_DESTINATIONS" in env:
+        flag = env["TREASURY_ALLOW_PRIVATE_DESTINATIONS"].lower()
+        values["allow_private_destinations"] = flag not in ("0", "false", "no", "off")
     if "TREASURY_FRAME_ANCESTORS" in env:
         values["frame_ancestors"] = tuple(env["TREASURY_FRAME_ANCESTORS"].split())
     if "TREASURY_POOL_SIZE" in env:

@@ -109,8 +109,8 @@ async def test_a_publishable_key_may_create_but_not_read(client: Client, tenant:
     response = await client.get(f"{PMTI}/{body['id']}", headers=tenant.auth)
     read = await response.json()
     assert read["status"] == "requires_payment_method"
-    # The URLs' secrets are kept hashed only: shown once, at creation.
-    assert read["latest_version"]["confirm_endpoint_url"] is None
+    # The URLs are derived again (nothing stored rebuilds them): the same as at creation.
+    assert read["latest_version"] == body["latest_version"]
 
 
 @pytest.mark.parametrize(
@@ -123,6 +123,7 @@ async def test_a_publishable_key_may_create_but_not_read(client: Client, tenant:
         ({"customer_phone_number": "+0447700900123"}, "customer_phone_number"),
         ({"customer_phone_number": "+1234567890123456"}, "customer_phone_number"),
         ({"expiry_date": "2027-02-30"}, "expiry_date"),
+        ({"expiry_date": "2025-12-31"}, "expiry_date"),  # the fake clock says 2026-01-01
         ({"callback_url": "ftp://merchant.example"}, "callback_url"),
         ({"account_id": "1"}, "account_id"),
         ({"surprise": True}, "surprise"),
@@ -197,7 +198,7 @@ async def test_confirm_tokenizes_once(client: Client, tenant: Tenant, treasury: 
         "merchant_of_record.payment_method_token_intent.succeeded"
     ]
     assert events[0].data["object"]["payment_method_token"] == result["payment_method_token"]
-    assert "form_secret_hash" not in events[0].data["object"]
+    assert "url_salt" not in events[0].data["object"]
 
 
 async def test_the_confirm_url_needs_its_exact_secret(client: Client, tenant: Tenant) -> None:
@@ -422,9 +423,23 @@ async def test_the_result_reaches_the_callback_url(
     assert failed["status"] == "failed"
 
 
-async def test_pmti_creation_is_idempotent(client: Client, tenant: Tenant) -> None:
+async def test_pmti_creation_is_idempotent(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
     headers = {**tenant.auth, "Idempotency-Key": "pmti-1"}
     first = await client.post(PMTI, json=pmti_body(tenant), headers=headers)
+    created = await first.json()
     second = await client.post(PMTI, json=pmti_body(tenant), headers=headers)
-    assert await first.json() == await second.json()
+    assert await second.json() == created
     assert second.headers.get("Idempotent-Replayed") == "true"
+    # The stored answer holds no working URL: they are derived again for the replay.
+    record = await treasury.storage.run(
+        lambda uow: uow.idempotency.get(tenant.company_id, "pmti-1"), write=False
+    )
+    assert record is not None and record.response is not None
+    secret = created["latest_version"]["confirm_endpoint_url"].rsplit("/", 1)[1]
+    assert secret.encode() not in record.response.body
+    # A replay after the card was submitted still answers what was answered first.
+    await confirm(client, created, CARD)
+    third = await client.post(PMTI, json=pmti_body(tenant), headers=headers)
+    assert await third.json() == created

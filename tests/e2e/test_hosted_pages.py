@@ -240,3 +240,25 @@ async def test_the_stylesheet_is_served(client: Client) -> None:
     assert response.status == 200
     assert response.content_type == "text/css"
     assert ".card" in await response.text()
+
+
+async def test_hostile_form_values_are_400s(client: Client, tenant: Tenant) -> None:
+    intent = await create_intent(client, tenant)
+    path = f"/pay/{intent['payment_intent_lookup_id']}"
+    token = token_of(await page(client, path))
+    for change in (
+        {"expiry_year": "9" * 5000},
+        {"expiry_month": "²"},
+        {"expiry_month": "１２"},  # full-width digits
+        {"card_number": "4242" * 1000},
+    ):
+        response = await client.post(path, data=form({**CARD, **change}, token), headers=HTML)
+        assert response.status == 400, await response.text()
+        # The same fields as a plain form post (no browser) answer JSON errors.
+        response = await client.post(path, data=form({**CARD, **change}, None))
+        body = await response.json()
+        assert response.status == 400, body
+        assert body["error"]["type"] == "invalid_request_error"
+    for bad_token in ("².x", "9" * 5000 + ".x"):
+        response = await client.post(path, data=form(CARD, bad_token), headers=HTML)
+        assert response.status == 403

@@ -102,7 +102,8 @@ def card(number: str = APPROVED) -> dict[str, Any]:
         "card_number": number,
         "expiry_month": 12,
         "expiry_year": 2030,
-        "cvc": "123",
+        # American Express prints a four-digit code; other brands three.
+        "cvc": "1234" if number.startswith("3") else "123",
     }
 
 

@@ -231,13 +231,17 @@ async def test_invalid_card_numbers(
     assert (await pay(client, intent["payment_intent_lookup_id"]))["status"] == "PROCESSED"
 
 
-async def test_luhn_failure_is_a_card_error(
+async def test_luhn_failure_is_refused_before_any_attempt(
     client: Client, tenant: Tenant, treasury: Treasury
 ) -> None:
     intent = await create(client, tenant)
-    refused = await pay(client, intent["payment_intent_lookup_id"], "4242424242424241", 402)
-    assert error_of(refused)["failure_reason"] == "invalid_number"
+    refused = await pay(client, intent["payment_intent_lookup_id"], "4242424242424241", 400)
+    assert error_of(refused)["code"] == "incorrect_number"
+    assert error_of(refused)["param"] == "card_number"
     assert "4242424242424241" not in json.dumps(refused)
+    # A typo is not a payment attempt: no transaction, no event.
+    events = await treasury.storage.run(lambda uow: uow.outbox.list(tenant.company_id))
+    assert not any(e.type.value.startswith("merchant_of_record.transaction.") for e in events)
 
 
 @pytest.mark.parametrize(

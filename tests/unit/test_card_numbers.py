@@ -362,3 +362,14 @@ def test_message_constants_contain_no_digits() -> None:
         MSG_INVALID_CVC,
     ):
         assert not any(char.isdigit() for char in message)
+
+
+def test_card_models_keep_the_number_and_cvc_out_of_repr() -> None:
+    from treasury_core.payments.requests import CardSubmission
+
+    card = CardSubmission(
+        card_number="4242424242424242", expiry_month=12, expiry_year=2030, cvc="987"
+    )
+    assert "4242424242424242" not in repr(card)
+    assert "987" not in repr(card)
+    assert "4242424242424242" not in str(card)

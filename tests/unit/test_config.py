@@ -32,3 +32,30 @@ def test_defaults_are_the_sandbox_on_a_local_file() -> None:
 def test_unknown_settings_are_refused() -> None:
     with pytest.raises(ValidationError):
         TreasuryConfig(colour="blue")  # type: ignore[call-arg]
+
+
+def test_card_on_file_settings_from_the_environment() -> None:
+    config = config_from_env(
+        {
+            "TREASURY_VAULT_KEY": "new-key",
+            "TREASURY_VAULT_OLD_KEYS": "old-1, old-2",
+            "TREASURY_FRAME_ANCESTORS": "https://shop.example https://*.shop.example",
+            "TREASURY_PUBLIC_URL": "https://pay.example",
+            "TREASURY_FORM_KEY": "form",
+        }
+    )
+    assert config.vault_key is not None and config.vault_key.get_secret_value() == "new-key"
+    assert [k.get_secret_value() for k in config.vault_old_keys] == ["old-1", "old-2"]
+    assert config.frame_ancestors == ("https://shop.example", "https://*.shop.example")
+    assert config.public_url == "https://pay.example"
+    assert "new-key" not in repr(config)  # secrets stay out of reprs and logs
+
+
+def test_private_callback_destinations_follow_the_mode_unless_set() -> None:
+    assert TreasuryConfig().private_destinations_allowed
+    assert not TreasuryConfig(sandbox=False).private_destinations_allowed
+    assert TreasuryConfig(
+        sandbox=False, allow_private_destinations=True
+    ).private_destinations_allowed
+    env = config_from_env({"TREASURY_ALLOW_PRIVATE_DESTINATIONS": "no"})
+    assert not env.private_destinations_allowed

@@ -367,3 +367,13 @@ def test_a_bad_configured_key_is_refused_without_echoing() -> None:
     with pytest.raises(ValueError, match=re.escape(MSG_BAD_KEY)) as info:
         _factory()(TreasuryConfig(vault_key=SecretStr(secret)))  # type: ignore[operator]
     assert secret not in str(info.value)
+
+
+def test_derived_secrets_are_stable_and_separated() -> None:
+    vault = AesGcmVault(os.urandom(32))
+    secret = vault.derive_secret("pmti-confirm", "pmti_1:salt")
+    assert secret == vault.derive_secret("pmti-confirm", "pmti_1:salt")
+    assert len(secret) == 43
+    assert secret != vault.derive_secret("pmti-tokenization-form", "pmti_1:salt")
+    assert secret != vault.derive_secret("pmti-confirm", "pmti_2:salt")
+    assert secret != AesGcmVault(os.urandom(32)).derive_secret("pmti-confirm", "pmti_1:salt")

@@ -114,8 +114,9 @@ async def _openapi(request: web.Request) -> web.StreamResponse:
 async def _http_notifier(app: web.Application) -> AsyncIterator[None]:
     # The app delivers PMTI results over HTTP unless the embedding code gave the treasury a
     # notifier of its own; deliveries still in flight finish before the session closes.
-    cards = app[TREASURY_KEY].cards
-    async with HttpNotifier() as notifier:
+    treasury = app[TREASURY_KEY]
+    cards = treasury.cards
+    async with HttpNotifier(allow_private=treasury.config.private_destinations_allowed) as notifier:
         cards.notifier = notifier
         yield
         await cards.drain()

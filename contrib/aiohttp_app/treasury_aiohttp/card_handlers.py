@@ -10,8 +10,16 @@ from __future__ import annotations
 from aiohttp import web
 
 from treasury_aiohttp.hosted_security import check_same_origin
-from treasury_aiohttp.io import Responder, json_response, parse_body, principal, treasury
-from treasury_aiohttp.routing import Auth, Route
+from treasury_aiohttp.io import (
+    Responder,
+    json_bytes,
+    json_response,
+    mount_prefix,
+    parse_body,
+    principal,
+    treasury,
+)
+from treasury_aiohttp.routing import Auth, Route, route_of
 from treasury_core.cards.tokens import (
     CardSubmission,
     CreateTokenIntentRequest,
@@ -19,46 +27,67 @@ from treasury_core.cards.tokens import (
     TokenIntentRecord,
     TokenizationResult,
 )
-from treasury_core.services.cards import CreatedTokenIntent
+from treasury_core.services.cards import LinkedTokenIntent
 
 _CREATE_PATH = "/api/v1/payment_method_token_intent"
 
 
-def base_url(request: web.Request, route_path: str) -> str:
+def base_url(request: web.Request) -> str:
     """The server's public base URL: configured, or this request's origin and mount point."""
     configured = treasury(request).config.public_url
     if configured:
         return configured.rstrip("/")
-    route = request.match_info.route
-    canonical = route.resource.canonical if route.resource is not None else ""
-    prefix = canonical.removesuffix(route_path) if canonical.endswith(route_path) else ""
-    return f"{request.url.origin()}{prefix}"
+    route = route_of(request)
+    return f"{request.url.origin()}{mount_prefix(request, route.path if route else '')}"
+
+
+def _with_urls(request: web.Request, linked: LinkedTokenIntent) -> TokenIntentRecord:
+    base = base_url(request)
+    return linked.intent.record(
+        tokenization_url=base + linked.tokenization_path,
+        confirm_url=base + linked.confirm_path,
+    )
 
 
 async def create_token_intent(request: web.Request) -> web.StreamResponse:
-    """Create a PMTI; its two URLs are in ``latest_version``, shown this once."""
+    """Create a PMTI; its two URLs are in ``latest_version``.
+
+    An idempotent replay stores the PMTI without its URLs and derives them again when it
+    answers (:func:`_replay`), so no idempotency record holds a working URL.
+    """
     body = await parse_body(request, CreateTokenIntentRequest)
-    base = base_url(request, _CREATE_PATH)
-
-    def render(created: CreatedTokenIntent) -> TokenIntentRecord:
-        return created.intent.record(
-            tokenization_url=base + created.tokenization_path,
-            confirm_url=base + created.confirm_path,
-        )
-
-    responder: Responder[CreatedTokenIntent] = Responder(request, render)
+    responder: Responder[LinkedTokenIntent] = Responder(
+        request,
+        lambda linked: _with_urls(request, linked),
+        render_stored=lambda linked: linked.intent.record(),
+    )
     created = await treasury(request).cards.create_intent(
         principal(request).company_id, body, idempotency=responder.ticket()
     )
     return responder.respond(created)
 
 
-async def get_token_intent(request: web.Request) -> web.StreamResponse:
-    """A PMTI: where it stands and, once succeeded, its token and card."""
-    intent = await treasury(request).cards.get_intent(
-        principal(request).company_id, request.match_info["pmti_id"]
+async def _replay(request: web.Request, stored: bytes) -> bytes:
+    record = TokenIntentRecord.model_validate_json(stored)
+    cards = treasury(request).cards
+    intent = await cards.get_intent(principal(request).company_id, record.id)
+    # The PMTI as it was answered (its state then), with its URLs derived again.
+    urls = _with_urls(request, cards.linked(intent)).latest_version
+    version = record.latest_version.model_copy(
+        update={
+            "provider_tokenization_url": urls.provider_tokenization_url,
+            "confirm_endpoint_url": urls.confirm_endpoint_url,
+        }
     )
-    return json_response(intent.record())
+    answered = record.model_copy(update={"latest_version": version})
+    return json_bytes(answered)
+
+
+async def get_token_intent(request: web.Request) -> web.StreamResponse:
+    """A PMTI: where it stands, its URLs and, once succeeded, its token and card."""
+    cards = treasury(request).cards
+    intent = await cards.get_intent(principal(request).company_id, request.match_info["pmti_id"])
+    return json_response(_with_urls(request, cards.linked(intent)))
 
 
 async def confirm_token_intent(request: web.Request) -> web.StreamResponse:
@@ -97,7 +126,8 @@ ROUTES: tuple[Route, ...] = (
         tags=_CARDS,
         description="`latest_version` carries `provider_tokenization_url` (the hosted card "
         "form) and `confirm_endpoint_url` (the server-to-server submission); both hold "
-        "secrets and are shown in this response only.",
+        "secrets.",
+        replay=_replay,
     ),
     Route(
         "GET",

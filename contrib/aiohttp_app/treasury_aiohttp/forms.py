@@ -21,6 +21,8 @@ FormData = MultiDictProxy[str | bytes | bytearray | web.FileField]
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 #: Form fields that are not part of any body model.
 CSRF_FIELD = "csrf_token"
+#: The card submission's whole-number fields (typed as text into a form).
+CARD_INT_FIELDS = ("expiry_month", "expiry_year")
 
 
 async def is_form(request: web.Request) -> bool:
@@ -73,7 +75,8 @@ def form_model(
         text = value.strip()
         if name in int_fields:
             # Browsers send what was typed; an empty optional field is absent, not "".
-            if text.isascii() and text.isdigit():
+            # ASCII and short: str.isdigit() admits "²", and int() refuses 4,300+ digits.
+            if text.isascii() and text.isdigit() and len(text) <= 10:
                 fields[name] = int(text)
             elif text:
                 fields[name] = text  # refused by the model, naming the field

@@ -21,9 +21,9 @@ from aiohttp import web
 from babel import Locale, UnknownLocaleError
 from babel.numbers import format_currency
 
-from treasury_aiohttp.forms import form_model, read_form
+from treasury_aiohttp.forms import CARD_INT_FIELDS, CSRF_FIELD, FormData, form_model, read_form
 from treasury_aiohttp.hosted_security import FormKey, check_same_origin, page_headers
-from treasury_aiohttp.io import treasury
+from treasury_aiohttp.io import mount_prefix, treasury
 from treasury_aiohttp.keys import FORM_KEY
 from treasury_aiohttp.routing import Handler
 from treasury_core.cards.tokens import CardSubmission, TokenIntent, TokenIntentStatus
@@ -38,9 +38,8 @@ from treasury_core.errors import (
 from treasury_core.payments import IntentStatus, PaymentIntent
 from treasury_core.payments.requests import ChallengeRequest, PayRequest
 from treasury_core.payments.states import IllegalTransition
-from treasury_core.ports.card_provider import CardData
+from treasury_core.services.cards import card_data
 
-_CARD_INTS = ("expiry_month", "expiry_year")
 _STATIC_PATH = "/hosted/static"
 
 _templates = jinja2.Environment(
@@ -52,13 +51,6 @@ _STYLESHEET = (files("treasury_aiohttp") / "static" / "hosted.css").read_bytes()
 
 
 # --- rendering -----------------------------------------------------------------------------------
-
-
-def _prefix(request: web.Request, route_path: str) -> str:
-    """Where this app is mounted (``""`` at the root; ``/treasury`` as a sub-app there)."""
-    resource = request.match_info.route.resource
-    canonical = resource.canonical if resource is not None else ""
-    return canonical.removesuffix(route_path) if canonical.endswith(route_path) else ""
 
 
 def render(
@@ -117,7 +109,7 @@ _NOT_A_LINK = "This payment link is not valid"
 
 
 def _pay_urls(request: web.Request, lookup_id: str, route_path: str) -> tuple[str, str, str]:
-    prefix = _prefix(request, route_path)
+    prefix = mount_prefix(request, route_path)
     return prefix, f"{prefix}/pay/{lookup_id}", f"{prefix}/pay/{lookup_id}/challenge"
 
 
@@ -158,14 +150,14 @@ def _pay_view(
 
 def _not_a_link(request: web.Request, route_path: str, message: str = _NOT_A_LINK) -> web.Response:
     return render(
-        request, "result.html", _prefix(request, route_path), status=404, title="Not found",
+        request, "result.html", mount_prefix(request, route_path), status=404, title="Not found",
         tone="bad", message=message, amount=None, detail=None,
     )  # fmt: skip
 
 
 def _refused_form(request: web.Request, route_path: str, error: PermissionDenied) -> web.Response:
     return render(
-        request, "result.html", _prefix(request, route_path), status=403, title="Not accepted",
+        request, "result.html", mount_prefix(request, route_path), status=403, title="Not accepted",
         tone="bad", message=error.message, amount=None, detail=None,
     )  # fmt: skip
 
@@ -181,9 +173,26 @@ async def pay_page(request: web.Request) -> web.StreamResponse:
     return _pay_view(request, intent, _PAY)
 
 
-def _kept_values(form: Any) -> dict[str, Any]:
-    # Re-shown after an error: never the card number or the CVC.
-    return {k: form.get(k) for k in ("cardholder_name", "expiry_month", "expiry_year")}
+def _kept_values(form: FormData) -> dict[str, str]:
+    # Re-shown after an error: never the card number or the CVC, and only text (a field sent as
+    # a file upload is dropped, not shown as an object's repr).
+    kept = {k: form.get(k) for k in ("cardholder_name", "expiry_month", "expiry_year")}
+    return {k: v[:255] for k, v in kept.items() if isinstance(v, str)}
+
+
+async def _posted_form(
+    request: web.Request, scope: str, route_path: str
+) -> FormData | web.Response:
+    """The posted form if it came from the page served for ``scope`` on this origin, else the
+    page saying it was not accepted (403)."""
+    form = await read_form(request)
+    try:
+        check_same_origin(request)
+        token = form.get(CSRF_FIELD)
+        _form_key(request).check(scope, token if isinstance(token, str) else None)
+    except PermissionDenied as refused:
+        return _refused_form(request, route_path, refused)
+    return form
 
 
 async def pay_from_form(request: web.Request) -> web.StreamResponse:
@@ -195,24 +204,13 @@ async def pay_from_form(request: web.Request) -> web.StreamResponse:
     except NotFound:
         return _not_a_link(request, _PAY)
     _, page, challenge = _pay_urls(request, lookup_id, _PAY)
-    form = await read_form(request)
+    form = await _posted_form(request, f"pay:{lookup_id}", _PAY)
+    if isinstance(form, web.Response):
+        return form
     values = _kept_values(form)
     try:
-        check_same_origin(request)
-        token = form.get("csrf_token")
-        _form_key(request).check(f"pay:{lookup_id}", token if isinstance(token, str) else None)
-    except PermissionDenied as refused:
-        return _refused_form(request, _PAY, refused)
-    try:
-        body = form_model(form, PayRequest, int_fields=_CARD_INTS)
-        card = CardData(
-            number=body.card_number,
-            expiry_month=body.expiry_month,
-            expiry_year=body.expiry_year,
-            cvc=body.cvc,
-            cardholder_name=body.cardholder_name,
-        )
-        outcome = await payments.pay(lookup_id, card)
+        body = form_model(form, PayRequest, int_fields=CARD_INT_FIELDS)
+        outcome = await payments.pay(lookup_id, card_data(body))
     except ValidationFailed as invalid:
         return _pay_view(
             request, intent, _PAY, status=400, error=invalid.message,
@@ -263,15 +261,9 @@ async def challenge_from_form(request: web.Request) -> web.StreamResponse:
     except NotFound:
         return _not_a_link(request, _CHALLENGE)
     _, page, _ = _pay_urls(request, lookup_id, _CHALLENGE)
-    form = await read_form(request)
-    try:
-        check_same_origin(request)
-        token = form.get("csrf_token")
-        _form_key(request).check(
-            f"challenge:{lookup_id}", token if isinstance(token, str) else None
-        )
-    except PermissionDenied as refused:
-        return _refused_form(request, _CHALLENGE, refused)
+    form = await _posted_form(request, f"challenge:{lookup_id}", _CHALLENGE)
+    if isinstance(form, web.Response):
+        return form
     try:
         body = form_model(form, ChallengeRequest)
         await payments.complete_challenge(lookup_id, passed=body.outcome == "pass")
@@ -303,7 +295,7 @@ def _tokenize_view(
     error_param: str | None = None,
     values: dict[str, Any] | None = None,
 ) -> web.Response:
-    prefix = _prefix(request, _TOKENIZE)
+    prefix = mount_prefix(request, _TOKENIZE)
     if intent.status is TokenIntentStatus.SUCCEEDED:
         assert intent.card is not None  # a succeeded PMTI has its card
         card = intent.card
@@ -352,16 +344,12 @@ async def tokenize_from_form(request: web.Request) -> web.StreamResponse:
         intent = await cards.find_by_secret(pmti_id, secret, form=True)
     except NotFound:
         return _not_a_link(request, _TOKENIZE, _NOT_A_FORM)
-    form = await read_form(request)
+    form = await _posted_form(request, f"tokenize:{pmti_id}", _TOKENIZE)
+    if isinstance(form, web.Response):
+        return form
     values = _kept_values(form)
     try:
-        check_same_origin(request)
-        token = form.get("csrf_token")
-        _form_key(request).check(f"tokenize:{pmti_id}", token if isinstance(token, str) else None)
-    except PermissionDenied as refused:
-        return _refused_form(request, _TOKENIZE, refused)
-    try:
-        card = form_model(form, CardSubmission, int_fields=_CARD_INTS)
+        card = form_model(form, CardSubmission, int_fields=CARD_INT_FIELDS)
         await cards.submit(pmti_id, secret, card, form=True)
     except ValidationFailed as invalid:
         return _tokenize_view(

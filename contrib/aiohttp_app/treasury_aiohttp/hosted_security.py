@@ -49,7 +49,8 @@ class FormKey:
         """Raise :class:`PermissionDenied` unless ``token`` was issued for ``scope`` lately."""
         issued, _, mac = (token or "").partition(".")
         current = time.time() if now is None else now
-        fresh = issued.isdigit() and 0 <= current - int(issued) <= CSRF_TOKEN_SECONDS
+        well_formed = issued.isascii() and issued.isdigit() and len(issued) <= 12
+        fresh = well_formed and 0 <= current - int(issued) <= CSRF_TOKEN_SECONDS
         if not (fresh and hmac.compare_digest(mac, self._mac(scope, issued))):
             raise PermissionDenied(FORM_REFUSED, code="csrf_token_invalid")
 

@@ -28,6 +28,19 @@ def treasury(request: web.Request) -> Treasury:
     return request.app[TREASURY_KEY]
 
 
+def mount_prefix(request: web.Request, route_path: str) -> str:
+    """Where this app is mounted: ``""`` at the root, ``/treasury`` as a sub-app there.
+
+    ``route_path`` is the matched route's path as this app declared it; aiohttp prefixes the
+    resources of a sub-app, so the difference is the mount point.
+    """
+    resource = request.match_info.route.resource
+    canonical = resource.canonical if resource is not None else ""
+    if not route_path or not canonical.endswith(route_path):
+        return ""
+    return canonical.removesuffix(route_path)
+
+
 def principal(request: web.Request) -> Principal:
     """The authenticated caller (set by the auth middleware)."""
     return request[PRINCIPAL]
@@ -91,19 +104,27 @@ class Responder(Generic[R]):
     """Renders a service result once, for the response and the idempotency record alike.
 
     When the request holds an idempotency claim, :meth:`ticket` hands the service a ticket that
-    stores the rendered response in the service's own transaction.
+    stores the rendered response in the service's own transaction. ``render_stored`` renders
+    the stored copy differently (without secrets); the route's ``replay`` then completes it.
     """
 
     def __init__(
-        self, request: web.Request, render: Callable[[R], BaseModel], status: int = 200
+        self,
+        request: web.Request,
+        render: Callable[[R], BaseModel],
+        status: int = 200,
+        *,
+        render_stored: Callable[[R], BaseModel] | None = None,
     ) -> None:
         self._request = request
         self._render = render
+        self._render_stored = render_stored
         self._status = status
         self._stored: StoredResponse | None = None
 
     def _store(self, result: R) -> StoredResponse:
-        self._stored = StoredResponse(self._status, json_bytes(self._render(result)))
+        render = self._render_stored or self._render
+        self._stored = StoredResponse(self._status, json_bytes(render(result)))
         return self._stored
 
     def ticket(self) -> IdempotencyTicket[R] | None:
@@ -113,9 +134,11 @@ class Responder(Generic[R]):
 
     def respond(self, result: R) -> web.Response:
         """The response for ``result`` (the exact bytes stored for replays, if any)."""
-        if self._stored is not None:
+        if self._stored is not None and self._render_stored is None:
             self._request[IDEMPOTENCY_DONE] = True
             stored = self._stored
         else:
+            if self._stored is not None:
+                self._request[IDEMPOTENCY_DONE] = True
             stored = StoredResponse(self._status, json_bytes(self._render(result)))
         return web.Response(body=stored.body, status=stored.status, content_type=JSON)

@@ -8,6 +8,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
+from treasury_aiohttp.access_log import redact
 from treasury_aiohttp.errors import (
     error_response,
     http_exception_response,
@@ -15,7 +16,7 @@ from treasury_aiohttp.errors import (
 )
 from treasury_aiohttp.io import treasury
 from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, MAX_BODY_KEY, PRINCIPAL
-from treasury_aiohttp.routing import Auth, Handler, Route
+from treasury_aiohttp.routing import Auth, Handler, route_of
 from treasury_core.companies import key_kind_of
 from treasury_core.errors import (
     AuthenticationFailed,
@@ -31,9 +32,17 @@ log = logging.getLogger("treasury.http")
 _NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 
-def _route_of(request: web.Request) -> Route | None:
-    route = getattr(request.match_info.handler, "treasury_route", None)
-    return route if isinstance(route, Route) else None
+def _internal_error() -> web.Response:
+    return error_response(
+        500,
+        {
+            "error": {
+                "type": "api_error",
+                "code": "internal_error",
+                "message": "An internal error occurred",
+            }
+        },
+    )
 
 
 @web.middleware
@@ -42,7 +51,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         response = await handler(request)
     except TreasuryError as exc:
-        response = treasury_error_response(exc)
+        if exc.http_status == 500:
+            # Ours, not the caller's (a vault that cannot open a card): logged, not explained.
+            log.error(
+                "%s on %s %s: %s", exc.code, request.method, redact(request.path), exc.message
+            )
+            response = _internal_error()
+        else:
+            response = treasury_error_response(exc)
     except (RequestPayloadError, HttpProcessingError):
         # The body could not be decoded (a Content-Encoding it does not have, a broken chunk).
         response = treasury_error_response(
@@ -53,17 +69,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             raise
         response = http_exception_response(exc, request.app.get(MAX_BODY_KEY, 0))
     except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        response = error_response(
-            500,
-            {
-                "error": {
-                    "type": "api_error",
-                    "code": "internal_error",
-                    "message": "An internal error occurred",
-                }
-            },
-        )
+        # The path may carry a bearer secret (a lookup id, a PMTI URL's secret): blanked.
+        log.exception("unhandled error on %s %s", request.method, redact(request.path))
+        response = _internal_error()
     for name, value in _NO_STORE.items():
         response.headers.setdefault(name, value)
     return response
@@ -81,7 +89,7 @@ async def body_limit_middleware(request: web.Request, handler: Handler) -> web.S
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """``Authorization: Bearer <key>``; the route says which kind of key it needs."""
-    route = _route_of(request)
+    route = route_of(request)
     if route is None or route.auth is Auth.NONE:
         return await handler(request)
     header = request.headers.get("Authorization", "")
@@ -114,8 +122,12 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
         request[PRINCIPAL].company_id, key, fingerprint(request.method, request.path_qs, body)
     )
     if isinstance(outcome, Replay):
+        body = outcome.response.body
+        route = route_of(request)
+        if route is not None and route.replay is not None:
+            body = await route.replay(request, body)
         return web.Response(
-            body=outcome.response.body,
+            body=body,
             status=outcome.response.status,
             content_type="application/json",
             headers={"Idempotent-Replayed": "true"},
@@ -124,7 +136,14 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     try:
         response = await handler(request)
     except TreasuryError as exc:
-        response = treasury_error_response(exc)
+        if exc.http_status == 500:
+            # Ours, not the caller's (a vault that cannot open a card): logged, not explained.
+            log.error(
+                "%s on %s %s: %s", exc.code, request.method, redact(request.path), exc.message
+            )
+            response = _internal_error()
+        else:
+            response = treasury_error_response(exc)
     except BaseException:
         await service.release(outcome)
         raise

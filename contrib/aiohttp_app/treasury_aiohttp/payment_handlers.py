@@ -14,7 +14,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from treasury_aiohttp import hosted_pages
-from treasury_aiohttp.forms import is_form, json_or_form, wants_html
+from treasury_aiohttp.forms import CARD_INT_FIELDS, is_form, json_or_form, wants_html
 from treasury_aiohttp.hosted_security import check_same_origin
 from treasury_aiohttp.io import (
     Responder,
@@ -36,11 +36,10 @@ from treasury_core.payments.requests import (
     PayRequest,
     RefundRequest,
 )
-from treasury_core.ports.card_provider import CardData
+from treasury_core.services.cards import card_data
 from treasury_core.services.payments import PaymentOutcome
 
 _MAX_INTENT_ID = 2**63 - 1
-_CARD_INTS = ("expiry_month", "expiry_year")
 
 
 class CountRecord(BaseModel):
@@ -223,28 +222,21 @@ async def pay(request: web.Request) -> web.StreamResponse:
     A decline answers 402 with ``failure_reason`` and leaves the intent payable; a 3-D Secure
     card answers ``next_action``. A browser posting the hosted form gets pages back instead.
     """
-    check_same_origin(request)
     if wants_html(request) and await is_form(request):
-        return await hosted_pages.pay_from_form(request)
-    body, _ = await json_or_form(request, PayRequest, int_fields=_CARD_INTS)
-    card = CardData(
-        number=body.card_number,
-        expiry_month=body.expiry_month,
-        expiry_year=body.expiry_year,
-        cvc=body.cvc,
-        cardholder_name=body.cardholder_name,
-    )
+        return await hosted_pages.pay_from_form(request)  # checks the origin and CSRF itself
+    check_same_origin(request)
+    body, _ = await json_or_form(request, PayRequest, int_fields=CARD_INT_FIELDS)
     outcome = await treasury(request).payments.pay(
-        request.match_info["payment_intent_lookup_id"], card
+        request.match_info["payment_intent_lookup_id"], card_data(body)
     )
     return _attempt(request, outcome)
 
 
 async def complete_challenge(request: web.Request) -> web.StreamResponse:
     """The customer's 3-D Secure answer: ``pass`` completes the payment, ``fail`` declines it."""
-    check_same_origin(request)
     if wants_html(request) and await is_form(request):
-        return await hosted_pages.challenge_from_form(request)
+        return await hosted_pages.challenge_from_form(request)  # checks origin and CSRF itself
+    check_same_origin(request)
     body, _ = await json_or_form(request, ChallengeRequest)
     outcome = await treasury(request).payments.complete_challenge(
         request.match_info["payment_intent_lookup_id"], passed=body.outcome == "pass"

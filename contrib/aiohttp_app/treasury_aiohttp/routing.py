@@ -38,8 +38,17 @@ class Route:
     description: str = ""
     path_params: dict[str, str] = field(default_factory=dict)
     query_params: dict[str, str] = field(default_factory=dict)
+    #: Completes a stored idempotent response before it is replayed (a route whose answer
+    #: holds secrets stores it without them).
+    replay: Callable[[web.Request, bytes], Awaitable[bytes]] | None = None
 
     @property
     def operation_id(self) -> str:
         """A stable operation id for the OpenAPI document."""
         return self.handler.__name__
+
+
+def route_of(request: web.Request) -> Route | None:
+    """The :class:`Route` that matched ``request`` (``None`` for routes outside the table)."""
+    route = getattr(request.match_info.handler, "treasury_route", None)
+    return route if isinstance(route, Route) else None

@@ -77,6 +77,7 @@ _KID_CHARS = 8
 _INFO_ENCRYPTION = b"treasury-vault/v1/encryption"
 _INFO_FINGERPRINT = b"treasury-vault/v1/fingerprint"
 _INFO_KEY_ID = b"treasury-vault/v1/key-id"
+_INFO_SECRETS = b"treasury-vault/v1/secrets"
 
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
 _B64_ANY = re.compile(r"[A-Za-z0-9+/_-]*")
@@ -154,7 +155,7 @@ def _is_ascii_digits(text: str) -> bool:
 class _KeyMaterial:
     """What one configured key is used as: never the key itself."""
 
-    __slots__ = ("aead", "fingerprint_key", "kid")
+    __slots__ = ("aead", "fingerprint_key", "kid", "secrets_key")
 
     def __init__(self, key: bytes) -> None:
         if not isinstance(key, bytes) or len(key) != KEY_BYTES:
@@ -162,6 +163,7 @@ class _KeyMaterial:
         self.kid = _derive(key, _INFO_KEY_ID, 4).hex()[:_KID_CHARS]
         self.aead = AESGCM(_derive(key, _INFO_ENCRYPTION))
         self.fingerprint_key = _derive(key, _INFO_FINGERPRINT)
+        self.secrets_key = _derive(key, _INFO_SECRETS)
 
 
 class AesGcmVault:
@@ -262,6 +264,12 @@ class AesGcmVault:
         if not _is_ascii_digits(number):
             raise ValueError("The vault fingerprints card numbers as digits only")
         return self._fingerprint(self._current, number)
+
+    def derive_secret(self, purpose: str, message: str) -> str:
+        """43 url-safe characters of HMAC-SHA256 over ``purpose`` and ``message`` under the
+        current key's secrets subkey (unrelated to the encryption and fingerprint subkeys)."""
+        data = purpose.encode() + b"\0" + message.encode()
+        return _b64url_encode(hmac.new(self._current.secrets_key, data, hashlib.sha256).digest())
 
     @staticmethod
     def _fingerprint(material: _KeyMaterial, number: str) -> str:

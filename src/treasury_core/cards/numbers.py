@@ -25,6 +25,7 @@ __all__ = [
     "MSG_INVALID_NUMBER",
     "brand_of",
     "check_card",
+    "full_year",
     "luhn_valid",
     "normalize",
 ]
@@ -136,6 +137,11 @@ def _cvc_lengths(brand: str) -> frozenset[int]:
     return frozenset({3})
 
 
+def full_year(expiry_year: int) -> int:
+    """The four-digit year of an expiry: two digits as printed on a card (``27``) are 2027."""
+    return 2000 + expiry_year if 0 <= expiry_year < 100 else expiry_year
+
+
 def check_card(
     number: str, expiry_month: int, expiry_year: int, cvc: str | None, *, today: date
 ) -> str:
@@ -171,7 +177,7 @@ def check_card(
             MSG_INVALID_EXPIRY_MONTH, code="invalid_expiry_month", param="expiry_month"
         )
     # A negative year is not a two-digit year; it falls through to the < 1000 refusal.
-    year = 2000 + expiry_year if 0 <= expiry_year < 100 else expiry_year
+    year = full_year(expiry_year)
     if year < 1000 or year > today.year + MAX_YEARS_AHEAD:
         raise ValidationFailed(
             MSG_INVALID_EXPIRY_YEAR, code="invalid_expiry_year", param="expiry_year"

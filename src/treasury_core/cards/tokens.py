@@ -6,15 +6,15 @@ Rules:
   or ``failed`` (the card was declined by the verification). A second submission is refused.
   A card that fails the number, expiry or CVC checks is not a submission: the PMTI stays open.
 - A PMTI takes its card within ``tokenization_ttl_seconds`` of creation (business time).
-- The two URLs of ``latest_version`` carry random secrets that are stored only as SHA-256
-  hashes, so they are shown once, in the creation response, like API keys.
+- The two URLs of ``latest_version`` carry secrets derived by the vault from the PMTI's id and a
+  random salt (:meth:`treasury_core.ports.Vault.derive_secret`): the server recomputes them,
+  nothing stored is enough to rebuild them. The form's secret does not open the confirm call.
 - A token charges only for the company that created it, until its ``expiry_date`` (inclusive)
   and the card's own expiry month; the card number inside it is sealed by the vault.
 """
 
 from __future__ import annotations
 
-import hashlib
 from datetime import date
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
@@ -22,23 +22,31 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from treasury_core.payments.intents import PaymentType
-from treasury_core.payments.requests import Email, Url
+from treasury_core.payments.requests import CardSubmission, Email, Url
 from treasury_core.serialization import Timestamp
 from treasury_core.treasury.records import TreasuryRecord
-from treasury_core.validation import SingleLine
 
 #: E.164: a plus, a country code not starting with 0, at most 15 digits in all.
+__all__ = [
+    "E164",
+    "CardSubmission",
+    "CardSummary",
+    "CreateTokenIntentRequest",
+    "PaymentMethodToken",
+    "PaymentMethodTokenRecord",
+    "TokenIntent",
+    "TokenIntentRecord",
+    "TokenIntentStatus",
+    "TokenIntentVersion",
+    "TokenizationError",
+    "TokenizationResult",
+]
+
 E164 = Annotated[
     str,
     StringConstraints(pattern=r"^\+[1-9][0-9]{1,14}$"),
     Field(description="E.164, e.g. +14155550100."),
 ]
-
-
-def secret_hash(secret: str) -> str:
-    """The stored form of a URL secret (SHA-256 hex); secrets are 256 random bits, so a fast
-    hash is enough: there is nothing to brute-force."""
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 class TokenIntentStatus(StrEnum):
@@ -70,10 +78,7 @@ class TokenizationError(_Frozen):
 
 
 class TokenIntentVersion(_Frozen):
-    """``latest_version``: the hosted form and the confirm endpoint of this PMTI.
-
-    The URLs are present in the creation response only (their secrets are stored hashed).
-    """
+    """``latest_version``: the hosted form and the confirm endpoint of this PMTI."""
 
     version: int = 1
     status: TokenIntentStatus
@@ -102,7 +107,7 @@ class TokenIntentRecord(_Frozen):
 
 
 class TokenIntent(TreasuryRecord):
-    """A stored PMTI: the record plus the hashes of its two URL secrets."""
+    """A stored PMTI: the record plus the salt its URL secrets are derived with."""
 
     prefix: ClassVar[str] = "pmti"
     record_model: ClassVar[type[BaseModel]] = TokenIntentRecord
@@ -118,8 +123,7 @@ class TokenIntent(TreasuryRecord):
     card: CardSummary | None = None
     error: TokenizationError | None = None
     expires_at: Timestamp
-    form_secret_hash: str
-    confirm_secret_hash: str
+    url_salt: str
 
     @property
     def is_open(self) -> bool:
@@ -129,7 +133,7 @@ class TokenIntent(TreasuryRecord):
     def record(
         self, *, tokenization_url: str | None = None, confirm_url: str | None = None
     ) -> TokenIntentRecord:
-        """The API record; the URLs only when the caller has them (at creation)."""
+        """The API record, with the URLs when the caller has them (the service derives them)."""
         return TokenIntentRecord(
             id=self.id,
             account_id=self.account_id,
@@ -229,20 +233,3 @@ class CreateTokenIntentRequest(_Strict):
     customer_phone_number: E164
     callback_url: Url | None = None
     expiry_date: date | None = None
-
-
-class CardSubmission(_Strict):
-    """The card, from the server-to-server confirm call or the hosted form (part 2.2).
-
-    Shapes only: the number's Luhn digit, its length per brand, the expiry and the CVC are
-    checked by :func:`treasury_core.cards.numbers.check_card`, whose messages never echo them.
-    """
-
-    cardholder_name: Annotated[SingleLine, StringConstraints(max_length=255)] | None = None
-    # ASCII digits, optionally grouped by spaces or dashes as printed on the card.
-    card_number: Annotated[
-        str, StringConstraints(min_length=1, max_length=32, pattern=r"^[0-9][0-9 -]*$")
-    ]
-    expiry_month: Annotated[int, Field(ge=1, le=12)]
-    expiry_year: Annotated[int, Field(ge=0, le=2200)]
-    cvc: Annotated[str, StringConstraints(min_length=1, max_length=8, pattern=r"^[0-9]+$")]

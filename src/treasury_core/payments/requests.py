@@ -69,18 +69,34 @@ class RefundRequest(_Strict):
     reason: Reference | None = None
 
 
-class PayRequest(_Strict):
-    """``POST /pay/{payment_intent_lookup_id}``: the card, field names as the server-to-server
-    card submission of part 2.2. Never logged, never stored."""
+class CardSubmission(_Strict):
+    """A card as the customer or the client's server sends it: ``POST /pay/{lookup_id}`` and
+    the PMTI's confirm call and hosted form (the field names of part 2.2).
+
+    Shapes only: the Luhn digit, the length per brand, the expiry and the CVC's length are
+    checked by :func:`treasury_core.cards.numbers.check_card`, whose messages never echo them.
+    The number and the CVC are left out of ``repr``, so a logged or traced model leaks neither.
+    Two-digit years (``30``) mean 2030.
+    """
 
     cardholder_name: Annotated[SingleLine, StringConstraints(max_length=255)] | None = None
     # ASCII digits, optionally grouped by spaces or dashes as printed on the card.
     card_number: Annotated[
-        str, StringConstraints(min_length=1, max_length=32, pattern=r"^[0-9][0-9 -]*$")
+        str,
+        StringConstraints(min_length=1, max_length=32, pattern=r"^[0-9][0-9 -]*$"),
+        Field(repr=False),
     ]
     expiry_month: Annotated[int, Field(ge=1, le=12)]
-    expiry_year: Annotated[int, Field(ge=2000, le=2200)]
-    cvc: Annotated[str, StringConstraints(min_length=1, max_length=8)]
+    expiry_year: Annotated[int, Field(ge=0, le=2200)]
+    cvc: Annotated[
+        str,
+        StringConstraints(min_length=1, max_length=8, pattern=r"^[0-9]+$"),
+        Field(repr=False),
+    ]
+
+
+#: ``POST /pay/{payment_intent_lookup_id}`` takes the card submission of part 2.2.
+PayRequest = CardSubmission
 
 
 class ChallengeRequest(_Strict):

@@ -46,7 +46,8 @@ class SealedCard:
 
 @runtime_checkable
 class Vault(Protocol):
-    """Seals card numbers for storage and opens them again for the card provider."""
+    """Seals card numbers for storage and opens them again for the card provider; derives the
+    secrets the server must recompute. Everything here depends on the vault's key."""
 
     def seal(self, number: str, expiry_month: int, expiry_year: int, *, context: str) -> SealedCard:
         """Encrypt ``number`` (digits only, already checked) bound to ``context``.
@@ -62,4 +63,13 @@ class Vault(Protocol):
 
     def fingerprint(self, number: str) -> str:
         """The keyed fingerprint of ``number`` (digits only), as :meth:`seal` records it."""
+        ...
+
+    def derive_secret(self, purpose: str, message: str) -> str:
+        """A secret the server can compute again but nobody without the vault's key can:
+        a keyed digest of ``message`` for ``purpose`` (URL-safe text, 256 bits).
+
+        Used for the hosted pages' URL secrets, so that nothing stored (the database, the
+        idempotency records) is enough to rebuild a working URL.
+        """
         ...

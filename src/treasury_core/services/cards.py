@@ -19,9 +19,10 @@ import hmac
 import logging
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import date, timedelta
+from typing import TypeVar
 
-from treasury_core.cards.numbers import check_card
+from treasury_core.cards.numbers import check_card, full_year
 from treasury_core.cards.tokens import (
     CardSubmission,
     CardSummary,
@@ -30,7 +31,6 @@ from treasury_core.cards.tokens import (
     TokenIntent,
     TokenIntentStatus,
     TokenizationError,
-    secret_hash,
 )
 from treasury_core.errors import CardError, InvalidRequestError, NotFound, ValidationFailed
 from treasury_core.events import Event, EventType
@@ -40,9 +40,12 @@ from treasury_core.ports import CardProvider, Notifier, SealedCard, UnitOfWork, 
 from treasury_core.ports.card_provider import CardData
 from treasury_core.services.idempotency import finish
 from treasury_core.services.support import TreasuryContext
+from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.validation import is_resource_id
 
 log = logging.getLogger("treasury.cards")
+
+R = TypeVar("R", bound=TreasuryRecord)
 
 #: Where the hosted tokenization form of a PMTI lives (relative to the server's base URL).
 TOKENIZATION_PATH = "/tokenize/{pmti_id}/{secret}"
@@ -54,9 +57,33 @@ SESSION_EXPIRED = "This payment method token intent has expired"
 TOKEN_EXPIRED = "This payment method token has expired"
 
 
+def card_data(card: CardSubmission) -> CardData:
+    """The card of a submission, as the card provider takes it (not yet checked)."""
+    return CardData(
+        number=card.card_number,
+        expiry_month=card.expiry_month,
+        expiry_year=card.expiry_year,
+        cvc=card.cvc,
+        cardholder_name=card.cardholder_name,
+    )
+
+
+def checked_card(card: CardData, today: date) -> CardData:
+    """``card`` after :func:`~treasury_core.cards.numbers.check_card` (digits only, four-digit
+    year); raises :class:`ValidationFailed` naming the field, never echoing the number."""
+    number = check_card(card.number, card.expiry_month, card.expiry_year, card.cvc, today=today)
+    return CardData(
+        number=number,
+        expiry_month=card.expiry_month,
+        expiry_year=full_year(card.expiry_year),
+        cvc=card.cvc,
+        cardholder_name=card.cardholder_name,
+    )
+
+
 @dataclass(frozen=True, slots=True)
-class CreatedTokenIntent:
-    """A new PMTI and the paths of its two URLs (shown once: only their hashes are kept)."""
+class LinkedTokenIntent:
+    """A PMTI and the paths of its two URLs (relative to the server's base URL)."""
 
     intent: TokenIntent
     tokenization_path: str
@@ -89,8 +116,8 @@ class CardOnFileService:
         company_id: int,
         request: CreateTokenIntentRequest,
         *,
-        idempotency: IdempotencyTicket[CreatedTokenIntent] | None = None,
-    ) -> CreatedTokenIntent:
+        idempotency: IdempotencyTicket[LinkedTokenIntent] | None = None,
+    ) -> LinkedTokenIntent:
         """A new PMTI for the company's merchant account (``requires_payment_method``)."""
         if request.payment_type is not PaymentType.TOKENIZATION:
             raise ValidationFailed(
@@ -99,8 +126,8 @@ class CardOnFileService:
             )
         ctx = self._ctx
         now = ctx.clock.now()
-        form_secret = secrets.token_urlsafe(32)
-        confirm_secret = secrets.token_urlsafe(32)
+        if request.expiry_date is not None and request.expiry_date < now.date():
+            raise ValidationFailed("expiry_date must not be in the past", param="expiry_date")
         intent = TokenIntent(
             id=ctx.ids.new_id(TokenIntent.prefix),
             company_id=company_id,
@@ -111,16 +138,11 @@ class CardOnFileService:
             expiry_date=request.expiry_date,
             created_at=now,
             expires_at=now + self._ttl,
-            form_secret_hash=secret_hash(form_secret),
-            confirm_secret_hash=secret_hash(confirm_secret),
+            url_salt=secrets.token_urlsafe(16),
         )
-        created = CreatedTokenIntent(
-            intent,
-            TOKENIZATION_PATH.format(pmti_id=intent.id, secret=form_secret),
-            CONFIRM_PATH.format(pmti_id=intent.id, secret=confirm_secret),
-        )
+        created = self.linked(intent)
 
-        def write(uow: UnitOfWork) -> CreatedTokenIntent:
+        def write(uow: UnitOfWork) -> LinkedTokenIntent:
             accounts = uow.companies.merchant_accounts(company_id)
             if not any(a.id == request.account_id for a in accounts):
                 raise NotFound(f"No such account: {request.account_id}", param="account_id")
@@ -129,24 +151,37 @@ class CardOnFileService:
 
         return await ctx.storage.run(write)
 
+    def _secret(self, intent: TokenIntent, *, form: bool) -> str:
+        # Separate purposes: the browser's URL must not work as the server-to-server one.
+        purpose = "pmti-tokenization-form" if form else "pmti-confirm"
+        return self.vault.derive_secret(purpose, f"{intent.id}:{intent.url_salt}")
+
+    def linked(self, intent: TokenIntent) -> LinkedTokenIntent:
+        """``intent`` with the paths of its hosted form and confirm endpoint."""
+        return LinkedTokenIntent(
+            intent,
+            TOKENIZATION_PATH.format(pmti_id=intent.id, secret=self._secret(intent, form=True)),
+            CONFIRM_PATH.format(pmti_id=intent.id, secret=self._secret(intent, form=False)),
+        )
+
+    async def _find(self, kind: type[R], record_id: str, company_id: int | None) -> R | None:
+        # An id that does not even look like one of ``kind`` is simply not found.
+        if not is_resource_id(record_id, kind.prefix):
+            return None
+        return await self._ctx.storage.run(
+            lambda uow: uow.records.get(kind, record_id, company_id), write=False
+        )
+
     async def get_intent(self, company_id: int, pmti_id: str) -> TokenIntent:
         """The company's PMTI, or :class:`NotFound`."""
-        found = None
-        if is_resource_id(pmti_id, TokenIntent.prefix):
-            found = await self._ctx.storage.run(
-                lambda uow: uow.records.get(TokenIntent, pmti_id, company_id), write=False
-            )
+        found = await self._find(TokenIntent, pmti_id, company_id)
         if found is None:
             raise NotFound(f"No such payment method token intent: {pmti_id}")
         return found
 
     async def get_token(self, company_id: int, token: str) -> PaymentMethodToken:
         """The company's saved-card token, or :class:`NotFound`."""
-        found = None
-        if is_resource_id(token, PaymentMethodToken.prefix):
-            found = await self._ctx.storage.run(
-                lambda uow: uow.records.get(PaymentMethodToken, token, company_id), write=False
-            )
+        found = await self._find(PaymentMethodToken, token, company_id)
         if found is None:
             raise NotFound(f"No such payment method token: {token}")
         return found
@@ -159,15 +194,9 @@ class CardOnFileService:
         ``form`` picks the hosted form's secret, otherwise the confirm endpoint's. A wrong id
         or secret is :class:`NotFound`, with no hint which.
         """
-        intent = None
-        if is_resource_id(pmti_id, TokenIntent.prefix) and len(secret) <= 128:
-            intent = await self._ctx.storage.run(
-                lambda uow: uow.records.get(TokenIntent, pmti_id, None), write=False
-            )
-        expected = ""
-        if intent is not None:
-            expected = intent.form_secret_hash if form else intent.confirm_secret_hash
-        if intent is None or not hmac.compare_digest(expected, secret_hash(secret)):
+        intent = await self._find(TokenIntent, pmti_id, None) if len(secret) <= 128 else None
+        expected = "" if intent is None else self._secret(intent, form=form)
+        if intent is None or not hmac.compare_digest(expected.encode(), secret.encode()):
             raise NotFound("No such payment method token intent")
         return intent
 
@@ -191,21 +220,8 @@ class CardOnFileService:
         ctx = self._ctx
         intent = await self.find_by_secret(pmti_id, secret, form=form)
         self._check_open(intent)
-        number = check_card(
-            card.card_number,
-            card.expiry_month,
-            card.expiry_year,
-            card.cvc,
-            today=ctx.clock.now().date(),
-        )
-        expiry_year = card.expiry_year + 2000 if card.expiry_year < 100 else card.expiry_year
-        data = CardData(
-            number=number,
-            expiry_month=card.expiry_month,
-            expiry_year=expiry_year,
-            cvc=card.cvc,
-            cardholder_name=card.cardholder_name,
-        )
+        data = checked_card(card_data(card), ctx.clock.now().date())
+        expiry_year = data.expiry_year
         declined: CardError | None = None
         if self.provider.verification_supported():
             try:
@@ -224,7 +240,7 @@ class CardOnFileService:
             token = None
         else:
             token_id = ctx.ids.new_id(PaymentMethodToken.prefix)
-            sealed = self.vault.seal(number, data.expiry_month, expiry_year, context=token_id)
+            sealed = self.vault.seal(data.number, data.expiry_month, expiry_year, context=token_id)
             summary = CardSummary(
                 brand=sealed.brand,
                 last4=sealed.last4,
@@ -288,9 +304,10 @@ class CardOnFileService:
         async def send() -> None:
             try:
                 await notifier.deliver(event)
-            except Exception:
-                # The event stays in the outbox; the notifications worker redelivers from there.
-                log.warning("delivery of %s (%s) failed", event.id, event.type.value, exc_info=True)
+            except Exception as exc:
+                # The event stays in the outbox, and the PMTI can be polled; redelivery from
+                # the outbox comes with the notifications worker.
+                log.warning("delivery of %s (%s) failed: %s", event.id, event.type.value, exc)
 
         task = asyncio.get_running_loop().create_task(send(), name=f"deliver-{event.id}")
         self._deliveries.add(task)
@@ -310,9 +327,7 @@ class CardOnFileService:
         past its ``expiry_date`` or the card past its expiry month. The CVC is never stored,
         so the card goes to the provider without one.
         """
-        found = await self._ctx.storage.run(
-            lambda uow: uow.records.get(PaymentMethodToken, token, company_id), write=False
-        )
+        found = await self._find(PaymentMethodToken, token, company_id)
         if found is None:
             return None
         if found.expired(self._ctx.clock.now().date()):

@@ -68,6 +68,7 @@ from treasury_core.payments.states import (
 )
 from treasury_core.ports import CardProvider, UnitOfWork
 from treasury_core.ports.card_provider import CardData, CardProviderResult, HoldGone
+from treasury_core.services.cards import checked_card
 from treasury_core.services.idempotency import finish
 from treasury_core.services.support import TreasuryContext
 from treasury_core.validation import is_resource_id
@@ -316,11 +317,16 @@ class PaymentService:
     async def pay(self, lookup_id: str, card: CardData) -> PaymentOutcome:
         """The customer pays with ``card``: authorize (manual capture) or charge (automatic).
 
-        A decline is recorded (the intent stays payable, ``payment_failed`` fires) and then
-        raised as :class:`CardError`. A 3-D Secure card answers a ``requires_action``
-        transaction; the intent moves once :meth:`complete_challenge` is called.
+        A card failing the number, expiry or CVC checks raises :class:`ValidationFailed` and
+        records nothing. A decline is recorded (the intent stays payable, ``payment_failed``
+        fires) and then raised as :class:`CardError`. A 3-D Secure card answers a
+        ``requires_action`` transaction; the intent moves once :meth:`complete_challenge` is
+        called.
         """
         intent = await self.get_by_lookup_id(None, lookup_id)
+        # Checked before anything is recorded: a typo is the customer's to fix (400), not a
+        # payment attempt the provider declined.
+        card = checked_card(card, self._ctx.clock.now().date())
         return await self._attempt(intent, card)
 
     def _check_payable(self, intent: PaymentIntent) -> None:

@@ -368,7 +368,7 @@ class PaymentsMachine(RuleBasedStateMachine):
             declined = "capture_declined"  # a sale is a capture: refused at once
         lookup = intent.lookup_id
         cvc = "1234" if card.number.startswith("37") else "123"
-        card_data = CardData(card.number, 12, 2099, cvc, "Test Customer")
+        card_data = CardData(card.number, 12, 2045, cvc, "Test Customer")
         outcome = self._expect(
             f"pay {intent.id} with {card.number}",
             lambda: self.treasury.payments.pay(lookup, card_data),
