@@ -22,14 +22,15 @@ from treasury_core.ports import (
     Clock,
     FxRates,
     IdSource,
-    Notifier,
     Storage,
     Vault,
+    WebhookSender,
 )
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
 from treasury_core.services.accounts import BankAccountService, VirtualAccountService
 from treasury_core.services.cards import CardOnFileService
 from treasury_core.services.deposits import DepositService
+from treasury_core.services.notifications import NotificationService
 from treasury_core.services.payment_jobs import PaymentJobs
 from treasury_core.services.payments import PaymentService
 from treasury_core.services.sandbox import SandboxService
@@ -66,6 +67,7 @@ class Treasury:
     sandbox: SandboxService
     payments: PaymentService
     cards: CardOnFileService
+    notifications: NotificationService
 
     def close(self) -> None:
         """Release the storage's connections and threads."""
@@ -93,15 +95,15 @@ def bootstrap(
     wall_clock: Clock | None = None,
     card_provider: CardProvider | None = None,
     vault: Vault | None = None,
-    notifier: Notifier | None = None,
+    sender: WebhookSender | None = None,
 ) -> Treasury:
     """Build a :class:`Treasury` from ``config`` (default: the sandbox on ``./treasury.db``).
 
     With ``migrate`` the storage schema is brought up to date first. ``clock`` is business
     time (the sandbox clock can be advanced); ``wall_clock`` is real time, which idempotency
     leases and retention use so that advancing business time never expires a key.
-    ``notifier`` delivers PMTI results to their ``callback_url``; the aiohttp app supplies an
-    HTTP one when none is given.
+    ``sender`` carries webhooks and callbacks; the aiohttp app supplies an HTTP one when none
+    is given (without one, deliveries wait in storage).
     """
     config = config or TreasuryConfig()
     pm = plugins or make_plugin_manager()
@@ -121,9 +123,15 @@ def bootstrap(
     context.open_system_accounts()
     settlement = SettlementService(context)
     provider = card_provider or _build(pm, "card_provider", config.card_provider, config, clock)
-    cards = CardOnFileService(
-        context, provider, vault or _build(pm, "vault", config.vault, config), notifier
-    )
+    card_vault = vault or _build(pm, "vault", config.vault, config)
+    wall = wall_clock or _build(pm, "clock", "system", config)
+    cards = CardOnFileService(context, provider, card_vault)
+    # Real time, always: receivers compare webhook-timestamp with their own clocks, and leases
+    # must expire while business time stands still.
+    real_time = _build(pm, "clock", "system", config)
+    if sender is None and config.webhook_sender is not None:
+        sender = _build(pm, "notifier", config.webhook_sender, config)
+    notifications = NotificationService(context, card_vault, real_time, pm, sender)
     payments = PaymentService(
         context,
         provider,
@@ -145,7 +153,7 @@ def bootstrap(
         wallets=WalletService(storage, clock, ids, currencies),
         idempotency=IdempotencyService(
             storage,
-            wall_clock or _build(pm, "clock", "system", config),
+            wall,
             ids,
             config.idempotency_ttl_seconds,
             config.idempotency_lease_seconds,
@@ -157,7 +165,8 @@ def bootstrap(
         bank_accounts=BankAccountService(context),
         virtual_accounts=VirtualAccountService(context),
         settlement=settlement,
-        sandbox=SandboxService(context, settlement),
+        sandbox=SandboxService(context, settlement, notifications),
         payments=payments,
         cards=cards,
+        notifications=notifications,
     )

@@ -10,7 +10,14 @@ import os
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StringConstraints,
+    model_validator,
+)
 
 from treasury_core.currency import DEFAULT_CURRENCIES, DEFAULT_VBAN_CURRENCIES, CurrencyRegistry
 
@@ -108,11 +115,39 @@ class TreasuryConfig(BaseModel):
         description="Whether callbacks may go to loopback, private and link-local addresses; "
         "by default only in sandbox mode.",
     )
+    webhook_sender: str | None = Field(
+        default=None,
+        description="A webhook sender adapter by name (plugins' register_notifier); the "
+        "aiohttp app's HTTP sender when unset.",
+    )
+    webhook_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="How long a webhook or callback receiver has to answer.",
+    )
+    delivery_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="How long a worker holds a claimed delivery (real time); a worker that "
+        "dies mid-send delays it this long. More than twice the webhook timeout.",
+    )
+    event_retention_days: int = Field(
+        default=30, gt=0, description="How long GET /api/v1/events shows an event (days)."
+    )
     frame_ancestors: tuple[FrameAncestor, ...] = Field(
         default=(),
         description="Origins allowed to embed the hosted pages in an iframe (CSP "
         "frame-ancestors); the server's own origin always may.",
     )
+
+    @model_validator(mode="after")
+    def _lease_outlasts_a_send(self) -> TreasuryConfig:
+        # A send still running when its lease ran out could be sent again by another worker.
+        if self.delivery_lease_seconds <= 2 * self.webhook_timeout_seconds:
+            raise ValueError(
+                "delivery_lease_seconds must be more than twice webhook_timeout_seconds"
+            )
+        return self
 
     @property
     def storage_name(self) -> str:
@@ -177,6 +212,9 @@ def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) 
         values["allow_private_destinations"] = flag not in ("0", "false", "no", "off")
     if "TREASURY_FRAME_ANCESTORS" in env:
         values["frame_ancestors"] = tuple(env["TREASURY_FRAME_ANCESTORS"].split())
+    for name in ("webhook_timeout_seconds", "delivery_lease_seconds", "job_poll_seconds"):
+        if f"TREASURY_{name.upper()}" in env:
+            values[name] = float(env[f"TREASURY_{name.upper()}"])
     if "TREASURY_POOL_SIZE" in env:
         values["pool_size"] = int(env["TREASURY_POOL_SIZE"])
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -199,6 +199,8 @@ async def serve_treasury(
             database_url=f"sqlite:///{directory / 'browser.db'}",
             pool_size=4,
             withdrawal_fees={"*": (25, 100)},
+            # The server's worker loop delivers callbacks; look often so tests wait little.
+            job_poll_seconds=0.05,
             **config,
         ),
         clock=clock,
@@ -209,7 +211,7 @@ async def serve_treasury(
         created.company.id, created.merchant_account.id, created.secret_key, created.publishable_key
     )
     # The runner's cleanup closes the treasury (close_treasury=True).
-    runner, base_url = await _start(create_app(treasury, close_treasury=True))
+    runner, base_url = await _start(create_app(treasury, close_treasury=True, run_jobs=True))
     try:
         async with aiohttp.ClientSession() as session:
             yield LiveServer(base_url, treasury, clock, tenant, session)

@@ -405,6 +405,7 @@ async def test_the_result_reaches_the_callback_url(
     sink, url = receiver
     pmti = await create_pmti(client, tenant, callback_url=url)
     result = await confirm(client, pmti, CARD)
+    await treasury.notifications.run_due()  # what the worker loop of `treasury serve` does
     await asyncio.wait_for(sink.arrived.wait(), 10)
     headers, body = sink.received[0]
     assert body == result
@@ -418,6 +419,7 @@ async def test_the_result_reaches_the_callback_url(
     declined = await create_pmti(client, tenant, callback_url=url)
     sink.arrived.clear()
     failed = await confirm(client, declined, {**CARD, "card_number": DECLINED})
+    await treasury.notifications.run_due()
     await asyncio.wait_for(sink.arrived.wait(), 10)
     assert sink.received[1][1] == failed
     assert failed["status"] == "failed"

@@ -156,7 +156,7 @@ def test_database_url_from_the_environment(workdir: Path) -> None:
 def test_help_lists_every_command(workdir: Path) -> None:
     result = run_cli("--help", cwd=workdir)
     assert result.returncode == 0
-    for command in ("serve", "migrate", "companies", "vault-key"):
+    for command in ("serve", "worker", "migrate", "companies", "vault-key"):
         assert command in result.stdout
     serve_help = run_cli("serve", "--help", cwd=workdir).stdout
     for option in ("--host", "--port", "--database"):

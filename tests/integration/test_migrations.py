@@ -32,7 +32,7 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage = SqlStorage(database_url)
     storage.migrate()
     storage.migrate()
-    assert current_revision(storage.engine) == head_revision() == "0004"
+    assert current_revision(storage.engine) == head_revision() == "0005"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
     storage.close()
@@ -52,3 +52,27 @@ def test_sqlite_needs_a_file() -> None:
         SqlStorage("sqlite://")
     with pytest.raises(ValueError, match="unsupported"):
         SqlStorage("mysql://x/y")
+
+
+def test_events_written_before_deliveries_existed_are_not_sent_again(database_url: str) -> None:
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    engine = create_engine(normalize_url(database_url))
+    upgrade(engine, "0004")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO events (id, company_id, type, created_at, payload) "
+                "VALUES ('evt_old', 1, 'treasury.deposit.completed', :at, '{}')"
+            ),
+            {"at": datetime(2026, 1, 1, tzinfo=UTC)},
+        )
+    upgrade(engine)
+    engine.dispose()
+    storage = SqlStorage(database_url)
+    try:
+        assert storage.run_sync(lambda uow: uow.outbox.undispatched(10)) == []
+    finally:
+        storage.close()

@@ -642,3 +642,134 @@ def test_a_duplicate_lookup_id_is_refused(storage: Storage) -> None:
         )
 
     assert storage.run_sync(read, write=False) == ([second, first], None)
+
+
+def _event(n: int, company_id: int = 1, type_: EventType = EventType.DEPOSIT_COMPLETED) -> Event:
+    return Event(
+        id=f"evt_{n:04d}",
+        type=type_,
+        company_id=company_id,
+        created_at=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=n),
+        data={"object": {"id": f"dep_{n}"}},
+    )
+
+
+def test_events_are_dispatched_once_and_paged_newest_first(storage: Storage) -> None:
+    at = datetime(2026, 1, 2, tzinfo=UTC)
+
+    def write(uow: UnitOfWork) -> None:
+        for n in range(5):
+            uow.outbox.add(_event(n, company_id=1 if n < 4 else 2))
+        uow.outbox.add(_event(9, type_=EventType.WITHDRAWAL_FAILED))
+
+    storage.run_sync(write)
+    first = storage.run_sync(lambda uow: uow.outbox.undispatched(3))
+    assert [e.id for e in first] == ["evt_0000", "evt_0001", "evt_0002"]
+    storage.run_sync(lambda uow: uow.outbox.mark_dispatched([e.id for e in first], at))
+    rest = storage.run_sync(lambda uow: uow.outbox.undispatched(10))
+    assert [e.id for e in rest] == ["evt_0003", "evt_0004", "evt_0009"]
+
+    page = storage.run_sync(
+        lambda uow: uow.outbox.page(1, type_=None, created_gte=None, limit=2, starting_after=None),
+        write=False,
+    )
+    assert [e.id for e in page] == ["evt_0009", "evt_0003"]
+    page = storage.run_sync(
+        lambda uow: uow.outbox.page(
+            1, type_=None, created_gte=None, limit=10, starting_after="evt_0003"
+        ),
+        write=False,
+    )
+    assert [e.id for e in page] == ["evt_0002", "evt_0001", "evt_0000"]
+    typed = storage.run_sync(
+        lambda uow: uow.outbox.page(
+            1,
+            type_="treasury.withdrawal.failed",
+            created_gte=None,
+            limit=10,
+            starting_after=None,
+        ),
+        write=False,
+    )
+    assert [e.id for e in typed] == ["evt_0009"]
+    recent = storage.run_sync(
+        lambda uow: uow.outbox.page(
+            1,
+            type_=None,
+            created_gte=datetime(2026, 1, 1, 0, 2, tzinfo=UTC),
+            limit=10,
+            starting_after=None,
+        ),
+        write=False,
+    )
+    assert [e.id for e in recent] == ["evt_0009", "evt_0003", "evt_0002"]
+    assert storage.run_sync(lambda uow: uow.outbox.get("evt_0004", 1), write=False) is None
+    found = storage.run_sync(lambda uow: uow.outbox.get("evt_0004", 2), write=False)
+    assert found is not None and found.data == {"object": {"id": "dep_4"}}
+
+
+def test_deliveries_are_claimed_under_a_lease(storage: Storage) -> None:
+    from treasury_core.notifications.deliveries import (
+        Delivery,
+        DeliveryAttempt,
+        DeliveryKind,
+        DeliveryStatus,
+    )
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def delivery(n: int, due: datetime) -> Delivery:
+        return Delivery(
+            id=f"dlv_{n:04d}",
+            company_id=1,
+            event_id="evt_0001",
+            event_type="treasury.deposit.completed",
+            kind=DeliveryKind.WEBHOOK,
+            endpoint_id="we_1",
+            url="https://example.com/hook",
+            payload='{"id":"evt_0001"}',
+            next_attempt_at=due,
+            created_at=t0,
+        )
+
+    def write(uow: UnitOfWork) -> None:
+        uow.deliveries.add(delivery(1, t0))
+        uow.deliveries.add(delivery(2, t0 + timedelta(seconds=1)))
+        uow.deliveries.add(delivery(3, t0 + timedelta(hours=1)))
+
+    storage.run_sync(write)
+    wall = datetime(2026, 6, 1, tzinfo=UTC)
+    lease = wall + timedelta(minutes=1)
+    claimed = storage.run_sync(
+        lambda uow: uow.deliveries.claim_due(t0 + timedelta(seconds=1), wall, lease, 10)
+    )
+    assert [d.id for d in claimed] == ["dlv_0001", "dlv_0002"]
+    assert all(d.lease_until == lease for d in claimed)
+    # Held: nobody else gets them until the lease runs out (wall time).
+    again = storage.run_sync(
+        lambda uow: uow.deliveries.claim_due(t0 + timedelta(seconds=1), wall, lease, 10)
+    )
+    assert again == []
+    expired = storage.run_sync(
+        lambda uow: uow.deliveries.claim_due(
+            t0 + timedelta(seconds=1), lease, lease + timedelta(minutes=1), 1
+        )
+    )
+    assert [d.id for d in expired] == ["dlv_0001"]
+
+    attempt = DeliveryAttempt(attempted_at=wall, status_code=200, duration_ms=12, error=None)
+    done = expired[0].attempted(attempt, succeeded=True, next_at=None)
+    storage.run_sync(lambda uow: uow.deliveries.update(done))
+    stored = storage.run_sync(lambda uow: uow.deliveries.get("dlv_0001"), write=False)
+    assert stored is not None
+    assert stored.status is DeliveryStatus.SUCCEEDED
+    assert stored.attempts == (attempt,)
+    assert stored.lease_until is None
+    later = storage.run_sync(
+        lambda uow: uow.deliveries.claim_due(
+            t0 + timedelta(days=1), wall + timedelta(days=1), wall + timedelta(days=2), 10
+        )
+    )
+    assert [d.id for d in later] == ["dlv_0002", "dlv_0003"]
+    listed = storage.run_sync(lambda uow: uow.deliveries.for_event("evt_0001"), write=False)
+    assert [d.id for d in listed] == ["dlv_0001", "dlv_0002", "dlv_0003"]

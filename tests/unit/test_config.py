@@ -59,3 +59,12 @@ def test_private_callback_destinations_follow_the_mode_unless_set() -> None:
     ).private_destinations_allowed
     env = config_from_env({"TREASURY_ALLOW_PRIVATE_DESTINATIONS": "no"})
     assert not env.private_destinations_allowed
+
+
+def test_a_delivery_lease_must_outlast_a_send() -> None:
+    with pytest.raises(ValidationError, match="more than twice"):
+        TreasuryConfig(webhook_timeout_seconds=30, delivery_lease_seconds=60)
+    config = config_from_env(
+        {"TREASURY_WEBHOOK_TIMEOUT_SECONDS": "2", "TREASURY_DELIVERY_LEASE_SECONDS": "5"}
+    )
+    assert (config.webhook_timeout_seconds, config.delivery_lease_seconds) == (2, 5)

@@ -130,3 +130,22 @@ def test_outside_sandbox_mode_a_vault_key_is_required() -> None:
 
     with pytest.raises(VaultKeyMissing, match="TREASURY_VAULT_KEY"):
         bootstrap(TreasuryConfig(database_url="memory://", sandbox=False))
+
+
+def test_a_plugin_may_supply_the_webhook_sender() -> None:
+    class QueueSender:
+        async def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> int:
+            return 202
+
+    class Plugin:
+        @hookimpl
+        def register_notifier(self) -> Mapping[str, Any]:
+            return {"queue": lambda config: QueueSender()}
+
+    pm = make_plugin_manager(plugins=[Plugin()])
+    treasury = bootstrap(
+        TreasuryConfig(database_url="memory://", webhook_sender="queue"), plugins=pm
+    )
+    assert isinstance(treasury.notifications.sender, QueueSender)
+    with pytest.raises(AdapterNotFound):
+        bootstrap(TreasuryConfig(database_url="memory://", webhook_sender="nope"), plugins=pm)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
-import time
 from collections.abc import AsyncIterator
 from importlib.metadata import PackageNotFoundError, version
 
@@ -16,6 +14,7 @@ from treasury_aiohttp import (
     card_handlers,
     handlers,
     hosted_pages,
+    notification_handlers,
     payment_handlers,
     sandbox_handlers,
     treasury_handlers,
@@ -28,17 +27,15 @@ from treasury_aiohttp.middlewares import (
     error_middleware,
     idempotency_middleware,
 )
-from treasury_aiohttp.notifier import HttpNotifier
+from treasury_aiohttp.notifier import HttpSender
 from treasury_aiohttp.openapi import build_openapi
 from treasury_aiohttp.routing import Auth, Handler, Route
+from treasury_aiohttp.worker import work_loop
 from treasury_core import Treasury
 
 __all__ = ["TREASURY_KEY", "create_app"]
 
 log = logging.getLogger("treasury.jobs")
-
-# Idempotency records past their retention window are deleted this often (wall time).
-_PURGE_EVERY_SECONDS = 600.0
 
 
 def _package_version() -> str:
@@ -82,7 +79,11 @@ def create_app(
     app[MAX_BODY_KEY] = max_body
     app[FORM_KEY] = FormKey(treasury.config)
     routes = (
-        handlers.ROUTES + treasury_handlers.ROUTES + payment_handlers.ROUTES + card_handlers.ROUTES
+        handlers.ROUTES
+        + treasury_handlers.ROUTES
+        + payment_handlers.ROUTES
+        + card_handlers.ROUTES
+        + notification_handlers.ROUTES
     )
     if treasury.config.sandbox:
         routes += sandbox_handlers.ROUTES
@@ -93,8 +94,8 @@ def create_app(
         app.router.add_route(route.method, route.path, _tagged(route))
     hosted_pages.add_routes(app)
     app[OPENAPI_KEY] = build_openapi(routes, title="treasury-core", version=_package_version())
-    if treasury.cards.notifier is None:
-        app.cleanup_ctx.append(_http_notifier)
+    if treasury.notifications.sender is None:
+        app.cleanup_ctx.append(_http_sender)
     if run_jobs:
         app.cleanup_ctx.append(_job_runner)
     if close_treasury:
@@ -111,37 +112,22 @@ async def _openapi(request: web.Request) -> web.StreamResponse:
     return web.json_response(request.app[OPENAPI_KEY])
 
 
-async def _http_notifier(app: web.Application) -> AsyncIterator[None]:
-    # The app delivers PMTI results over HTTP unless the embedding code gave the treasury a
-    # notifier of its own; deliveries still in flight finish before the session closes.
+async def _http_sender(app: web.Application) -> AsyncIterator[None]:
+    # Webhooks and callbacks go out over HTTP unless the embedding code gave the treasury a
+    # sender of its own.
     treasury = app[TREASURY_KEY]
-    cards = treasury.cards
-    async with HttpNotifier(allow_private=treasury.config.private_destinations_allowed) as notifier:
-        cards.notifier = notifier
+    allow_private = treasury.config.private_destinations_allowed
+    async with HttpSender(
+        allow_private=allow_private, timeout_seconds=treasury.config.webhook_timeout_seconds
+    ) as sender:
+        treasury.notifications.sender = sender
         yield
-        await cards.drain()
-        cards.notifier = None
+        treasury.notifications.sender = None
 
 
 async def _job_runner(app: web.Application) -> AsyncIterator[None]:
-    treasury = app[TREASURY_KEY]
     stop = asyncio.Event()
-
-    async def loop() -> None:
-        next_purge = 0.0
-        while not stop.is_set():
-            try:
-                await treasury.settlement.run_all_due()
-                if time.monotonic() >= next_purge:
-                    await treasury.idempotency.purge_expired()
-                    next_purge = time.monotonic() + _PURGE_EVERY_SECONDS
-            except Exception:
-                log.exception("background work failed; retrying")
-            # Wait for the next look, or for shutdown, whichever comes first.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), treasury.config.job_poll_seconds)
-
-    task = asyncio.create_task(loop(), name="treasury-jobs")
+    task = asyncio.create_task(work_loop(app[TREASURY_KEY], stop), name="treasury-jobs")
     yield
     stop.set()
     await task

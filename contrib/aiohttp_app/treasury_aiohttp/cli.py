@@ -85,6 +85,29 @@ def migrate(database: str | None) -> None:
     click.echo("database is up to date")
 
 
+@main.command()
+@click.option("--database", default=None, help=DATABASE_HELP)
+def worker(database: str | None) -> None:
+    """Run due jobs and deliver events (webhooks, callbacks), without serving HTTP.
+
+    Any number of workers may share one PostgreSQL database: each claims its own rows.
+    """
+    import asyncio
+
+    from treasury_aiohttp.worker import run_worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    treasury = _bootstrap(database)
+    click.echo(f"treasury-core worker on {_redacted(treasury.config.database_url)}")
+    try:
+        asyncio.run(run_worker(treasury))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        treasury.close()
+
+
 @main.command("vault-key")
 def vault_key() -> None:
     """Print a new random vault key (set it as TREASURY_VAULT_KEY; keep it secret)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from aiohttp import web
@@ -53,6 +54,26 @@ async def parse_body(request: web.Request, model: type[M]) -> M:
         return model.model_validate_json(raw if raw.strip() else b"{}", strict=True)
     except ValidationError as exc:
         raise validation_failed(exc) from None
+
+
+def timestamp_query(request: web.Request, name: str) -> datetime | None:
+    """Query parameter ``name`` as an aware timestamp (ISO 8601 with an offset), if present."""
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    # An unescaped "+" of "+00:00" arrives as a space; take it back rather than refuse.
+    text = raw.replace(" ", "+")
+    try:
+        value: datetime | None = datetime.fromisoformat(text)
+        if value is not None and value.utcoffset() is not None:
+            value.astimezone(UTC)  # the year 1 or 9999 in a far offset has no UTC instant
+    except (ValueError, OverflowError):
+        value = None
+    if value is None or value.utcoffset() is None:
+        raise ValidationFailed(
+            f"{name} must be an ISO 8601 timestamp with a UTC offset", param=name
+        )
+    return value
 
 
 def page_request(request: web.Request) -> PageRequest:

@@ -1,17 +1,16 @@
-"""An HTTP notifier: sends payment method token intent results to their ``callback_url``.
+"""The HTTP webhook sender: posts webhook and callback bodies with aiohttp.
 
-This is the delivery the card-on-file flow needs; the outbox dispatcher with signed webhooks,
-retries on the published schedule and the legacy callback belongs to the notifications work and
-will take over these events from the outbox. Until then a failed delivery is logged, and the
-event stays in the outbox (``GET /api/v1/payment_method_token_intent/{id}`` also answers).
+Unless ``allow_private``, a destination whose host is, or resolves to, a loopback, private,
+link-local or otherwise non-public address is refused: a caller must not make the server reach
+inside its own network. The check is made on the addresses the connection will use (a resolver
+that refuses them), so a name that resolves differently the second time gains nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import logging
 import socket
+from collections.abc import Mapping
 from types import TracebackType
 
 import aiohttp
@@ -19,26 +18,12 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
-from treasury_core.cards.tokens import TokenizationResult
-from treasury_core.events import Event, EventType
-
-log = logging.getLogger("treasury.notifier")
-
-#: The events whose PMTI ``callback_url`` gets the tokenization result.
-TOKENIZATION_EVENTS = frozenset(
-    {
-        EventType.PAYMENT_METHOD_TOKEN_INTENT_SUCCEEDED,
-        EventType.PAYMENT_METHOD_TOKEN_INTENT_FAILED,
-    }
-)
+from treasury_core.notifications.endpoints import destination_refusal
+from treasury_core.ports import DeliveryFailed
 
 
-class CallbackFailed(Exception):
-    """The receiver did not answer 2xx (the event stays in the outbox)."""
-
-
-class DestinationRefused(CallbackFailed):
-    """The callback's host is not a public address, and configuration does not allow others."""
+class DestinationRefused(DeliveryFailed):
+    """The destination is not a public address, and configuration does not allow others."""
 
 
 def _check_public(address: str, host: str) -> None:
@@ -48,11 +33,7 @@ def _check_public(address: str, host: str) -> None:
 
 
 class _PublicResolver(AbstractResolver):
-    """Resolves as usual, then refuses any answer that is not a public address.
-
-    Checking what the connection will actually use (not an earlier lookup) is what stops a
-    name that resolves differently the second time (DNS rebinding).
-    """
+    """Resolves as usual, then refuses any answer that is not a public address."""
 
     def __init__(self) -> None:
         self._inner = DefaultResolver()
@@ -69,13 +50,11 @@ class _PublicResolver(AbstractResolver):
         await self._inner.close()
 
 
-class HttpNotifier:
-    """Posts the tokenization result of PMTI events to the PMTI's ``callback_url``.
+class HttpSender:
+    """A :class:`~treasury_core.ports.WebhookSender` over one ``aiohttp.ClientSession``.
 
-    Use as an async context manager (it owns one ``aiohttp.ClientSession``). Each post carries
-    ``webhook-id`` (the event id), so a receiver can drop a repeat. Unless ``allow_private``,
-    a callback whose host is (or resolves to) a loopback, private, link-local or otherwise
-    non-public address is refused: a caller must not make the server reach inside its network.
+    Use as an async context manager. Redirects are not followed (a receiver answers, it does
+    not send the event elsewhere).
     """
 
     def __init__(self, *, allow_private: bool = False, timeout_seconds: float = 10.0) -> None:
@@ -83,10 +62,10 @@ class HttpNotifier:
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self._session: aiohttp.ClientSession | None = None
 
-    async def __aenter__(self) -> HttpNotifier:
-        connector = (
-            None if self._allow_private else aiohttp.TCPConnector(resolver=_PublicResolver())
-        )
+    async def __aenter__(self) -> HttpSender:
+        connector = None
+        if not self._allow_private:
+            connector = aiohttp.TCPConnector(resolver=_PublicResolver())
         self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
         return self
 
@@ -100,30 +79,27 @@ class HttpNotifier:
             await self._session.close()
             self._session = None
 
-    async def deliver(self, event: Event) -> None:
-        """Send ``event`` if it is a tokenization result with a ``callback_url``."""
-        if event.type not in TOKENIZATION_EVENTS:
-            return
-        obj = event.data["object"]
-        url = obj.get("callback_url")
-        if not url:
-            return
+    async def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> int:
+        """POST ``body``; the status code, or :class:`DeliveryFailed` without an answer."""
         if self._session is None:
-            raise RuntimeError("HttpNotifier is used outside its `async with` block")
+            raise RuntimeError("HttpSender is used outside its `async with` block")
         host = URL(url).host or ""
-        if not self._allow_private:
-            # aiohttp does not ask the resolver about an address written as one.
-            # A name is not an address (ValueError): the resolver checks what it resolves to.
-            with contextlib.suppress(ValueError):
-                _check_public(host.strip("[]"), host)
-        body = TokenizationResult.from_event_object(obj).model_dump_json()
-        async with self._session.post(
-            url,
-            data=body,
-            headers={"Content-Type": "application/json", "webhook-id": event.id},
-            allow_redirects=False,
-        ) as response:
-            if not 200 <= response.status < 300:
-                # The host only: a callback URL's path or query may carry the receiver's token.
-                raise CallbackFailed(f"the callback at {host} answered {response.status}")
-        log.info("delivered %s to the PMTI callback", event.id)
+        # aiohttp does not ask the resolver about an address written as one, so those are
+        # checked here; names are checked by the resolver on what they resolve to.
+        refusal = destination_refusal(host, allow_private=self._allow_private)
+        if refusal is not None:
+            raise DestinationRefused(refusal)
+        try:
+            async with self._session.post(
+                url, data=body, headers=dict(headers), allow_redirects=False
+            ) as response:
+                # The body is not read: a receiver answers with its status, and a hostile one
+                # must not make us download anything.
+                return response.status
+        except DeliveryFailed:
+            raise
+        except TimeoutError:
+            raise DeliveryFailed(f"{host} did not answer in time") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            # The host only: a URL's path or query may carry the receiver's own token.
+            raise DeliveryFailed(f"{host} could not be reached ({type(exc).__name__})") from None

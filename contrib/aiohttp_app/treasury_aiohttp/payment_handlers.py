@@ -7,7 +7,6 @@ lookup id addresses the intent, and the customer's card is the only other input.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Literal
 
 from aiohttp import web
@@ -22,6 +21,7 @@ from treasury_aiohttp.io import (
     list_response,
     parse_body,
     principal,
+    timestamp_query,
     treasury,
 )
 from treasury_aiohttp.routing import Auth, Route
@@ -144,25 +144,6 @@ def _positive_int(request: web.Request, name: str, maximum: int = _MAX_INTENT_ID
     return int(raw)
 
 
-def _timestamp(request: web.Request, name: str) -> datetime | None:
-    raw = request.query.get(name)
-    if raw is None:
-        return None
-    # An unescaped "+" of "+00:00" arrives as a space; take it back rather than refuse.
-    text = raw.replace(" ", "+")
-    try:
-        value: datetime | None = datetime.fromisoformat(text)
-        if value is not None and value.utcoffset() is not None:
-            value.astimezone(UTC)  # the year 1 or 9999 in a far offset has no UTC instant
-    except (ValueError, OverflowError):
-        value = None
-    if value is None or value.utcoffset() is None:
-        raise ValidationFailed(
-            f"{name} must be an ISO 8601 timestamp with a UTC offset", param=name
-        )
-    return value
-
-
 def _filters(request: web.Request) -> IntentFilter:
     raw_status = request.query.get("status")
     status = None
@@ -175,8 +156,8 @@ def _filters(request: web.Request) -> IntentFilter:
     return IntentFilter(
         status=status,
         account_id=_positive_int(request, "account_id"),
-        created_gte=_timestamp(request, "created_gte"),
-        created_lt=_timestamp(request, "created_lt"),
+        created_gte=timestamp_query(request, "created_gte"),
+        created_lt=timestamp_query(request, "created_lt"),
     )
 
 

@@ -21,6 +21,7 @@ from sqlalchemy import (
     false,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -46,6 +47,7 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
+from treasury_core.notifications.deliveries import Delivery, DeliveryStatus
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R
 from treasury_core.treasury.records import TreasuryRecord
@@ -62,8 +64,12 @@ _COUNTERS = (
 
 _ACCOUNT_COLUMNS = tuple(c.name for c in t.ledger_accounts.c)
 _POSTING_COLUMNS = tuple(c.name for c in t.ledger_postings.c)
-_EVENT_COLUMNS = tuple(c.name for c in t.events.c)
+# An event is written undispatched: ``dispatched_at`` stays NULL until the dispatcher sets it.
+_EVENT_COLUMNS = tuple(c.name for c in t.events.c if c.name != "dispatched_at")
 _INTENT_WRITE_COLUMNS = tuple(c.name for c in t.payment_intents.c if c.name != "id")
+
+
+_Events = list[Event]  # spelled here: inside the outbox classes, ``list`` is a method
 
 
 class _MovementStatements:
@@ -498,8 +504,9 @@ class SqlCompanies:
 class SqlOutbox:
     """The events table, written in the business transaction."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, lock_rows: bool = False) -> None:
         self._conn = conn
+        self._lock_rows = lock_rows
 
     def add(self, event: Event) -> None:
         sql = _statements(self._conn.dialect)
@@ -513,20 +520,134 @@ class SqlOutbox:
         with _raw_cursor(self._conn) as cursor:
             cursor.execute(sql.insert_event, tuple(values[c] for c in _EVENT_COLUMNS))
 
+    @staticmethod
+    def _event(row: Row[Any]) -> Event:
+        return Event(
+            id=row.id,
+            type=EventType(row.type),
+            company_id=row.company_id,
+            created_at=row.created_at,
+            data=json.loads(row.payload),
+        )
+
     def list(self, company_id: int | None = None) -> list[Event]:
         query = select(t.events).order_by(t.events.c.id)
         if company_id is not None:
             query = query.where(t.events.c.company_id == company_id)
-        return [
-            Event(
-                id=r.id,
-                type=EventType(r.type),
-                company_id=r.company_id,
-                created_at=r.created_at,
-                data=json.loads(r.payload),
+        return [self._event(r) for r in self._conn.execute(query)]
+
+    def undispatched(self, limit: int) -> _Events:
+        query = (
+            select(t.events)
+            .where(t.events.c.dispatched_at.is_(None))
+            .order_by(t.events.c.id)
+            .limit(limit)
+        )
+        if self._lock_rows:
+            query = query.with_for_update(skip_locked=True)
+        return [self._event(r) for r in self._conn.execute(query)]
+
+    def mark_dispatched(self, event_ids: Sequence[str], at: datetime) -> None:
+        if event_ids:
+            self._conn.execute(
+                update(t.events).where(t.events.c.id.in_(event_ids)).values(dispatched_at=at)
             )
-            for r in self._conn.execute(query)
+
+    def get(self, event_id: str, company_id: int | None) -> Event | None:
+        query = select(t.events).where(t.events.c.id == event_id)
+        if company_id is not None:
+            query = query.where(t.events.c.company_id == company_id)
+        row = self._conn.execute(query).first()
+        return self._event(row) if row is not None else None
+
+    def page(
+        self,
+        company_id: int,
+        *,
+        type_: str | None,
+        created_gte: datetime | None,
+        limit: int,
+        starting_after: str | None,
+    ) -> _Events:
+        events = t.events
+        query = select(events).where(events.c.company_id == company_id)
+        if type_ is not None:
+            query = query.where(events.c.type == type_)
+        if created_gte is not None:
+            query = query.where(events.c.created_at >= created_gte)
+        if starting_after is not None:
+            query = query.where(events.c.id < starting_after)
+        query = query.order_by(events.c.id.desc()).limit(limit)
+        return [self._event(r) for r in self._conn.execute(query)]
+
+
+class SqlDeliveries:
+    """Deliveries: indexed columns plus the delivery as JSON; workers skip held rows."""
+
+    def __init__(self, conn: Connection, lock_rows: bool) -> None:
+        self._conn = conn
+        self._lock_rows = lock_rows
+
+    @staticmethod
+    def _values(delivery: Delivery) -> dict[str, Any]:
+        return {
+            "id": delivery.id,
+            "company_id": delivery.company_id,
+            "event_id": delivery.event_id,
+            "status": delivery.status.value,
+            "next_attempt_at": delivery.next_attempt_at,
+            "lease_until": delivery.lease_until,
+            "body": delivery.model_dump_json(),
+        }
+
+    def add(self, delivery: Delivery) -> None:
+        self._conn.execute(insert(t.deliveries), [self._values(delivery)])
+
+    def claim_due(
+        self, now: datetime, wall_now: datetime, lease_until: datetime, limit: int
+    ) -> list[Delivery]:
+        rows = t.deliveries
+        query = (
+            select(rows.c.body)
+            .where(
+                rows.c.status == DeliveryStatus.PENDING.value,
+                rows.c.next_attempt_at <= now,
+                or_(rows.c.lease_until.is_(None), rows.c.lease_until <= wall_now),
+            )
+            .order_by(rows.c.next_attempt_at, rows.c.id)
+            .limit(limit)
+        )
+        if self._lock_rows:
+            query = query.with_for_update(skip_locked=True)
+        claimed = [
+            Delivery.model_validate_json(body).model_copy(update={"lease_until": lease_until})
+            for body in self._conn.execute(query).scalars()
         ]
+        for delivery in claimed:
+            self.update(delivery)
+        return claimed
+
+    def get(self, delivery_id: str, *, for_update: bool = False) -> Delivery | None:
+        query = select(t.deliveries.c.body).where(t.deliveries.c.id == delivery_id)
+        if for_update and self._lock_rows:
+            query = query.with_for_update()
+        body = self._conn.execute(query).scalar()
+        return Delivery.model_validate_json(body) if body is not None else None
+
+    def update(self, delivery: Delivery) -> None:
+        values = self._values(delivery)
+        del values["id"]
+        self._conn.execute(
+            update(t.deliveries).where(t.deliveries.c.id == delivery.id).values(**values)
+        )
+
+    def for_event(self, event_id: str) -> list[Delivery]:
+        query = (
+            select(t.deliveries.c.body)
+            .where(t.deliveries.c.event_id == event_id)
+            .order_by(t.deliveries.c.id)
+        )
+        return [Delivery.model_validate_json(b) for b in self._conn.execute(query).scalars()]
 
 
 class SqlIdempotency:
@@ -893,8 +1014,9 @@ class SqlUnitOfWork:
         self.wallets = SqlWallets(conn)
         self.ledger = SqlLedger(conn, lock_rows)
         self.companies = SqlCompanies(conn)
-        self.outbox = SqlOutbox(conn)
+        self.outbox = SqlOutbox(conn, lock_rows)
         self.idempotency = SqlIdempotency(conn)
         self.records = SqlRecords(conn, lock_rows)
         self.jobs = SqlJobs(conn, lock_rows)
         self.intents = SqlIntents(conn, lock_rows)
+        self.deliveries = SqlDeliveries(conn, lock_rows)

@@ -165,7 +165,34 @@ events = Table(
     Column("type", String(96), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("payload", Text, nullable=False),
+    # When the dispatcher fanned the event out into deliveries; NULL until then.
+    Column("dispatched_at", UtcDateTime, nullable=True),
     Index("ix_events_company_id_id", "company_id", "id"),
+    Index(
+        "ix_events_undispatched",
+        "id",
+        postgresql_where=text("dispatched_at IS NULL"),
+        sqlite_where=text("dispatched_at IS NULL"),
+    ),
+)
+
+# Deliveries of events: the columns the worker queries, and the delivery itself as JSON.
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("company_id", Integer, nullable=False),
+    Column("event_id", String(64), nullable=False, index=True),
+    Column("status", String(16), nullable=False),
+    Column("next_attempt_at", UtcDateTime, nullable=False),
+    Column("lease_until", UtcDateTime, nullable=True),
+    Column("body", Text, nullable=False),
+    Index(
+        "ix_deliveries_due",
+        "next_attempt_at",
+        postgresql_where=text("status = 'pending'"),
+        sqlite_where=text("status = 'pending'"),
+    ),
 )
 
 idempotency_keys = Table(

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from treasury_core.events import Event
+
 if TYPE_CHECKING:
     from treasury_core.config import TreasuryConfig
     from treasury_core.ports import (
@@ -21,9 +23,9 @@ if TYPE_CHECKING:
         Clock,
         FxRates,
         IdSource,
-        Notifier,
         Storage,
         Vault,
+        WebhookSender,
     )
 
 PROJECT_NAME = "treasury"
@@ -38,7 +40,7 @@ CardProviderFactory = Callable[["TreasuryConfig", "Clock"], "CardProvider"]
 VaultFactory = Callable[["TreasuryConfig"], "Vault"]
 FxRatesFactory = Callable[["TreasuryConfig", "Clock"], "FxRates"]
 BankRailFactory = Callable[["TreasuryConfig", "Clock"], "BankRail"]
-NotifierFactory = Callable[["TreasuryConfig"], "Notifier"]
+NotifierFactory = Callable[["TreasuryConfig"], "WebhookSender"]
 
 
 @hookspec
@@ -85,8 +87,20 @@ def register_bank_rail() -> Mapping[str, BankRailFactory]:
 
 @hookspec
 def register_notifier() -> Mapping[str, NotifierFactory]:
-    """Event notifiers by name."""
+    """Webhook senders by name (what carries webhooks and callbacks over the wire)."""
     raise NotImplementedError
+
+
+@hookspec
+def treasury_event(event: Event) -> None:
+    """Called for every event the dispatcher fans out, after its transaction committed, in
+    the process that did the fan-out (``treasury serve`` or ``treasury worker``).
+
+    For embedding applications that want events in process (a cache to invalidate, a metric
+    to count). At most once: a crash right after the commit loses the event for subscribers
+    (never for deliveries; use a webhook where every event matters). An exception is logged
+    and stops neither the other subscribers nor the deliveries.
+    """
 
 
 #: Every ``register_*`` hook, by the kind of adapter it registers.

@@ -22,9 +22,10 @@ from treasury_core.ports.card_provider import (
 from treasury_core.ports.clock import Clock
 from treasury_core.ports.fx import FxQuote, FxRates
 from treasury_core.ports.ids import IdSource
-from treasury_core.ports.notifier import Notifier
+from treasury_core.ports.notifier import DeliveryFailed, WebhookSender
 from treasury_core.ports.storage import (
     CompanyRepository,
+    DeliveryRepository,
     IdempotencyRepository,
     JobRepository,
     LedgerRepository,
@@ -48,6 +49,8 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "ChargebackOutcome",
     "Clock",
     "CompanyRepository",
+    "DeliveryFailed",
+    "DeliveryRepository",
     "FormatField",
     "FxQuote",
     "FxRates",
@@ -57,7 +60,6 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "IdempotencyRepository",
     "JobRepository",
     "LedgerRepository",
-    "Notifier",
     "OutboxRepository",
     "PaymentInstruction",
     "RecordRepository",
@@ -69,4 +71,5 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "VaultError",
     "VirtualAccountDetails",
     "WalletRepository",
+    "WebhookSender",
 ]

@@ -27,12 +27,16 @@ from treasury_core.events import Event
 from treasury_core.idempotency import IdempotencyRecord
 from treasury_core.jobs import Job
 from treasury_core.ledger import Account, Journal, LedgerPlan, PendingMovement, Posting
+from treasury_core.notifications.deliveries import Delivery
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
 
 T = TypeVar("T")
 R = TypeVar("R", bound=TreasuryRecord)
+
+
+_Events = list[Event]  # spelled here: inside the outbox classes, ``list`` is a method
 
 
 class WalletRepository(Protocol):
@@ -143,7 +147,65 @@ class OutboxRepository(Protocol):
         ...
 
     def list(self, company_id: int | None = None) -> list[Event]:
-        """Events, oldest first (delivery state is the notifications issue's)."""
+        """Events, oldest first."""
+        ...
+
+    def undispatched(self, limit: int) -> _Events:
+        """Up to ``limit`` events not yet fanned out into deliveries, oldest first.
+
+        Locks them until the transaction ends; on PostgreSQL rows another transaction holds are
+        skipped, so several dispatchers share the work.
+        """
+        ...
+
+    def mark_dispatched(self, event_ids: Sequence[str], at: datetime) -> None:
+        """Record that these events were fanned out."""
+        ...
+
+    def get(self, event_id: str, company_id: int | None) -> Event | None:
+        """The event with this id (of ``company_id`` unless ``None``)."""
+        ...
+
+    def page(
+        self,
+        company_id: int,
+        *,
+        type_: str | None,
+        created_gte: datetime | None,
+        limit: int,
+        starting_after: str | None,
+    ) -> _Events:
+        """Up to ``limit`` of the company's events, newest first, ids below ``starting_after``."""
+        ...
+
+
+class DeliveryRepository(Protocol):
+    """Deliveries of events to their destinations."""
+
+    def add(self, delivery: Delivery) -> None:
+        """Store a new delivery."""
+        ...
+
+    def claim_due(
+        self, now: datetime, wall_now: datetime, lease_until: datetime, limit: int
+    ) -> list[Delivery]:
+        """Up to ``limit`` pending deliveries due at ``now`` (business time) that no live lease
+        holds (``lease_until`` after ``wall_now``), leased until ``lease_until``.
+
+        On PostgreSQL rows another transaction holds are skipped.
+        """
+        ...
+
+    def get(self, delivery_id: str, *, for_update: bool = False) -> Delivery | None:
+        """The delivery with this id."""
+        ...
+
+    def update(self, delivery: Delivery) -> None:
+        """Replace a stored delivery with a new version of it."""
+        ...
+
+    def for_event(self, event_id: str) -> list[Delivery]:
+        """The deliveries of one event, oldest first."""
         ...
 
 
@@ -308,6 +370,11 @@ class UnitOfWork(Protocol):
     @property
     def intents(self) -> PaymentIntentRepository:
         """Payment intents."""
+        ...
+
+    @property
+    def deliveries(self) -> DeliveryRepository:
+        """Deliveries of events."""
         ...
 
 

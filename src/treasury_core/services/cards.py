@@ -4,9 +4,9 @@ The flow: a client creates a PMTI; the customer submits a card once, through the
 ``provider_tokenization_url`` or the client's server through ``confirm_endpoint_url``; the card
 is checked, verified with the card provider (the CVC is used there and then dropped), sealed by
 the vault and saved as a ``pmt_…`` token, all in one transaction with the PMTI's result and its
-event; the result then goes to the PMTI's ``callback_url`` through the notifier. The token is
-later a payment intent's ``card_token`` (:meth:`CardOnFileService.saved_card` is what the
-payments service asks).
+event; the notifications dispatcher then sends the result to the PMTI's ``callback_url``. The
+token is later a payment intent's ``card_token`` (:meth:`CardOnFileService.saved_card` is what
+the payments service asks).
 
 Card numbers and CVCs never appear in a message, a log line, an event or a stored field here:
 errors name the field, and storage holds the vault's ciphertext only.
@@ -14,9 +14,7 @@ errors name the field, and storage holds the vault's ciphertext only.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
-import logging
 import secrets
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -36,14 +34,12 @@ from treasury_core.errors import CardError, InvalidRequestError, NotFound, Valid
 from treasury_core.events import Event, EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.payments.intents import PaymentType
-from treasury_core.ports import CardProvider, Notifier, SealedCard, UnitOfWork, Vault
+from treasury_core.ports import CardProvider, SealedCard, UnitOfWork, Vault
 from treasury_core.ports.card_provider import CardData
 from treasury_core.services.idempotency import finish
 from treasury_core.services.support import TreasuryContext
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.validation import is_resource_id
-
-log = logging.getLogger("treasury.cards")
 
 R = TypeVar("R", bound=TreasuryRecord)
 
@@ -98,16 +94,11 @@ class CardOnFileService:
         ctx: TreasuryContext,
         provider: CardProvider,
         vault: Vault,
-        notifier: Notifier | None = None,
     ) -> None:
         self._ctx = ctx
         self.provider = provider
         self.vault = vault
-        self.notifier = notifier
         self._ttl = timedelta(seconds=ctx.config.tokenization_ttl_seconds)
-        # Deliveries in flight, kept so they are not garbage-collected mid-send and can be
-        # awaited by :meth:`drain` (tests, shutdown).
-        self._deliveries: set[asyncio.Task[None]] = set()
 
     # --- create and read ------------------------------------------------------------------------
 
@@ -273,7 +264,7 @@ class CardOnFileService:
             else EventType.PAYMENT_METHOD_TOKEN_INTENT_FAILED
         )
 
-        def write(uow: UnitOfWork) -> Event:
+        def write(uow: UnitOfWork) -> None:
             current = uow.records.get(TokenIntent, intent.id, None, for_update=True)
             assert current is not None  # PMTIs are never deleted
             # Another submission may have finished it since it was opened: one card per PMTI.
@@ -289,34 +280,9 @@ class CardOnFileService:
                 data={"object": finished.record().model_dump(mode="json")},
             )
             uow.outbox.add(event)
-            return event
 
-        event = await ctx.storage.run(write)
-        if finished.callback_url is not None:
-            self._deliver(event)
+        await ctx.storage.run(write)
         return finished
-
-    def _deliver(self, event: Event) -> None:
-        notifier = self.notifier
-        if notifier is None:
-            return
-
-        async def send() -> None:
-            try:
-                await notifier.deliver(event)
-            except Exception as exc:
-                # The event stays in the outbox, and the PMTI can be polled; redelivery from
-                # the outbox comes with the notifications worker.
-                log.warning("delivery of %s (%s) failed: %s", event.id, event.type.value, exc)
-
-        task = asyncio.get_running_loop().create_task(send(), name=f"deliver-{event.id}")
-        self._deliveries.add(task)
-        task.add_done_callback(self._deliveries.discard)
-
-    async def drain(self) -> None:
-        """Wait for the callback deliveries in flight (at shutdown, and in tests)."""
-        while self._deliveries:
-            await asyncio.gather(*self._deliveries, return_exceptions=True)
 
     # --- charging a saved card ------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from treasury_core.errors import NotFound, ValidationFailed
+from treasury_core.services.notifications import NotificationService
 from treasury_core.services.settlement import SettlementService
 from treasury_core.services.support import TreasuryContext
 
@@ -28,9 +29,15 @@ class AdvanceableClock(Protocol):
 class SandboxService:
     """Moves the sandbox clock and runs everything that falls due."""
 
-    def __init__(self, ctx: TreasuryContext, settlement: SettlementService) -> None:
+    def __init__(
+        self,
+        ctx: TreasuryContext,
+        settlement: SettlementService,
+        notifications: NotificationService | None = None,
+    ) -> None:
         self._ctx = ctx
         self._settlement = settlement
+        self._notifications = notifications
 
     @property
     def enabled(self) -> bool:
@@ -38,7 +45,8 @@ class SandboxService:
         return self._ctx.config.sandbox
 
     async def advance(self, seconds: int) -> datetime:
-        """Advance the clock by ``seconds`` and run every job due by then; the new now."""
+        """Advance the clock by ``seconds`` and run every job due by then, webhook retries
+        included; the new now."""
         clock = self._ctx.clock
         if not self.enabled or not isinstance(clock, AdvanceableClock):
             raise NotFound("Sandbox controls are off", code="sandbox_disabled")
@@ -49,4 +57,6 @@ class SandboxService:
             )
         clock.advance(seconds)
         await self._settlement.run_all_due()
+        if self._notifications is not None:
+            await self._notifications.run_due()
         return clock.now()

@@ -33,12 +33,16 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
+from treasury_core.notifications.deliveries import Delivery, DeliveryStatus
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R, Storage, UnitOfWork
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
 
 _MISSING: Any = object()
+
+
+_Events = list[Event]  # spelled here: inside the outbox classes, ``list`` is a method
 
 
 @dataclass
@@ -52,6 +56,8 @@ class _State:
     merchant_accounts: dict[int, MerchantAccount] = field(default_factory=dict)
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+    dispatched: dict[str, datetime] = field(default_factory=dict)
+    deliveries: dict[str, Delivery] = field(default_factory=dict)
     idempotency: dict[tuple[int, str], IdempotencyRecord] = field(default_factory=dict)
     records: dict[str, TreasuryRecord] = field(default_factory=dict)
     jobs: dict[str, Job] = field(default_factory=dict)
@@ -246,6 +252,72 @@ class _Outbox:
     def list(self, company_id: int | None = None) -> list[Event]:
         events = self._tx.state.events
         return [e for e in events if company_id is None or e.company_id == company_id]
+
+    def undispatched(self, limit: int) -> _Events:
+        done = self._tx.state.dispatched
+        return [e for e in self._tx.state.events if e.id not in done][:limit]
+
+    def mark_dispatched(self, event_ids: Sequence[str], at: datetime) -> None:
+        for event_id in event_ids:
+            self._tx.put(self._tx.state.dispatched, event_id, at)
+
+    def get(self, event_id: str, company_id: int | None) -> Event | None:
+        for event in self._tx.state.events:
+            if event.id == event_id and company_id in (None, event.company_id):
+                return event
+        return None
+
+    def page(
+        self,
+        company_id: int,
+        *,
+        type_: str | None,
+        created_gte: datetime | None,
+        limit: int,
+        starting_after: str | None,
+    ) -> _Events:
+        rows = [
+            e
+            for e in self._tx.state.events
+            if e.company_id == company_id
+            and (type_ is None or e.type.value == type_)
+            and (created_gte is None or e.created_at >= created_gte)
+        ]
+        return _newest_first(rows, lambda e: e.id, limit, starting_after)
+
+
+class _Deliveries:
+    def __init__(self, tx: _Tx) -> None:
+        self._tx = tx
+
+    def add(self, delivery: Delivery) -> None:
+        self._tx.put(self._tx.state.deliveries, delivery.id, delivery)
+
+    def claim_due(
+        self, now: datetime, wall_now: datetime, lease_until: datetime, limit: int
+    ) -> list[Delivery]:
+        due = [
+            d
+            for d in self._tx.state.deliveries.values()
+            if d.status is DeliveryStatus.PENDING
+            and d.next_attempt_at <= now
+            and (d.lease_until is None or d.lease_until <= wall_now)
+        ]
+        due.sort(key=lambda d: (d.next_attempt_at, d.id))
+        claimed = [d.model_copy(update={"lease_until": lease_until}) for d in due[:limit]]
+        for delivery in claimed:
+            self.update(delivery)
+        return claimed
+
+    def get(self, delivery_id: str, *, for_update: bool = False) -> Delivery | None:
+        return self._tx.state.deliveries.get(delivery_id)
+
+    def update(self, delivery: Delivery) -> None:
+        self._tx.put(self._tx.state.deliveries, delivery.id, delivery)
+
+    def for_event(self, event_id: str) -> list[Delivery]:
+        found = [d for d in self._tx.state.deliveries.values() if d.event_id == event_id]
+        return sorted(found, key=lambda d: d.id)
 
 
 class _Idempotency:
@@ -451,6 +523,7 @@ class _MemoryUnitOfWork:
         self.records = _Records(tx)
         self.jobs = _Jobs(tx)
         self.intents = _Intents(tx)
+        self.deliveries = _Deliveries(tx)
 
 
 class MemoryStorage(Storage):

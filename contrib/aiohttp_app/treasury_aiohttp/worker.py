@@ -1,0 +1,56 @@
+"""The background loop: due jobs (settlements, payouts, hold expiry), event deliveries and the
+purge of old idempotency records. ``treasury serve`` runs it beside the HTTP server;
+``treasury worker`` runs it alone, and several of them may share one PostgreSQL database
+(jobs and deliveries are claimed row by row)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+
+from treasury_aiohttp.notifier import HttpSender
+from treasury_core import Treasury
+
+log = logging.getLogger("treasury.jobs")
+
+# Idempotency records past their retention window are deleted this often (wall time).
+_PURGE_EVERY_SECONDS = 600.0
+
+
+async def work_loop(treasury: Treasury, stop: asyncio.Event) -> None:
+    """Look for due work every ``config.job_poll_seconds`` until ``stop`` is set.
+
+    A pass in progress finishes before the loop ends, so a delivery being sent is recorded
+    (its claim released) rather than left to its lease.
+    """
+    next_purge = 0.0
+    while not stop.is_set():
+        try:
+            await treasury.settlement.run_all_due()
+            await treasury.notifications.run_due()
+            if time.monotonic() >= next_purge:
+                await treasury.idempotency.purge_expired()
+                next_purge = time.monotonic() + _PURGE_EVERY_SECONDS
+        except Exception:
+            log.exception("background work failed; retrying")
+        # Wait for the next look, or for shutdown, whichever comes first.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), treasury.config.job_poll_seconds)
+
+
+async def run_worker(treasury: Treasury) -> None:
+    """``treasury worker``: the loop with an HTTP sender, until SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    allow_private = treasury.config.private_destinations_allowed
+    async with HttpSender(
+        allow_private=allow_private, timeout_seconds=treasury.config.webhook_timeout_seconds
+    ) as sender:
+        if treasury.notifications.sender is None:
+            treasury.notifications.sender = sender
+        await work_loop(treasury, stop)

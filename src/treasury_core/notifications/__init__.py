@@ -1,0 +1,1 @@
+"""Notifications: webhook endpoints, deliveries of outbox events, and their retry schedule."""

@@ -1,0 +1,117 @@
+"""Webhook endpoints: where a company's events are posted, and which types it takes.
+
+Rules:
+- ``url`` is ``http(s)://host[:port]/…`` without credentials; an address written as a loopback,
+  private or link-local IP is refused unless configuration allows such destinations (the
+  sandbox does); names are checked when a delivery connects.
+- ``events`` is a list of event types, or ``null`` for all of them.
+- The signing secret (``whsec_…``, Standard Webhooks) is derived by the vault from the
+  endpoint's id and a random salt: it is shown in the creation response, and nothing stored is
+  enough to rebuild it.
+- Deleting an endpoint stops new deliveries to it; those already pending still go.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, ClassVar, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from treasury_core.events import EventType
+from treasury_core.payments.requests import Url
+from treasury_core.serialization import Timestamp
+from treasury_core.treasury.records import TreasuryRecord
+
+
+def _no_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not contain credentials")
+    if not parts.hostname:
+        raise ValueError("must name a host")
+    return url
+
+
+_NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+", re.IGNORECASE)
+
+
+def destination_refusal(host: str, *, allow_private: bool) -> str | None:
+    """Why a delivery must not go to ``host``, or ``None``.
+
+    A host written with only numeric labels that is not a canonical IP address (``2130706433``,
+    ``127.1``, ``0x7f.1``) is refused: resolvers read those as addresses, and checking them by
+    another reading than the connection's would let a private address through. Unless
+    ``allow_private``, an IP address that is not publicly routable is refused too (names are
+    checked on the addresses they resolve to, when the delivery connects).
+    """
+    bare = host.strip("[]").split("%", 1)[0]
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        labels = bare.rstrip(".").split(".")
+        if all(_NUMERIC_LABEL.fullmatch(label) for label in labels):
+            return f"{host} is not a host name or a canonical IP address"
+        return None
+    if not allow_private and not address.is_global:
+        return f"{host} is not a public address"
+    return None
+
+
+#: A destination URL: http(s), a host, no credentials.
+DestinationUrl = Annotated[Url, AfterValidator(_no_credentials)]
+
+
+class CreateWebhookEndpointRequest(BaseModel):
+    """``POST /api/v1/webhook-endpoints``."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    url: DestinationUrl
+    # Not strict: the types arrive as strings.
+    events: (
+        Annotated[list[Annotated[EventType, Field(strict=False)]], Field(min_length=1)] | None
+    ) = None
+
+
+class WebhookEndpointRecord(BaseModel):
+    """A webhook endpoint as the API returns it; ``secret`` only when it was just created."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    object: Literal["webhook_endpoint"] = "webhook_endpoint"
+    url: str
+    events: list[EventType] | None
+    status: str
+    created_at: Timestamp
+    secret: str | None = None
+
+
+class WebhookEndpoint(TreasuryRecord):
+    """A stored webhook endpoint: the record and the salt its secret is derived with."""
+
+    prefix: ClassVar[str] = "we"
+    record_model: ClassVar[type[BaseModel]] = WebhookEndpointRecord
+
+    url: str
+    events: tuple[EventType, ...] | None = None
+    status: str = "enabled"
+    secret_salt: str
+
+    def takes(self, event_type: EventType) -> bool:
+        """Whether this endpoint gets events of ``event_type``."""
+        return self.status == "enabled" and (self.events is None or event_type in self.events)
+
+    def record(self, *, secret: str | None = None) -> WebhookEndpointRecord:
+        """The API record (with ``secret`` at creation)."""
+        return WebhookEndpointRecord(
+            id=self.id,
+            url=self.url,
+            events=list(self.events) if self.events is not None else None,
+            status=self.status,
+            created_at=self.created_at,
+            secret=secret,
+        )

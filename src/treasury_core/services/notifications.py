@@ -1,0 +1,463 @@
+"""Notifications (part 6): the outbox dispatcher, webhook endpoints, and the events API.
+
+Events are written to the outbox in the transaction of the change they report. From there:
+
+1. **Fan-out** (:meth:`NotificationService.dispatch`): in one transaction, take events not yet
+   dispatched (on PostgreSQL each dispatcher skips rows another holds), create their
+   deliveries (webhook endpoints, the legacy callback, the PMTI callback) and mark them
+   dispatched. In-process subscribers (the ``treasury_event`` hook) hear of them after commit,
+   in the process that did the fan-out (at most once: a crash right after the commit loses
+   them for subscribers, never for deliveries).
+2. **Delivery** (:meth:`NotificationService.deliver_due`): claim due deliveries under a lease
+   (wall time), post them outside any transaction, then record the attempt and either finish
+   the delivery or schedule the next attempt on the published schedule (business time).
+
+So every event is delivered at least once, each attempt by one worker at a time, and a worker
+killed mid-send only delays its deliveries until its lease runs out.
+
+Signing follows Standard Webhooks: ``webhook-id`` is the event id, ``webhook-timestamp`` the
+real time of the attempt, ``webhook-signature`` ``v1,<base64 HMAC-SHA256>`` under the endpoint's
+secret (webhooks) or the company's callback secret (legacy and PMTI callbacks). Secrets are
+derived by the vault and never stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import pluggy
+from standardwebhooks import Webhook
+
+from treasury_core.cards.tokens import TokenizationResult
+from treasury_core.errors import NotFound, ValidationFailed
+from treasury_core.events import Event, EventType
+from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.notifications.deliveries import (
+    Delivery,
+    DeliveryAttempt,
+    DeliveryKind,
+    DeliveryStatus,
+)
+from treasury_core.notifications.endpoints import (
+    CreateWebhookEndpointRequest,
+    WebhookEndpoint,
+    destination_refusal,
+)
+from treasury_core.notifications.schedule import next_attempt_at
+from treasury_core.pagination import MAX_LIMIT, Page, page_of
+from treasury_core.payments.payloads import (
+    LEGACY_CALLBACK_TYPES,
+    intent_from_webhook_object,
+    legacy_callback_body,
+    legacy_callback_url,
+)
+from treasury_core.ports import Clock, DeliveryFailed, UnitOfWork, Vault, WebhookSender
+from treasury_core.services.idempotency import finish
+from treasury_core.services.support import TreasuryContext
+from treasury_core.validation import is_resource_id
+
+log = logging.getLogger("treasury.notifications")
+
+#: Events whose PMTI ``callback_url`` gets the tokenization result.
+TOKENIZATION_EVENTS = frozenset(
+    {
+        EventType.PAYMENT_METHOD_TOKEN_INTENT_SUCCEEDED,
+        EventType.PAYMENT_METHOD_TOKEN_INTENT_FAILED,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedEndpoint:
+    """A new webhook endpoint and its signing secret (shown once)."""
+
+    endpoint: WebhookEndpoint
+    secret: str
+
+
+def webhook_payload(event: Event) -> str:
+    """The body of a webhook: ``{"id", "type", "created", "data": {"object": …}}``."""
+    return json.dumps(
+        {
+            "id": event.id,
+            "type": event.type.value,
+            "created": event.created_at.astimezone(UTC).isoformat(),  # as the events API
+            "data": event.data,
+        },
+        separators=(",", ":"),
+    )
+
+
+def _whsec(derived: str) -> str:
+    # Standard Webhooks secrets are ``whsec_`` and standard base64 of the key bytes.
+    raw = base64.urlsafe_b64decode(derived + "=" * (-len(derived) % 4))
+    return "whsec_" + base64.b64encode(raw).decode()
+
+
+class NotificationService:
+    """Webhook endpoints, the outbox dispatcher and the events API (see the module)."""
+
+    def __init__(
+        self,
+        ctx: TreasuryContext,
+        vault: Vault,
+        wall_clock: Clock,
+        plugins: pluggy.PluginManager | None = None,
+        sender: WebhookSender | None = None,
+    ) -> None:
+        self._ctx = ctx
+        self._vault = vault
+        self._wall = wall_clock
+        self._plugins = plugins
+        self.sender = sender
+        self._retention = timedelta(days=ctx.config.event_retention_days)
+        #: How long a worker holds a claimed delivery (real time): longer than a send can take.
+        self.lease = timedelta(seconds=ctx.config.delivery_lease_seconds)
+
+    # --- secrets ------------------------------------------------------------------------------
+
+    def endpoint_secret(self, endpoint: WebhookEndpoint) -> str:
+        """The endpoint's signing secret (``whsec_…``)."""
+        return _whsec(
+            self._vault.derive_secret("webhook-endpoint", f"{endpoint.id}:{endpoint.secret_salt}")
+        )
+
+    def callback_secret(self, company_id: int) -> str:
+        """The secret the company's legacy and PMTI callbacks are signed with (``whsec_…``)."""
+        return _whsec(self._vault.derive_secret("callbacks", str(company_id)))
+
+    # --- webhook endpoints --------------------------------------------------------------------
+
+    async def create_endpoint(
+        self,
+        company_id: int,
+        request: CreateWebhookEndpointRequest,
+        *,
+        idempotency: IdempotencyTicket[CreatedEndpoint] | None = None,
+    ) -> CreatedEndpoint:
+        """A new endpoint taking ``request.events`` (all types when ``None``)."""
+        ctx = self._ctx
+        refusal = destination_refusal(
+            urlsplit(request.url).hostname or "",
+            allow_private=ctx.config.private_destinations_allowed,
+        )
+        if refusal is not None:
+            raise ValidationFailed(f"url is refused: {refusal}", param="url")
+        endpoint = WebhookEndpoint(
+            id=ctx.ids.new_id(WebhookEndpoint.prefix),
+            company_id=company_id,
+            url=request.url,
+            events=tuple(request.events) if request.events is not None else None,
+            created_at=ctx.clock.now(),
+            secret_salt=ctx.ids.new_id("salt"),
+        )
+        created = CreatedEndpoint(endpoint, self.endpoint_secret(endpoint))
+
+        def write(uow: UnitOfWork) -> CreatedEndpoint:
+            uow.records.add(endpoint)
+            return finish(uow, idempotency, created)
+
+        return await ctx.storage.run(write)
+
+    async def endpoints(self, company_id: int) -> list[WebhookEndpoint]:
+        """The company's endpoints, newest first (deleted ones left out)."""
+        found = await self._ctx.storage.run(
+            lambda uow: self._all_endpoints(uow, company_id), write=False
+        )
+        return found
+
+    @staticmethod
+    def _all_endpoints(uow: UnitOfWork, company_id: int) -> list[WebhookEndpoint]:
+        found: list[WebhookEndpoint] = []
+        after = None
+        while True:
+            page = uow.records.list(WebhookEndpoint, company_id, MAX_LIMIT, after)
+            found += [e for e in page if e.status == "enabled"]
+            if len(page) < MAX_LIMIT:
+                return found
+            after = page[-1].id
+
+    async def endpoint(self, company_id: int, endpoint_id: str) -> WebhookEndpoint:
+        """One of the company's endpoints (deleted ones too), or :class:`NotFound`."""
+        found = None
+        if is_resource_id(endpoint_id, WebhookEndpoint.prefix):
+            found = await self._ctx.storage.run(
+                lambda uow: uow.records.get(WebhookEndpoint, endpoint_id, company_id),
+                write=False,
+            )
+        if found is None:
+            raise NotFound(f"No such webhook endpoint: {endpoint_id}")
+        return found
+
+    async def delete_endpoint(self, company_id: int, endpoint_id: str) -> WebhookEndpoint:
+        """Stop sending to the endpoint (deliveries already pending still go)."""
+
+        def write(uow: UnitOfWork) -> WebhookEndpoint:
+            found = None
+            if is_resource_id(endpoint_id, WebhookEndpoint.prefix):
+                found = uow.records.get(WebhookEndpoint, endpoint_id, company_id, for_update=True)
+            if found is None or found.status != "enabled":
+                raise NotFound(f"No such webhook endpoint: {endpoint_id}")
+            deleted = found.model_copy(update={"status": "deleted"})
+            uow.records.update(deleted)
+            return deleted
+
+        return await self._ctx.storage.run(write)
+
+    # --- fan-out ------------------------------------------------------------------------------
+
+    def _deliveries(self, uow: UnitOfWork, event: Event) -> Iterable[Delivery]:
+        ctx = self._ctx
+        now = ctx.clock.now()
+
+        def delivery(kind: DeliveryKind, url: str, payload: str, endpoint: str | None) -> Delivery:
+            return Delivery(
+                id=ctx.ids.new_id(Delivery.prefix),
+                company_id=event.company_id,
+                event_id=event.id,
+                event_type=event.type.value,
+                kind=kind,
+                endpoint_id=endpoint,
+                url=url,
+                payload=payload,
+                next_attempt_at=now,
+                created_at=now,
+            )
+
+        body = webhook_payload(event)
+        for endpoint in self._all_endpoints(uow, event.company_id):
+            if endpoint.takes(event.type):
+                yield delivery(DeliveryKind.WEBHOOK, endpoint.url, body, endpoint.id)
+        obj: dict[str, Any] = event.data.get("object", {})
+        if event.type in LEGACY_CALLBACK_TYPES:
+            intent = None
+            if event.type is EventType.REFUND_CREATED:
+                stored = uow.intents.get(int(obj["payment_intent_id"]), event.company_id)
+                intent = stored.record() if stored is not None else None
+            else:
+                intent = intent_from_webhook_object(obj)
+            legacy = legacy_callback_body(event.type, intent) if intent is not None else None
+            if intent is not None and intent.callback_url and legacy is not None:
+                yield delivery(
+                    DeliveryKind.LEGACY_CALLBACK,
+                    legacy_callback_url(intent.callback_url),
+                    json.dumps(legacy, separators=(",", ":")),
+                    None,
+                )
+        if event.type in TOKENIZATION_EVENTS and obj.get("callback_url"):
+            result = TokenizationResult.from_event_object(obj)
+            yield delivery(
+                DeliveryKind.TOKENIZATION_CALLBACK,
+                obj["callback_url"],
+                result.model_dump_json(),
+                None,
+            )
+
+    async def dispatch(self, limit: int = 100) -> int:
+        """Fan out up to ``limit`` undispatched events into deliveries; how many."""
+
+        def write(uow: UnitOfWork) -> list[Event]:
+            events = uow.outbox.undispatched(limit)
+            for event in events:
+                try:
+                    # Built before any is added, so an event that cannot be fanned out adds
+                    # nothing; it is logged and marked, not retried forever in front of the rest.
+                    made = list(self._deliveries(uow, event))
+                except Exception:
+                    log.exception("event %s (%s) cannot be fanned out", event.id, event.type)
+                    continue
+                for delivery in made:
+                    uow.deliveries.add(delivery)
+            uow.outbox.mark_dispatched([e.id for e in events], self._wall.now())
+            return events
+
+        events = await self._ctx.storage.run(write)
+        if self._plugins is not None and events:
+            # Each subscriber on its own: one that raises must not silence the others.
+            subscribers = self._plugins.hook.treasury_event.get_hookimpls()
+            for event in events:
+                for subscriber in subscribers:
+                    # As pluggy would call it: with the arguments the implementation names.
+                    arguments = {"event": event}
+                    try:
+                        subscriber.function(*(arguments[a] for a in subscriber.argnames))
+                    except Exception:
+                        log.exception(
+                            "treasury_event subscriber %s failed on %s",
+                            subscriber.plugin_name,
+                            event.id,
+                        )
+        return len(events)
+
+    # --- delivery -----------------------------------------------------------------------------
+
+    async def deliver_due(self, limit: int = 20) -> int:
+        """Send up to ``limit`` due deliveries (concurrently); how many were attempted."""
+        sender = self.sender
+        if sender is None:
+            return 0
+        now, wall = self._ctx.clock.now(), self._wall.now()
+        claimed = await self._ctx.storage.run(
+            lambda uow: uow.deliveries.claim_due(now, wall, wall + self.lease, limit)
+        )
+        outcomes = await asyncio.gather(
+            *(self._attempt(sender, d) for d in claimed), return_exceptions=True
+        )
+        for delivery, outcome in zip(claimed, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                # Recording the attempt failed (storage trouble): the lease runs out and the
+                # delivery is tried again.
+                log.error("delivery %s: %r", delivery.id, outcome)
+        return len(claimed)
+
+    async def _secret_for(self, delivery: Delivery) -> str:
+        if delivery.kind is not DeliveryKind.WEBHOOK or delivery.endpoint_id is None:
+            return self.callback_secret(delivery.company_id)
+        endpoint_id = delivery.endpoint_id
+        endpoint = await self._ctx.storage.run(
+            lambda uow: uow.records.get(WebhookEndpoint, endpoint_id, delivery.company_id),
+            write=False,
+        )
+        if endpoint is None:  # endpoints are marked deleted, never removed
+            raise LookupError(f"webhook endpoint {endpoint_id} is missing")
+        return self.endpoint_secret(endpoint)
+
+    async def _attempt(self, sender: WebhookSender, delivery: Delivery) -> None:
+        attempted_at = self._wall.now()
+        # Whole seconds, in UTC: what the header says is exactly what was signed.
+        timestamp = datetime.fromtimestamp(int(attempted_at.timestamp()), UTC)
+        started = time.monotonic()
+        status: int | None = None
+        error: str | None = None
+        try:
+            secret = await self._secret_for(delivery)
+            signature = Webhook(secret).sign(delivery.event_id, timestamp, delivery.payload)
+            headers = {
+                "Content-Type": "application/json",
+                "webhook-id": delivery.event_id,
+                "webhook-timestamp": str(int(timestamp.timestamp())),
+                "webhook-signature": signature,
+            }
+            status = await sender.send(delivery.url, delivery.payload.encode(), headers)
+            if not 200 <= status < 300:
+                error = f"HTTP {status}"
+        except DeliveryFailed as exc:
+            error = str(exc) or type(exc).__name__
+        except Exception as exc:
+            # A sender's bug is one failed attempt, retried on the schedule like any other;
+            # never a delivery stuck behind a lease forever. (No URL in the log: it may carry
+            # the receiver's token.)
+            log.exception("delivery %s: the sender failed", delivery.id)
+            error = f"sender error ({type(exc).__name__})"
+        attempt = DeliveryAttempt(
+            attempted_at=attempted_at,
+            status_code=status,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            error=error,
+        )
+
+        def record(uow: UnitOfWork) -> None:
+            current = uow.deliveries.get(delivery.id, for_update=True)
+            if current is None:
+                return
+            if current.status is not DeliveryStatus.PENDING or (
+                current.lease_until != delivery.lease_until
+            ):
+                # Our lease ran out and another worker took the delivery over (and may have
+                # finished it): keep the attempt for the record, decide nothing.
+                uow.deliveries.update(current.noted(attempt))
+                return
+            made = len(current.attempts) + 1
+            next_at = None if error is None else next_attempt_at(made, self._ctx.clock.now())
+            uow.deliveries.update(
+                current.attempted(attempt, succeeded=error is None, next_at=next_at)
+            )
+
+        await self._ctx.storage.run(record)
+        if error is not None:
+            log.info("delivery %s of %s failed: %s", delivery.id, delivery.event_id, error)
+
+    async def run_due(self) -> None:
+        """Fan out every undispatched event, then send every due delivery.
+
+        Sending goes ahead even when the fan-out failed (storage trouble): what is already
+        due must not wait for it.
+        """
+        try:
+            while await self.dispatch():
+                pass
+        finally:
+            while await self.deliver_due():
+                pass
+
+    # --- the events API -------------------------------------------------------------------------
+
+    def _oldest_kept(self) -> datetime:
+        return self._ctx.clock.now() - self._retention
+
+    async def events(
+        self,
+        company_id: int,
+        *,
+        type_: str | None = None,
+        created_gte: datetime | None = None,
+        limit: int,
+        starting_after: str | None = None,
+    ) -> Page[Event]:
+        """The company's events of the retention window, newest first."""
+        if type_ is not None and type_ not in EventType._value2member_map_:
+            raise ValidationFailed(f"Unknown event type: {type_}", param="type")
+        if starting_after is not None and not is_resource_id(starting_after, "evt"):
+            raise ValidationFailed("starting_after must be an event id", param="starting_after")
+        oldest = self._oldest_kept()
+        since = max(created_gte, oldest) if created_gte is not None else oldest
+        rows = await self._ctx.storage.run(
+            lambda uow: uow.outbox.page(
+                company_id,
+                type_=type_,
+                created_gte=since,
+                limit=limit + 1,
+                starting_after=starting_after,
+            ),
+            write=False,
+        )
+        return page_of(rows, limit)
+
+    async def event(self, company_id: int, event_id: str) -> Event:
+        """One of the company's events (within the retention window), or :class:`NotFound`."""
+        found = None
+        if is_resource_id(event_id, "evt"):
+            found = await self._ctx.storage.run(
+                lambda uow: uow.outbox.get(event_id, company_id), write=False
+            )
+        if found is None or found.created_at < self._oldest_kept():
+            raise NotFound(f"No such event: {event_id}")
+        return found
+
+    async def redeliver(self, company_id: int, event_id: str) -> list[Delivery]:
+        """Send the event again to its destinations as they are now; the new deliveries."""
+        event = await self.event(company_id, event_id)
+
+        def write(uow: UnitOfWork) -> list[Delivery]:
+            made = list(self._deliveries(uow, event))
+            for delivery in made:
+                uow.deliveries.add(delivery)
+            return made
+
+        return await self._ctx.storage.run(write)
+
+    async def deliveries_of(self, company_id: int, event_id: str) -> list[Delivery]:
+        """The deliveries of one of the company's events, oldest first."""
+        await self.event(company_id, event_id)
+        return await self._ctx.storage.run(
+            lambda uow: uow.deliveries.for_event(event_id), write=False
+        )

@@ -1,0 +1,303 @@
+"""The outbox dispatcher with fake senders that implement the port: two workers over one
+PostgreSQL, a worker that died holding a lease, and in-process subscribers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Mapping
+from datetime import timedelta
+
+import pytest
+
+from treasury_core import Treasury, TreasuryConfig, bootstrap
+from treasury_core.events import Event
+from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
+from treasury_core.payments.intents import PaymentType
+from treasury_core.payments.requests import CreateIntentRequest
+from treasury_core.plugins import hookimpl, make_plugin_manager
+from treasury_core.services.notifications import NotificationService
+from treasury_core.testing.clock import FakeClock
+
+
+class CountingSender:
+    """A webhook sender that answers 200 and counts what it was sent, by ``webhook-id``."""
+
+    def __init__(self) -> None:
+        self.sent: Counter[str] = Counter()
+
+    async def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> int:
+        await asyncio.sleep(0)  # let the other worker run between claim and answer
+        self.sent[headers["webhook-id"]] += 1
+        return 200
+
+
+async def make_events(treasury: Treasury, count: int) -> tuple[int, list[str]]:
+    created = await treasury.companies.create_company("Acme")
+    company, account = created.company.id, created.merchant_account.id
+    await treasury.notifications.create_endpoint(
+        company, CreateWebhookEndpointRequest(url="https://merchant.example/hooks")
+    )
+    ids = []
+    for n in range(count):
+        intent = await treasury.payments.create(
+            company,
+            CreateIntentRequest(
+                account_id=account,
+                billing_amount=100 + n,
+                billing_currency="USD",
+                payment_type=PaymentType.CARD_PAYMENT,
+            ),
+        )
+        ids.append(str(intent.id))
+    return company, ids
+
+
+async def test_two_workers_on_postgres_send_each_event_once(
+    postgres_url: str, clock: FakeClock
+) -> None:
+    config = TreasuryConfig(database_url=postgres_url, pool_size=4)
+    first = bootstrap(config, clock=clock, wall_clock=clock)
+    second = bootstrap(config, clock=clock, wall_clock=clock, migrate=False)
+    try:
+        company, _ = await make_events(first, 60)
+        sender = CountingSender()
+        first.notifications.sender = sender
+        second.notifications.sender = sender
+        await asyncio.gather(first.notifications.run_due(), second.notifications.run_due())
+        events = await first.storage.run(lambda uow: uow.outbox.list(company), write=False)
+        assert len(events) == 60
+        assert sender.sent == Counter({e.id: 1 for e in events})
+    finally:
+        first.close()
+        second.close()
+
+
+async def test_a_dead_workers_deliveries_go_once_its_lease_runs_out(
+    sqlite_url: str, clock: FakeClock
+) -> None:
+    treasury = bootstrap(TreasuryConfig(database_url=sqlite_url), clock=clock, wall_clock=clock)
+    try:
+        await make_events(treasury, 3)
+        await treasury.notifications.dispatch()
+        real_time = FakeClock()
+        sender = CountingSender()
+        service = NotificationService(
+            treasury.context,
+            treasury.cards.vault,
+            real_time,
+            treasury.plugins,
+            sender,
+        )
+        # A worker claims everything, then dies before sending or recording anything.
+        now, wall = clock.now(), real_time.now()
+        claimed = await treasury.storage.run(
+            lambda uow: uow.deliveries.claim_due(now, wall, wall + service.lease, 100)
+        )
+        assert len(claimed) == 3
+        assert await service.deliver_due() == 0  # held by the dead worker's lease
+        real_time.advance(service.lease.total_seconds())
+        assert await service.deliver_due() == 3
+        assert sum(sender.sent.values()) == 3
+        assert await service.deliver_due() == 0  # succeeded: nothing left
+    finally:
+        treasury.close()
+
+
+async def test_subscribers_hear_every_dispatched_event(sqlite_url: str, clock: FakeClock) -> None:
+    heard: list[Event] = []
+
+    class Subscriber:
+        @hookimpl
+        def treasury_event(self, event: Event) -> None:
+            heard.append(event)
+
+    class Broken:
+        @hookimpl
+        def treasury_event(self, event: Event) -> None:
+            raise RuntimeError("a subscriber's bug")
+
+    ticks: list[int] = []
+
+    class NoArguments:
+        @hookimpl
+        def treasury_event(self) -> None:  # pluggy lets an implementation take fewer
+            ticks.append(1)
+
+    pm = make_plugin_manager(plugins=[Subscriber(), Broken(), NoArguments()])
+    treasury = bootstrap(
+        TreasuryConfig(database_url=sqlite_url), plugins=pm, clock=clock, wall_clock=clock
+    )
+    try:
+        company, _ = await make_events(treasury, 2)
+        treasury.notifications.sender = CountingSender()
+        await treasury.notifications.run_due()
+        events = await treasury.storage.run(lambda uow: uow.outbox.list(company), write=False)
+        assert [e.id for e in heard] == [e.id for e in events]
+        assert len(ticks) == len(events)
+        # A broken subscriber stops neither the others nor the deliveries.
+        assert treasury.notifications.sender.sent == Counter(  # type: ignore[union-attr]
+            {e.id: 1 for e in events}
+        )
+        await treasury.notifications.run_due()
+        assert len(heard) == 2  # once each
+    finally:
+        treasury.close()
+
+
+@pytest.mark.parametrize("retention_days", [1])
+async def test_retention_is_configuration(
+    sqlite_url: str, clock: FakeClock, retention_days: int
+) -> None:
+    treasury = bootstrap(
+        TreasuryConfig(database_url=sqlite_url, event_retention_days=retention_days),
+        clock=clock,
+        wall_clock=clock,
+    )
+    try:
+        company, _ = await make_events(treasury, 1)
+        page = await treasury.notifications.events(company, limit=10)
+        assert len(page.items) == 1
+        clock.advance(timedelta(days=retention_days, seconds=1).total_seconds())
+        page = await treasury.notifications.events(company, limit=10)
+        assert page.items == []
+    finally:
+        treasury.close()
+
+
+class GatedSender:
+    """Answers ``status`` once ``gate`` opens (a worker stuck in a slow send)."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> int:
+        self.started.set()
+        await self.gate.wait()
+        return self.status
+
+
+async def test_a_worker_that_lost_its_lease_decides_nothing(
+    sqlite_url: str, clock: FakeClock
+) -> None:
+    treasury = bootstrap(TreasuryConfig(database_url=sqlite_url), clock=clock, wall_clock=clock)
+    try:
+        await make_events(treasury, 1)
+        await treasury.notifications.dispatch()
+        real_time = FakeClock()
+        slow, fast = GatedSender(500), CountingSender()
+        stuck = NotificationService(
+            treasury.context, treasury.cards.vault, real_time, treasury.plugins, slow
+        )
+        other = NotificationService(
+            treasury.context, treasury.cards.vault, real_time, treasury.plugins, fast
+        )
+        task = asyncio.create_task(stuck.deliver_due())
+        await slow.started.wait()
+        real_time.advance(other.lease.total_seconds())
+        assert await other.deliver_due() == 1  # took over, delivered: 200
+        slow.gate.set()
+        await task  # the stuck worker finally hears 500 and records it
+        [event] = await treasury.storage.run(lambda uow: uow.outbox.list(), write=False)
+        [delivery] = await treasury.storage.run(
+            lambda uow: uow.deliveries.for_event(event.id), write=False
+        )
+        assert delivery.status.value == "succeeded"
+        assert sorted(a.status_code or 0 for a in delivery.attempts) == [200, 500]
+        assert await other.deliver_due() == 0  # nothing due again
+    finally:
+        treasury.close()
+
+
+class BrokenSender:
+    async def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> int:
+        raise RuntimeError("a bug in the sender")
+
+
+async def test_a_sender_bug_is_a_failed_attempt_retried_on_the_schedule(
+    sqlite_url: str, clock: FakeClock
+) -> None:
+    treasury = bootstrap(TreasuryConfig(database_url=sqlite_url), clock=clock, wall_clock=clock)
+    try:
+        await make_events(treasury, 1)
+        treasury.notifications.sender = BrokenSender()
+        await treasury.notifications.run_due()  # does not raise
+        [event] = await treasury.storage.run(lambda uow: uow.outbox.list(), write=False)
+        [delivery] = await treasury.storage.run(
+            lambda uow: uow.deliveries.for_event(event.id), write=False
+        )
+        assert [a.error for a in delivery.attempts] == ["sender error (RuntimeError)"]
+        assert delivery.status.value == "pending"
+        assert delivery.lease_until is None
+        sender = CountingSender()
+        treasury.notifications.sender = sender
+        clock.advance(5)
+        await treasury.notifications.run_due()
+        assert sender.sent == Counter({event.id: 1})
+    finally:
+        treasury.close()
+
+
+async def test_an_event_that_cannot_be_fanned_out_does_not_block_the_rest(
+    sqlite_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    from treasury_core.events import EventType
+
+    treasury = bootstrap(TreasuryConfig(database_url=sqlite_url), clock=clock, wall_clock=clock)
+    try:
+        company, _ = await make_events(treasury, 1)
+        broken = Event(
+            id="evt_00000000000000000000000000",  # sorts first
+            type=EventType.REFUND_CREATED,
+            company_id=company,
+            created_at=clock.now(),
+            data={"object": {"id": "re_1"}},  # no payment_intent_id: cannot be fanned out
+        )
+        await treasury.storage.run(lambda uow: uow.outbox.add(broken))
+        sender = CountingSender()
+        treasury.notifications.sender = sender
+        await treasury.notifications.run_due()
+        events = await treasury.storage.run(lambda uow: uow.outbox.list(company), write=False)
+        assert sender.sent == Counter({e.id: 1 for e in events if e.id != broken.id})
+        assert "cannot be fanned out" in caplog.text
+        assert await treasury.storage.run(lambda uow: uow.outbox.undispatched(10)) == []
+    finally:
+        treasury.close()
+
+
+async def test_private_destinations_are_refused_at_creation_outside_the_sandbox(
+    sqlite_url: str, clock: FakeClock
+) -> None:
+    from treasury_core.errors import ValidationFailed
+
+    treasury = bootstrap(
+        TreasuryConfig(database_url=sqlite_url, allow_private_destinations=False),
+        clock=clock,
+        wall_clock=clock,
+    )
+    try:
+        created = await treasury.companies.create_company("Acme")
+        for url in (
+            "http://127.0.0.1/hook",
+            "http://127.0.0.1?x",
+            "http://127.0.0.1#x",
+            "http://2130706433/",
+            "http://127.1/",
+            "http://0x7f.1/",
+            "http://[::1]/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://10.0.0.5:8080/",
+            "http://169.254.169.254/latest",
+        ):
+            with pytest.raises(ValidationFailed, match="url is refused"):
+                await treasury.notifications.create_endpoint(
+                    created.company.id, CreateWebhookEndpointRequest(url=url)
+                )
+        ok = await treasury.notifications.create_endpoint(
+            created.company.id, CreateWebhookEndpointRequest(url="https://hooks.example.com/x")
+        )
+        assert ok.secret.startswith("whsec_")
+    finally:
+        treasury.close()
