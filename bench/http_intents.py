@@ -124,7 +124,10 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0)
 @contextmanager
 def _server(args: list[str], port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        # One API key drives thousands of requests a second here: the per-key rate limit
+        # (100/s by default) is switched off, as a load test against a real deployment would.
+        env = {**os.environ, "TREASURY_RATE_LIMIT_PER_SECOND": "0"}
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
         try:
             _wait_ready(port, proc)
             yield proc

@@ -85,6 +85,14 @@ class TreasuryConfig(BaseModel):
         default=1.0, gt=0, description="How often `treasury serve` looks for due jobs (wall time)."
     )
     max_body_bytes: int = Field(default=64 * 1024, gt=0)
+    rate_limit_per_second: float = Field(
+        default=100.0,
+        ge=0,
+        description="Requests per second each API key may make on average (0: no limit).",
+    )
+    rate_limit_burst: int = Field(
+        default=200, ge=1, description="Requests an API key may make at once."
+    )
     vault: str = Field(default="aesgcm", description="Card vault adapter name.")
     vault_key: SecretStr | None = Field(
         default=None,
@@ -212,9 +220,16 @@ def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) 
         values["allow_private_destinations"] = flag not in ("0", "false", "no", "off")
     if "TREASURY_FRAME_ANCESTORS" in env:
         values["frame_ancestors"] = tuple(env["TREASURY_FRAME_ANCESTORS"].split())
-    for name in ("webhook_timeout_seconds", "delivery_lease_seconds", "job_poll_seconds"):
+    for name in (
+        "webhook_timeout_seconds",
+        "delivery_lease_seconds",
+        "job_poll_seconds",
+        "rate_limit_per_second",
+    ):
         if f"TREASURY_{name.upper()}" in env:
             values[name] = float(env[f"TREASURY_{name.upper()}"])
+    if "TREASURY_RATE_LIMIT_BURST" in env:
+        values["rate_limit_burst"] = int(env["TREASURY_RATE_LIMIT_BURST"])
     if "TREASURY_POOL_SIZE" in env:
         values["pool_size"] = int(env["TREASURY_POOL_SIZE"])
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -156,6 +156,11 @@ class RateLimited(TreasuryError):
     error_type = "rate_limit_error"
     default_code = "rate_limited"
 
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        #: Whole seconds until a request will be accepted (the ``Retry-After`` header).
+        self.retry_after = retry_after
+
 
 class ConflictRetryExhausted(TreasuryError):
     """Storage reported a transient conflict (deadlock, serialization) on every retry."""

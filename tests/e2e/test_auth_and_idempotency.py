@@ -178,3 +178,40 @@ async def test_malformed_keys_are_refused(client: Client, tenant: Tenant, key: s
     )
     assert response.status == 400
     assert (await response.json())["error"]["param"] == "Idempotency-Key"
+
+
+async def test_each_key_is_rate_limited(tmp_path: Any, clock: Any) -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from treasury_aiohttp import create_app
+    from treasury_core import TreasuryConfig, bootstrap
+
+    treasury = bootstrap(
+        TreasuryConfig(
+            database_url=f"sqlite:///{tmp_path / 'limited.db'}",
+            rate_limit_per_second=0.5,
+            rate_limit_burst=2,
+        ),
+        clock=clock,
+        wall_clock=clock,
+    )
+    created = await treasury.companies.create_company("Acme")
+    client = TestClient(TestServer(create_app(treasury, close_treasury=True)))
+    await client.start_server()
+    try:
+        secret = {"Authorization": f"Bearer {created.secret_key}"}
+        statuses = [(await client.get("/api/v1/wallets", headers=secret)).status for _ in range(3)]
+        assert statuses == [200, 200, 429]
+        refused = await client.get("/api/v1/wallets", headers=secret)
+        assert refused.headers["Retry-After"] in ("1", "2")
+        body = await refused.json()
+        assert body["error"]["type"] == "rate_limit_error"
+        # Another key of the same company has its own bucket; unknown keys are not counted.
+        publishable = {"Authorization": f"Bearer {created.publishable_key}"}
+        lookup = "/api/v1/payments/intent?payment_intent_lookup_id=pil_none"
+        assert (await client.get(lookup, headers=publishable)).status == 404  # not 429
+        for _ in range(3):
+            bad = await client.get("/api/v1/wallets", headers={"Authorization": "Bearer sk_nope"})
+            assert bad.status == 401
+    finally:
+        await client.close()

@@ -120,3 +120,39 @@ async def test_unknown_routes_and_methods(client: Client, tenant: Tenant) -> Non
     response = await client.delete("/api/v1/wallets", headers=tenant.auth)
     assert response.status == 405
     assert (await response.json())["error"]["code"] == "method_not_allowed"
+
+
+async def test_amounts_above_the_configured_maximum_are_400(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
+    too_much = treasury.config.max_amount + 1
+    wallet = await client.post(
+        "/api/v1/wallet", json={"name": "Ops", "currency_id": "USD"}, headers=tenant.auth
+    )
+    wallet_id = (await wallet.json())["id"]
+    for path, body, param in (
+        (
+            "/api/v1/deposit",
+            {"wallet_id": wallet_id, "from_amount": too_much, "from_currency_id": "USD"},
+            "from_amount",
+        ),
+        (
+            "/api/v1/payments/intent",
+            {
+                "account_id": tenant.account_id,
+                "billing_amount": too_much,
+                "billing_currency": "USD",
+                "payment_type": "Card Payment",
+            },
+            "billing_amount",
+        ),
+    ):
+        response = await client.post(path, json=body, headers=tenant.auth)
+        error = (await response.json())["error"]
+        assert (response.status, error["code"], error["param"]) == (
+            400,
+            "amount_too_large",
+            param,
+        )
+    events = await treasury.storage.run(lambda uow: uow.outbox.list(tenant.company_id))
+    assert events == []  # nothing was created

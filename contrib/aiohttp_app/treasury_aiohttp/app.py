@@ -20,7 +20,13 @@ from treasury_aiohttp import (
     treasury_handlers,
 )
 from treasury_aiohttp.hosted_security import FormKey
-from treasury_aiohttp.keys import FORM_KEY, MAX_BODY_KEY, OPENAPI_KEY, TREASURY_KEY
+from treasury_aiohttp.keys import (
+    FORM_KEY,
+    MAX_BODY_KEY,
+    OPENAPI_KEY,
+    RATE_LIMITER_KEY,
+    TREASURY_KEY,
+)
 from treasury_aiohttp.middlewares import (
     auth_middleware,
     body_limit_middleware,
@@ -32,6 +38,7 @@ from treasury_aiohttp.openapi import build_openapi
 from treasury_aiohttp.routing import Auth, Handler, Route
 from treasury_aiohttp.worker import work_loop
 from treasury_core import Treasury
+from treasury_core.ratelimit import RateLimiter
 
 __all__ = ["TREASURY_KEY", "create_app"]
 
@@ -78,6 +85,10 @@ def create_app(
     app[TREASURY_KEY] = treasury
     app[MAX_BODY_KEY] = max_body
     app[FORM_KEY] = FormKey(treasury.config)
+    if treasury.config.rate_limit_per_second > 0:
+        app[RATE_LIMITER_KEY] = RateLimiter(
+            treasury.config.rate_limit_per_second, treasury.config.rate_limit_burst
+        )
     routes = (
         handlers.ROUTES
         + treasury_handlers.ROUTES

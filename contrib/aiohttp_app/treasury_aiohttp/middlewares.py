@@ -15,7 +15,13 @@ from treasury_aiohttp.errors import (
     treasury_error_response,
 )
 from treasury_aiohttp.io import treasury
-from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, MAX_BODY_KEY, PRINCIPAL
+from treasury_aiohttp.keys import (
+    CLAIM,
+    IDEMPOTENCY_DONE,
+    MAX_BODY_KEY,
+    PRINCIPAL,
+    RATE_LIMITER_KEY,
+)
 from treasury_aiohttp.routing import Auth, Handler, route_of
 from treasury_core.companies import key_kind_of
 from treasury_core.errors import (
@@ -104,6 +110,9 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if key_kind_of(raw_key) is None:
         raise AuthenticationFailed("Invalid API key provided")
     principal = await treasury(request).companies.authenticate(raw_key)
+    limiter = request.app.get(RATE_LIMITER_KEY)
+    if limiter is not None:
+        limiter.check(principal.key_id)  # counted per key once it is known to be real
     if route.auth is Auth.SECRET and not principal.is_secret:
         raise PermissionDenied("This API call cannot be made with a publishable API key")
     request[PRINCIPAL] = principal
