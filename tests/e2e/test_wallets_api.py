@@ -181,3 +181,18 @@ async def test_wallet_currency_must_be_enabled(client: Client, tenant: Tenant) -
         error = (await response.json())["error"]
         assert error["type"] == "invalid_request_error"
         assert error["param"] == "currency_id"
+
+
+async def test_the_link_header_is_percent_encoded(client: Client, tenant: Tenant) -> None:
+    for name in ("A", "B"):
+        await client.post(
+            "/api/v1/wallet", json={"name": name, "currency_id": "USD"}, headers=tenant.auth
+        )
+    for query in ("x=%1F", "x=%0D%0AX-Injected:%201", "x=%C3%A9"):
+        response = await client.get(
+            f"/api/v1/wallets/balances?limit=1&{query}", headers=tenant.auth
+        )
+        assert response.status == 200
+        link = response.headers["Link"]
+        assert link.isascii() and "\r" not in link and "\x1f" not in link
+        assert "X-Injected" not in response.headers

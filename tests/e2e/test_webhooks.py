@@ -513,3 +513,16 @@ async def test_endpoint_creation_is_idempotent_without_storing_the_secret(
     )
     assert record is not None and record.response is not None
     assert b"whsec_" not in record.response.body
+
+
+async def test_a_refused_create_is_replayed_as_it_was(client: Client, tenant: Tenant) -> None:
+    headers = {**tenant.auth, "Idempotency-Key": "bad-endpoint"}
+    for path, body in (
+        (ENDPOINTS, {"url": "not a url"}),
+        ("/api/v1/payment_method_token_intent", {"bogus": 1}),
+    ):
+        first = await client.post(path, json=body, headers=headers)
+        again = await client.post(path, json=body, headers=headers)
+        assert (first.status, again.status) == (400, 400)
+        assert await first.json() == await again.json()
+        headers["Idempotency-Key"] += "-2"

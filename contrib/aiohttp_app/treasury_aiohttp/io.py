@@ -117,7 +117,9 @@ def list_response(
         url = request.url.update_query(starting_after=cursor(page.items[-1]))
         if "limit" not in request.query:
             url = url.update_query(limit=len(page.items))
-        response.headers["Link"] = f'<{url.path_qs}>; rel="next"'
+        # Percent-encoded as received: a decoded query could put control characters (or any
+        # non-ASCII) into a header.
+        response.headers["Link"] = f'<{url.raw_path_qs}>; rel="next"'
     return response
 
 

@@ -133,7 +133,9 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     if isinstance(outcome, Replay):
         body = outcome.response.body
         route = route_of(request)
-        if route is not None and route.replay is not None:
+        if route is not None and route.replay is not None and 200 <= outcome.response.status < 300:
+            # Only a stored success holds a resource to complete; a stored refusal is replayed
+            # as it was.
             body = await route.replay(request, body)
         return web.Response(
             body=body,

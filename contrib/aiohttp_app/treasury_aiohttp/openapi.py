@@ -11,13 +11,17 @@ from treasury_aiohttp.routing import Auth, Route
 
 _REF = "#/components/schemas/{model}"
 
+# Every non-2xx answer of the JSON API:
+# ``{"error": {type, code, message, param?, failure_reason?}}``.
 _ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["error"],
+    "additionalProperties": False,
     "properties": {
         "error": {
             "type": "object",
             "required": ["type", "code", "message"],
+            "additionalProperties": False,
             "properties": {
                 "type": {
                     "type": "string",
@@ -42,11 +46,24 @@ _ERROR_SCHEMA: dict[str, Any] = {
 }
 
 
-def _error(description: str) -> dict[str, Any]:
-    return {
+#: Tags whose POSTs may charge, capture or refund a card: a decline answers 402.
+_CARD_TAGS = frozenset({"Payments", "Card on file"})
+
+
+def _error(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {
         "description": description,
         "content": {"application/json": {"schema": {"$ref": _REF.format(model="Error")}}},
     }
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+def _description(route: Route) -> str | None:
+    """The handler's docstring and the route's own description, as one text."""
+    parts = [text.strip() for text in (route.handler.__doc__, route.description) if text]
+    return "\n\n".join(part for part in parts if part) or None
 
 
 def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dict[str, Any]:
@@ -69,8 +86,9 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
             "tags": list(route.tags),
             "responses": {},
         }
-        if route.handler.__doc__:
-            operation["description"] = route.handler.__doc__.strip()
+        description = _description(route)
+        if description:
+            operation["description"] = description
         parameters: list[dict[str, Any]] = [
             {
                 "name": name,
@@ -106,13 +124,20 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
                     "schema": {"type": "string", "maxLength": 64},
                 },
             ]
-        if route.method == "POST":
+        if route.method == "POST" and route.auth is not Auth.NONE:
+            # Read only once the caller is authenticated: keys are scoped to a company.
             parameters.append(
                 {
                     "name": "Idempotency-Key",
                     "in": "header",
                     "required": False,
-                    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                    "description": "Retries with the same key get the first answer again.",
+                    "schema": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 255,
+                        "pattern": "^[\\x21-\\x7e]([\\x20-\\x7e]*[\\x21-\\x7e])?$",
+                    },
                 }
             )
         if parameters:
@@ -137,18 +162,42 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
                         "schema": {"type": "string"},
                     }
                 }
+        if route.method == "POST" and route.auth is not Auth.NONE:
+            ok.setdefault("headers", {})["Idempotent-Replayed"] = {
+                "description": "`true` when this is the stored answer to an earlier request "
+                "with the same Idempotency-Key",
+                "schema": {"type": "string", "enum": ["true"]},
+            }
         responses = operation["responses"]
         responses["200"] = ok
-        responses["400"] = _error("Invalid request")
+        responses["400"] = _error(
+            "Invalid request (`invalid_request_error`), or an Idempotency-Key reused with "
+            "another request (`idempotency_error`)"
+        )
         if route.auth is not Auth.NONE:
             responses["401"] = _error("Missing or invalid API key")
+        if route.method == "POST" and _CARD_TAGS.intersection(route.tags):
+            responses["402"] = _error("The card was declined (`card_error`)")
+        if route.auth is Auth.SECRET:
             responses["403"] = _error("A secret key is required")
-            operation["security"] = [{"bearerAuth": []}]
-        if route.path_params:
-            responses["404"] = _error("No such resource for this company")
+        # An id in the path, the query or the body that this company does not have.
+        responses["404"] = _error("No such resource for this company")
         if route.method == "POST":
-            responses["409"] = _error("A request with this Idempotency-Key is in progress")
+            if route.auth is not Auth.NONE:
+                responses["409"] = _error("A request with this Idempotency-Key is in progress")
             responses["413"] = _error("Request body too large")
+        if route.auth is not Auth.NONE:
+            responses["429"] = _error(
+                "Too many requests with this API key",
+                headers={
+                    "Retry-After": {
+                        "description": "Seconds to wait before retrying",
+                        "required": True,
+                        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                    }
+                },
+            )
+            operation["security"] = [{"bearerAuth": []}]
         paths.setdefault(route.path, {})[route.method.lower()] = operation
 
     return {
