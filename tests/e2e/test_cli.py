@@ -195,3 +195,41 @@ def test_outside_sandbox_the_server_refuses_to_start_without_a_vault_key(workdir
     assert result.returncode != 0
     assert "A vault key is required outside sandbox mode" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_json_logs_are_scrubbed(workdir: Path) -> None:
+    database = str(workdir / "logs.db")
+    created = json.loads(
+        run_cli("companies", "create", "Acme", "--database", database, cwd=workdir).stdout
+    )
+    server = Server(workdir, "--database", database, "--log-format", "json")
+    try:
+        status, intent = call(
+            server.port,
+            "POST",
+            "/api/v1/payments/intent",
+            created["secret_key"],
+            {
+                "account_id": created["account_id"],
+                "billing_amount": 100,
+                "billing_currency": "USD",
+                "payment_type": "Card Payment",
+            },
+        )
+        assert status == 200
+        lookup = intent["payment_intent_lookup_id"]
+        status, _ = call(
+            server.port,
+            "GET",
+            f"/api/v1/payments/intent?payment_intent_lookup_id={lookup}",
+            created["secret_key"],
+        )
+        assert status == 200
+    finally:
+        output = server.stop()
+    lines = [line for line in output.splitlines() if line.startswith("{")]
+    entries = [json.loads(line) for line in lines]
+    assert any(e["logger"] == "aiohttp.access" for e in entries)
+    assert all({"time", "level", "logger", "message"} <= set(e) for e in entries)
+    assert lookup not in output
+    assert created["secret_key"] not in output

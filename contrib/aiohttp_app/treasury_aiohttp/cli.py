@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sys
 from typing import Any
 
 import click
 
+from treasury_aiohttp import logs
 from treasury_core import Treasury, TreasuryError, bootstrap, config_from_env
 from treasury_core.config import TreasuryConfig
 
@@ -40,6 +40,16 @@ def _bootstrap(database: str | None) -> Treasury:
         raise click.ClickException(f"cannot open the treasury: {exc}") from exc
 
 
+LOG_FORMAT = click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    envvar="TREASURY_LOG_FORMAT",
+    help="Log lines as text or as JSON objects; secrets are scrubbed either way.",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """treasury-core: payments and treasury server and tools."""
@@ -51,15 +61,15 @@ def main() -> None:
     "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port."
 )
 @click.option("--database", default=None, help=DATABASE_HELP)
-def serve(host: str, port: int, database: str | None) -> None:
+@LOG_FORMAT
+def serve(host: str, port: int, database: str | None, log_format: str) -> None:
     """Apply migrations and serve the HTTP interface."""
     from aiohttp import web
 
     from treasury_aiohttp.access_log import RedactingAccessLogger
     from treasury_aiohttp.app import create_app
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    logs.configure(json_lines=log_format == "json")
     treasury = _bootstrap(database)
     click.echo(
         f"treasury-core serving on http://{host}:{port}"
@@ -87,7 +97,8 @@ def migrate(database: str | None) -> None:
 
 @main.command()
 @click.option("--database", default=None, help=DATABASE_HELP)
-def worker(database: str | None) -> None:
+@LOG_FORMAT
+def worker(database: str | None, log_format: str) -> None:
     """Run due jobs and deliver events (webhooks, callbacks), without serving HTTP.
 
     Any number of workers may share one PostgreSQL database: each claims its own rows.
@@ -96,8 +107,7 @@ def worker(database: str | None) -> None:
 
     from treasury_aiohttp.worker import run_worker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    logs.configure(json_lines=log_format == "json")
     treasury = _bootstrap(database)
     click.echo(f"treasury-core worker on {_redacted(treasury.config.database_url)}")
     try:
