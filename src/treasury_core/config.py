@@ -85,6 +85,9 @@ class TreasuryConfig(BaseModel):
         default=1.0, gt=0, description="How often `treasury serve` looks for due jobs (wall time)."
     )
     max_body_bytes: int = Field(default=64 * 1024, gt=0)
+    body_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="How long a client may take to send a request body (408)."
+    )
     rate_limit_per_second: float = Field(
         default=100.0,
         ge=0,
@@ -225,6 +228,7 @@ def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) 
         "delivery_lease_seconds",
         "job_poll_seconds",
         "rate_limit_per_second",
+        "body_timeout_seconds",
     ):
         if f"TREASURY_{name.upper()}" in env:
             values[name] = float(env[f"TREASURY_{name.upper()}"])

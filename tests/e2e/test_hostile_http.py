@@ -50,3 +50,35 @@ async def test_body_that_is_not_what_its_encoding_says_is_400(
     assert status == 400
     assert json.loads(response)["error"]["code"] == "body_invalid"
     assert (await treasury.wallets.list(tenant.company_id)).items == []
+
+
+async def test_a_body_that_never_arrives_is_408(tmp_path: Any, clock: Any) -> None:
+    from aiohttp.test_utils import TestServer
+
+    from treasury_aiohttp import create_app
+    from treasury_core import TreasuryConfig, bootstrap
+
+    treasury = bootstrap(
+        TreasuryConfig(database_url=f"sqlite:///{tmp_path / 'slow.db'}", body_timeout_seconds=0.5),
+        clock=clock,
+        wall_clock=clock,
+    )
+    created = await treasury.companies.create_company("Acme")
+    server = TestServer(create_app(treasury, close_treasury=True), host="127.0.0.1")
+    await server.start_server()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(
+            b"POST /api/v1/wallet HTTP/1.1\r\nHost: x\r\n"
+            + f"Authorization: Bearer {created.secret_key}\r\n".encode()
+            + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+            + b'{"name": "slow'  # and then nothing more
+        )
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 408")
+        writer.close()
+        page = await treasury.wallets.list(created.company.id)
+        assert page.items == []  # nothing was created
+    finally:
+        await server.close()

@@ -16,6 +16,11 @@ _HTTP_ERRORS: dict[int, tuple[str, str, str]] = {
     400: ("invalid_request_error", "invalid_request", "The request could not be understood"),
     404: ("not_found", "route_not_found", "Unrecognized request URL"),
     405: ("invalid_request_error", "method_not_allowed", "This method is not allowed on this URL"),
+    408: (
+        "invalid_request_error",
+        "request_timeout",
+        "The request body did not arrive in time",
+    ),
     413: (
         "invalid_request_error",
         "request_too_large",

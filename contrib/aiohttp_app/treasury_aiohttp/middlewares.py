@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from aiohttp import web
@@ -85,10 +86,17 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 @web.middleware
 async def body_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Refuse a declared oversize body unread (aiohttp refuses undeclared ones while reading)."""
+    """Refuse a declared oversize body unread (aiohttp refuses undeclared ones while reading),
+    and a body that does not arrive in time (a slow client must not hold a handler open)."""
     limit = request.app[MAX_BODY_KEY]
     if request.content_length is not None and request.content_length > limit:
         raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+    if request.body_exists:
+        try:
+            # aiohttp keeps what it read: the handler's own read returns it at once.
+            await asyncio.wait_for(request.read(), treasury(request).config.body_timeout_seconds)
+        except TimeoutError:
+            raise web.HTTPRequestTimeout() from None
     return await handler(request)
 
 

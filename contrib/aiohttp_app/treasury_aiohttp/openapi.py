@@ -185,6 +185,7 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
         if route.method == "POST":
             if route.auth is not Auth.NONE:
                 responses["409"] = _error("A request with this Idempotency-Key is in progress")
+            responses["408"] = _error("The request body did not arrive in time")
             responses["413"] = _error("Request body too large")
         if route.auth is not Auth.NONE:
             responses["429"] = _error(
