@@ -1,8 +1,9 @@
 """Crash test: ``kill -9`` the server under load, restart it, and check that nothing
 acknowledged was lost, nothing is half-applied, the ledger holds, and every event is delivered.
 
-One ``treasury serve`` on an SQLite file; clients create payment intents and pay them while the
-server is killed twice at moments chosen by a seeded random generator.
+Clients create payment intents and pay them while a server is killed twice, at moments chosen by
+a seeded random generator: the one ``treasury serve`` of an SQLite file, or one of two servers
+sharing a PostgreSQL database (the other keeps serving).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ class Acknowledged:
 
 
 class Server:
-    def __init__(self, db: Path, port: int) -> None:
-        self.db, self.port = db, port
+    def __init__(self, database: str, port: int) -> None:
+        self.database, self.port = database, port
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
@@ -54,7 +55,7 @@ class Server:
         env.update({"TREASURY_JOB_POLL_SECONDS": "0.2", "TREASURY_RATE_LIMIT_PER_SECOND": "0"})
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "treasury_aiohttp.cli", "serve", "--port", str(self.port),
-            "--database", str(self.db), env=env,
+            "--database", self.database, env=env,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip
         for _ in range(300):  # readiness: the port accepts connections once the app serves
@@ -95,27 +96,36 @@ async def receiver() -> AsyncIterator[tuple[set[str], str]]:
         await server.close()
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, int]:
+    """The database URL, and how many servers share it."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'crash.db'}", 1
+    return str(request.getfixturevalue("postgres_url")), 2
+
+
 async def test_kill_9_under_load_loses_nothing_acknowledged(
-    tmp_path: Path, receiver: tuple[set[str], str]
+    deployment: tuple[str, int], receiver: tuple[set[str], str]
 ) -> None:
     seen, hook_url = receiver
-    db = tmp_path / "crash.db"
-    treasury = bootstrap(TreasuryConfig(database_url=f"sqlite:///{db}"))
+    database, count = deployment
+    treasury = bootstrap(TreasuryConfig(database_url=database))
     created = await treasury.companies.create_company("Acme")
     await treasury.notifications.create_endpoint(
         created.company.id, CreateWebhookEndpointRequest(url=hook_url)
     )
     treasury.close()
-    server = Server(db, _free_port())
-    await server.start()
+    servers = [Server(database, _free_port()) for _ in range(count)]
+    for server in servers:
+        await server.start()
     acked = Acknowledged()
     rng = random.Random(20261122)
     stop = asyncio.Event()
     progress = asyncio.Event()  # set whenever a payment is acknowledged
-    base = f"http://127.0.0.1:{server.port}"
     auth = {"Authorization": f"Bearer {created.secret_key}"}
 
-    async def client(session: aiohttp.ClientSession) -> None:
+    async def client(n: int, session: aiohttp.ClientSession) -> None:
+        base = f"http://127.0.0.1:{servers[n % count].port}"
         while not stop.is_set():
             try:
                 async with session.post(
@@ -141,15 +151,16 @@ async def test_kill_9_under_load_loses_nothing_acknowledged(
                 await asyncio.sleep(0.05)  # the server is down: try again shortly
 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-        clients = [asyncio.create_task(client(session)) for _ in range(8)]
+        clients = [asyncio.create_task(client(n, session)) for n in range(8)]
         try:
             for _ in range(2):
                 target = len(acked.paid) + rng.randint(20, 60)
                 while len(acked.paid) < target:
                     progress.clear()
                     await progress.wait()
-                await server.kill()
-                await server.start()
+                victim = rng.choice(servers)
+                await victim.kill()
+                await victim.start()
             target = len(acked.paid) + 20
             while len(acked.paid) < target:
                 progress.clear()
@@ -159,7 +170,7 @@ async def test_kill_9_under_load_loses_nothing_acknowledged(
             await asyncio.gather(*clients)
 
     # Every event the outbox holds reaches the receiver (the restarted server's worker loop).
-    treasury = bootstrap(TreasuryConfig(database_url=f"sqlite:///{db}"), migrate=False)
+    treasury = bootstrap(TreasuryConfig(database_url=database), migrate=False)
     try:
         events = await treasury.storage.run(lambda uow: uow.outbox.list(), write=False)
         wanted = {e.id for e in events}
@@ -168,7 +179,8 @@ async def test_kill_9_under_load_loses_nothing_acknowledged(
                 break
             await asyncio.sleep(0.1)
         assert wanted <= seen, f"{len(wanted - seen)} events never delivered"
-        await server.stop()
+        for server in servers:
+            await server.stop()
         # Nothing acknowledged was lost; nothing is half-applied.
         for lookup, intent_id in acked.created.items():
             intent = await treasury.payments.get_by_lookup_id(created.company.id, lookup)
@@ -180,5 +192,6 @@ async def test_kill_9_under_load_loses_nothing_acknowledged(
         check_invariants(treasury.storage)
         assert len(acked.paid) >= 60
     finally:
-        await server.stop()
+        for server in servers:
+            await server.stop()
         treasury.close()
