@@ -158,9 +158,15 @@ async def test_retention_is_configuration(
         company, _ = await make_events(treasury, 1)
         page = await treasury.notifications.events(company, limit=10)
         assert len(page.items) == 1
+        treasury.notifications.sender = CountingSender()
+        await treasury.notifications.run_due()
+        assert await treasury.notifications.purge_expired() == 0  # not old yet
         clock.advance(timedelta(days=retention_days, seconds=1).total_seconds())
         page = await treasury.notifications.events(company, limit=10)
         assert page.items == []
+        # The worker's purge then forgets it, with its finished delivery.
+        assert await treasury.notifications.purge_expired() == 1
+        assert await treasury.storage.run(lambda uow: uow.outbox.list(), write=False) == []
     finally:
         treasury.close()
 

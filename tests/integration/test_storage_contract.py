@@ -773,3 +773,48 @@ def test_deliveries_are_claimed_under_a_lease(storage: Storage) -> None:
     assert [d.id for d in later] == ["dlv_0002", "dlv_0003"]
     listed = storage.run_sync(lambda uow: uow.deliveries.for_event("evt_0001"), write=False)
     assert [d.id for d in listed] == ["dlv_0001", "dlv_0002", "dlv_0003"]
+
+
+def test_purge_forgets_only_finished_old_events(storage: Storage) -> None:
+    from treasury_core.notifications.deliveries import (
+        Delivery,
+        DeliveryAttempt,
+        DeliveryKind,
+    )
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def delivery(n: int, event_id: str) -> Delivery:
+        return Delivery(
+            id=f"dlv_{n:04d}",
+            company_id=1,
+            event_id=event_id,
+            event_type="treasury.deposit.completed",
+            kind=DeliveryKind.WEBHOOK,
+            endpoint_id="we_1",
+            url="https://example.com/hook",
+            payload="{}",
+            next_attempt_at=t0,
+            created_at=t0,
+        )
+
+    done = DeliveryAttempt(attempted_at=t0, status_code=200, duration_ms=1, error=None)
+
+    def write(uow: UnitOfWork) -> None:
+        for n in range(4):
+            uow.outbox.add(_event(n))  # created t0 + n minutes
+        uow.outbox.add(_event(50))  # recent
+        uow.outbox.mark_dispatched(["evt_0000", "evt_0001", "evt_0002", "evt_0050"], t0)
+        # evt_0000: delivered; evt_0001: still pending; evt_0002: nothing to deliver;
+        # evt_0003: never dispatched.
+        uow.deliveries.add(delivery(1, "evt_0000").attempted(done, succeeded=True, next_at=None))
+        uow.deliveries.add(delivery(2, "evt_0001"))
+
+    storage.run_sync(write)
+    cutoff = t0 + timedelta(minutes=10)
+    assert storage.run_sync(lambda uow: uow.outbox.purge(cutoff)) == 2
+    left = storage.run_sync(lambda uow: uow.outbox.list(), write=False)
+    assert [e.id for e in left] == ["evt_0001", "evt_0003", "evt_0050"]
+    assert storage.run_sync(lambda uow: uow.deliveries.get("dlv_0001"), write=False) is None
+    assert storage.run_sync(lambda uow: uow.deliveries.get("dlv_0002"), write=False) is not None
+    assert storage.run_sync(lambda uow: uow.outbox.purge(cutoff)) == 0

@@ -1,5 +1,5 @@
-"""The background loop: due jobs (settlements, payouts, hold expiry), event deliveries and the
-purge of old idempotency records. ``treasury serve`` runs it beside the HTTP server;
+"""The background loop: due jobs (settlements, payouts, hold expiry), event deliveries, and the
+purge of old idempotency records and events. ``treasury serve`` runs it beside the HTTP server;
 ``treasury worker`` runs it alone, and several of them may share one PostgreSQL database
 (jobs and deliveries are claimed row by row)."""
 
@@ -33,6 +33,7 @@ async def work_loop(treasury: Treasury, stop: asyncio.Event) -> None:
             await treasury.notifications.run_due()
             if time.monotonic() >= next_purge:
                 await treasury.idempotency.purge_expired()
+                await treasury.notifications.purge_expired()
                 next_purge = time.monotonic() + _PURGE_EVERY_SECONDS
         except Exception:
             log.exception("background work failed; retrying")

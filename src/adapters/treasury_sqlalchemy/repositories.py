@@ -553,6 +553,28 @@ class SqlOutbox:
                 update(t.events).where(t.events.c.id.in_(event_ids)).values(dispatched_at=at)
             )
 
+    def purge(self, created_before: datetime) -> int:
+        events, deliveries = t.events, t.deliveries
+        busy = (
+            select(deliveries.c.id)
+            .where(
+                deliveries.c.event_id == events.c.id,
+                deliveries.c.status == DeliveryStatus.PENDING.value,
+            )
+            .exists()
+        )
+        old = select(events.c.id).where(
+            events.c.created_at < created_before,
+            events.c.dispatched_at.is_not(None),
+            ~busy,
+        )
+        ids = list(self._conn.execute(old).scalars())
+        for start in range(0, len(ids), 500):  # bounded IN lists
+            chunk = ids[start : start + 500]
+            self._conn.execute(delete(deliveries).where(deliveries.c.event_id.in_(chunk)))
+            self._conn.execute(delete(events).where(events.c.id.in_(chunk)))
+        return len(ids)
+
     def get(self, event_id: str, company_id: int | None) -> Event | None:
         query = select(t.events).where(t.events.c.id == event_id)
         if company_id is not None:

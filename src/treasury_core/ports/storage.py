@@ -162,6 +162,14 @@ class OutboxRepository(Protocol):
         """Record that these events were fanned out."""
         ...
 
+    def purge(self, created_before: datetime) -> int:
+        """Delete events created before ``created_before`` that were dispatched and whose
+        deliveries are all finished, with those deliveries; returns how many events.
+
+        An event not yet fanned out, or with a delivery still pending, is kept until it is done.
+        """
+        ...
+
     def get(self, event_id: str, company_id: int | None) -> Event | None:
         """The event with this id (of ``company_id`` unless ``None``)."""
         ...

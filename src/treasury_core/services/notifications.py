@@ -399,6 +399,11 @@ class NotificationService:
             while await self.deliver_due():
                 pass
 
+    async def purge_expired(self) -> int:
+        """Forget events past the retention window (and their finished deliveries)."""
+        before = self._oldest_kept()
+        return await self._ctx.storage.run(lambda uow: uow.outbox.purge(before))
+
     # --- the events API -------------------------------------------------------------------------
 
     def _oldest_kept(self) -> datetime:

@@ -98,6 +98,11 @@ class _Tx:
         counter = self.state.sequences.setdefault(sequence, itertools.count(1))
         return next(counter)  # like a database sequence, not given back on rollback
 
+    def on_rollback(self, undo: Callable[[], None]) -> None:
+        """Run ``undo`` if the transaction rolls back (for changes put() cannot express)."""
+        self._require_write()
+        self._undo.append(undo)
+
     def rollback(self) -> None:
         for undo in reversed(self._undo):
             undo()
@@ -260,6 +265,22 @@ class _Outbox:
     def mark_dispatched(self, event_ids: Sequence[str], at: datetime) -> None:
         for event_id in event_ids:
             self._tx.put(self._tx.state.dispatched, event_id, at)
+
+    def purge(self, created_before: datetime) -> int:
+        state = self._tx.state
+        busy = {d.event_id for d in state.deliveries.values() if d.status is DeliveryStatus.PENDING}
+        gone = {
+            e.id
+            for e in state.events
+            if e.created_at < created_before and e.id in state.dispatched and e.id not in busy
+        }
+        for delivery in [d for d in state.deliveries.values() if d.event_id in gone]:
+            self._tx.remove(state.deliveries, delivery.id)
+        kept = [e for e in state.events if e.id not in gone]
+        old = list(state.events)
+        state.events[:] = kept
+        self._tx.on_rollback(lambda: state.events.__setitem__(slice(None), old))
+        return len(gone)
 
     def get(self, event_id: str, company_id: int | None) -> Event | None:
         for event in self._tx.state.events:
