@@ -93,8 +93,10 @@ async def body_limit_middleware(request: web.Request, handler: Handler) -> web.S
         raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
     if request.body_exists:
         try:
-            # aiohttp keeps what it read: the handler's own read returns it at once.
-            await asyncio.wait_for(request.read(), treasury(request).config.body_timeout_seconds)
+            # aiohttp keeps what it read: the handler's own read returns it at once. (A timeout
+            # scope, not wait_for: no extra task per request.)
+            async with asyncio.timeout(treasury(request).config.body_timeout_seconds):
+                await request.read()
         except TimeoutError:
             raise web.HTTPRequestTimeout() from None
     return await handler(request)
