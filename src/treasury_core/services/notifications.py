@@ -215,7 +215,14 @@ class NotificationService:
 
     # --- fan-out ------------------------------------------------------------------------------
 
-    def _deliveries(self, uow: UnitOfWork, event: Event) -> Iterable[Delivery]:
+    def _deliveries(
+        self,
+        uow: UnitOfWork,
+        event: Event,
+        endpoints: dict[int, list[WebhookEndpoint]] | None = None,
+    ) -> Iterable[Delivery]:
+        """The deliveries ``event`` makes; ``endpoints`` caches each company's endpoints for
+        one batch (one query per company, not per event)."""
         ctx = self._ctx
         now = ctx.clock.now()
 
@@ -234,7 +241,10 @@ class NotificationService:
             )
 
         body = webhook_payload(event)
-        for endpoint in self._all_endpoints(uow, event.company_id):
+        cache = {} if endpoints is None else endpoints
+        if event.company_id not in cache:
+            cache[event.company_id] = self._all_endpoints(uow, event.company_id)
+        for endpoint in cache[event.company_id]:
             if endpoint.takes(event.type):
                 yield delivery(DeliveryKind.WEBHOOK, endpoint.url, body, endpoint.id)
         obj: dict[str, Any] = event.data.get("object", {})
@@ -267,11 +277,12 @@ class NotificationService:
 
         def write(uow: UnitOfWork) -> list[Event]:
             events = uow.outbox.undispatched(limit)
+            endpoints: dict[int, list[WebhookEndpoint]] = {}
             for event in events:
                 try:
                     # Built before any is added, so an event that cannot be fanned out adds
                     # nothing; it is logged and marked, not retried forever in front of the rest.
-                    made = list(self._deliveries(uow, event))
+                    made = list(self._deliveries(uow, event, endpoints))
                 except Exception:
                     log.exception("event %s (%s) cannot be fanned out", event.id, event.type)
                     continue
