@@ -272,7 +272,7 @@ class NotificationService:
                 None,
             )
 
-    async def dispatch(self, limit: int = 100) -> int:
+    async def dispatch(self, limit: int = 500) -> int:
         """Fan out up to ``limit`` undispatched events into deliveries; how many."""
 
         def write(uow: UnitOfWork) -> list[Event]:
