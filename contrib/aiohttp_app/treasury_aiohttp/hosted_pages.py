@@ -106,6 +106,7 @@ _PAY = "/pay/{payment_intent_lookup_id}"
 _CHALLENGE = "/pay/{payment_intent_lookup_id}/challenge"
 
 _NOT_A_LINK = "This payment link is not valid"
+_PROVIDER_DOWN = "The payment could not be completed right now; please try again."
 
 
 def _pay_urls(request: web.Request, lookup_id: str, route_path: str) -> tuple[str, str, str]:
@@ -162,14 +163,21 @@ def _refused_form(request: web.Request, route_path: str, error: PermissionDenied
     )  # fmt: skip
 
 
+async def _intent_or_404(
+    request: web.Request, lookup_id: str, route_path: str
+) -> PaymentIntent | web.Response:
+    """The intent a payment link names, or the page saying the link is not valid."""
+    try:
+        return await treasury(request).payments.get_by_lookup_id(None, lookup_id)
+    except NotFound:
+        return _not_a_link(request, route_path)
+
+
 async def pay_page(request: web.Request) -> web.StreamResponse:
     """``GET /pay/{payment_intent_lookup_id}``: the card form, or where the payment stands."""
-    try:
-        intent = await treasury(request).payments.get_by_lookup_id(
-            None, request.match_info["payment_intent_lookup_id"]
-        )
-    except NotFound:
-        return _not_a_link(request, _PAY)
+    intent = await _intent_or_404(request, request.match_info["payment_intent_lookup_id"], _PAY)
+    if isinstance(intent, web.Response):
+        return intent
     return _pay_view(request, intent, _PAY)
 
 
@@ -199,10 +207,9 @@ async def pay_from_form(request: web.Request) -> web.StreamResponse:
     """A browser's post of the payment form (called by ``POST /pay/{lookup_id}``)."""
     payments = treasury(request).payments
     lookup_id = request.match_info["payment_intent_lookup_id"]
-    try:
-        intent = await payments.get_by_lookup_id(None, lookup_id)
-    except NotFound:
-        return _not_a_link(request, _PAY)
+    intent = await _intent_or_404(request, lookup_id, _PAY)
+    if isinstance(intent, web.Response):
+        return intent
     _, page, challenge = _pay_urls(request, lookup_id, _PAY)
     form = await _posted_form(request, f"pay:{lookup_id}", _PAY)
     if isinstance(form, web.Response):
@@ -225,7 +232,7 @@ async def pay_from_form(request: web.Request) -> web.StreamResponse:
     except ProviderError:
         return _pay_view(
             request, intent, _PAY, status=502, values=values,
-            error="The payment could not be completed right now; please try again.",
+            error=_PROVIDER_DOWN,
         )  # fmt: skip
     except IllegalTransition:
         return _redirect(page)  # paid meanwhile: the page shows where it stands
@@ -238,10 +245,9 @@ async def challenge_page(request: web.Request) -> web.StreamResponse:
     """``GET /pay/{lookup_id}/challenge``: the sandbox's 3-D Secure page."""
     payments = treasury(request).payments
     lookup_id = request.match_info["payment_intent_lookup_id"]
-    try:
-        intent = await payments.get_by_lookup_id(None, lookup_id)
-    except NotFound:
-        return _not_a_link(request, _CHALLENGE)
+    intent = await _intent_or_404(request, lookup_id, _CHALLENGE)
+    if isinstance(intent, web.Response):
+        return intent
     prefix, page, challenge = _pay_urls(request, lookup_id, _CHALLENGE)
     if await payments.waiting_challenge(intent) is None:
         return _redirect(page)
@@ -256,10 +262,9 @@ async def challenge_from_form(request: web.Request) -> web.StreamResponse:
     """A browser's answer to the challenge page (called by ``POST …/challenge``)."""
     payments = treasury(request).payments
     lookup_id = request.match_info["payment_intent_lookup_id"]
-    try:
-        intent = await payments.get_by_lookup_id(None, lookup_id)
-    except NotFound:
-        return _not_a_link(request, _CHALLENGE)
+    intent = await _intent_or_404(request, lookup_id, _CHALLENGE)
+    if isinstance(intent, web.Response):
+        return intent
     _, page, _ = _pay_urls(request, lookup_id, _CHALLENGE)
     form = await _posted_form(request, f"challenge:{lookup_id}", _CHALLENGE)
     if isinstance(form, web.Response):
@@ -275,7 +280,7 @@ async def challenge_from_form(request: web.Request) -> web.StreamResponse:
     except ProviderError:
         return _pay_view(
             request, intent, _CHALLENGE, status=502,
-            error="The payment could not be completed right now; please try again.",
+            error=_PROVIDER_DOWN,
         )  # fmt: skip
     return _redirect(page)
 
