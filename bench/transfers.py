@@ -120,17 +120,24 @@ def _raw_workload(raw: RawTransfers, *, fx: bool) -> Workload:
     return run
 
 
-def _workloads(ours: ServiceTransfers, raw: RawTransfers) -> dict[str, Workload]:
-    return {
-        "ours_same": ours.workload(fx=False),
-        "raw_same": _raw_workload(raw, fx=False),
-        "ours_fx": ours.workload(fx=True),
-        "raw_fx": _raw_workload(raw, fx=True),
-    }
+#: The workload kinds: same currency and FX.
+KINDS = ("same", "fx")
 
 
-def bench_sqlite(count: int, reps: int) -> dict[str, Samples]:
-    """Keys ``ours_same``, ``raw_same``, ``ours_fx``, ``raw_fx`` on SQLite files."""
+def _workloads(
+    ours: ServiceTransfers, raw: RawTransfers, kinds: tuple[str, ...] = KINDS
+) -> dict[str, Workload]:
+    workloads: dict[str, Workload] = {}
+    for kind in kinds:
+        fx = kind == "fx"
+        workloads[f"ours_{kind}"] = ours.workload(fx=fx)
+        workloads[f"raw_{kind}"] = _raw_workload(raw, fx=fx)
+    return workloads
+
+
+def bench_sqlite(count: int, reps: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Samples]:
+    """Keys ``ours_same``, ``raw_same``, ``ours_fx``, ``raw_fx`` on SQLite files (only the
+    ``kinds`` asked for)."""
     with tempfile.TemporaryDirectory(prefix="treasury-bench-") as tmp, ExitStack() as stack:
         directory = Path(tmp)
         ours = ServiceTransfers(sqlite_url(directory, "ours.db"))
@@ -138,10 +145,10 @@ def bench_sqlite(count: int, reps: int) -> dict[str, Samples]:
         wallets, quote = prepare_raw_database(sqlite_url(directory, "raw.db"))
         raw = RawSqliteTransfers(str(directory / "raw.db"), wallets, quote)
         stack.callback(raw.close)
-        return interleave(_workloads(ours, raw), count, reps)
+        return interleave(_workloads(ours, raw, kinds), count, reps)
 
 
-def bench_postgres(count: int, reps: int) -> dict[str, Samples]:
+def bench_postgres(count: int, reps: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Samples]:
     """The same keys on PostgreSQL, each side in its own schema."""
     with ExitStack() as stack:
         ours_url = stack.enter_context(postgres_schema())
@@ -151,4 +158,4 @@ def bench_postgres(count: int, reps: int) -> dict[str, Samples]:
         wallets, quote = prepare_raw_database(raw_url)
         raw = RawPostgresTransfers(raw_url, wallets, quote)
         stack.callback(raw.close)
-        return interleave(_workloads(ours, raw), count, reps)
+        return interleave(_workloads(ours, raw, kinds), count, reps)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,3 +114,64 @@ def test_checkpoints_run_beside_the_writer_and_stop_with_the_storage(tmp_path: P
         assert _names(reopened) == {f"c{i}" for i in range(20)}
     finally:
         reopened.close()
+
+
+class _WatchedCheckpoints(SqlStorage):
+    """Records every checkpoint's answer; ``copied`` is set once one copied frames."""
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        self.answers: list[tuple[int, int, int]] = []
+        self.copied = threading.Event()
+
+    def checkpoint(self, connection: sqlite3.Connection | None = None) -> tuple[int, int, int]:
+        answer = super().checkpoint(connection)
+        self.answers.append(answer)
+        if answer[2] > 0:
+            self.copied.set()
+        return answer
+
+
+def test_checkpoints_run_when_every_pooled_connection_is_kept(tmp_path: Path) -> None:
+    # pool_size=1: two connections in all (one pooled, one overflow). The loop's thread keeps
+    # one for its reads and the group writer keeps the other, so a checkpointer borrowing from
+    # the pool would wait forever (and close() would wait out the pool's timeout).
+    storage = _WatchedCheckpoints(f"sqlite:///{tmp_path / 'small.db'}", pool_size=1)
+    storage.migrate()
+
+    def count(uow: UnitOfWork) -> int:
+        return sum(1 for _ in _names_in(uow))
+
+    async def scenario() -> tuple[int, int]:
+        before = await storage.run(count, write=False)  # the loop's thread keeps a connection
+        await asyncio.gather(*(storage.run(_add(f"c{i}")) for i in range(30)))
+        after = await storage.run(count, write=False)
+        # The checkpointer runs beside both (waiting for an observable result, not a time).
+        copied = await asyncio.get_running_loop().run_in_executor(None, storage.copied.wait, 30)
+        assert copied, f"no checkpoint copied frames; answers: {storage.answers}"
+        return before, after
+
+    try:
+        before, after = asyncio.run(scenario())
+        assert (before, after) == (0, 30)
+        writer = storage._writer
+        assert writer is not None
+        threads = writer.threads
+        busy, frames, copied = next(a for a in storage.answers if a[2] > 0)
+        assert busy == 0
+        assert 0 < copied <= frames
+    finally:
+        storage.close()
+    assert not any(t.is_alive() for t in threads)
+    reopened = SqlStorage(f"sqlite:///{tmp_path / 'small.db'}")
+    try:
+        assert _names(reopened) == {f"c{i}" for i in range(30)}
+    finally:
+        reopened.close()
+
+
+def _names_in(uow: UnitOfWork) -> Iterator[str]:
+    company_id = 1
+    while (company := uow.companies.get_company(company_id)) is not None:
+        yield company.name
+        company_id += 1

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import Engine, create_engine, inspect
 
 from treasury_sqlalchemy.migrate import current_revision, head_revision, upgrade
 from treasury_sqlalchemy.schema import metadata
@@ -32,7 +34,7 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage = SqlStorage(database_url)
     storage.migrate()
     storage.migrate()
-    assert current_revision(storage.engine) == head_revision() == "0005"
+    assert current_revision(storage.engine) == head_revision() == "0006"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
     storage.close()
@@ -76,3 +78,84 @@ def test_events_written_before_deliveries_existed_are_not_sent_again(database_ur
         assert storage.run_sync(lambda uow: uow.outbox.undispatched(10)) == []
     finally:
         storage.close()
+
+
+def _index_names(engine: Engine, table: str) -> set[str]:
+    return {str(ix["name"]) for ix in inspect(engine).get_indexes(table)}
+
+
+def test_0006_adds_the_events_created_at_index(database_url: str) -> None:
+    engine = create_engine(normalize_url(database_url))
+    try:
+        upgrade(engine, "0005")
+        assert "ix_events_created_at" not in _index_names(engine, "events")
+        upgrade(engine)
+        assert "ix_events_created_at" in _index_names(engine, "events")
+    finally:
+        engine.dispose()
+
+
+def test_0006_keeps_an_index_built_beforehand(database_url: str) -> None:
+    # What an operator does on a large PostgreSQL events table: build the index without
+    # blocking writes (CONCURRENTLY), then upgrade; the migration must not fail on it.
+    engine = create_engine(normalize_url(database_url))
+    try:
+        upgrade(engine, "0005")
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE INDEX ix_events_created_at ON events (created_at)")
+        upgrade(engine)
+        assert current_revision(engine) == "0006"
+        assert "ix_events_created_at" in _index_names(engine, "events")
+    finally:
+        engine.dispose()
+
+
+def test_the_event_purge_searches_by_created_at_on_sqlite(sqlite_url: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import event, insert
+
+    from treasury_sqlalchemy import schema as t
+
+    storage = SqlStorage(sqlite_url)
+    storage.migrate()
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [
+        {
+            "id": f"evt_{i:04d}",
+            "company_id": 1 + i % 3,
+            "type": "treasury.transfer.completed",
+            "created_at": start + timedelta(minutes=i),
+            "payload": "{}",
+            "dispatched_at": start + timedelta(minutes=i, seconds=1),
+        }
+        for i in range(200)
+    ]
+    storage.run_sync(lambda uow: uow.connection.execute(insert(t.events), rows))  # type: ignore[attr-defined]
+
+    # The SELECT the purge really runs, as the driver receives it.
+    selects: list[tuple[str, Any]] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "events" in statement:
+            selects.append((statement, parameters))
+
+    event.listen(storage.engine, "before_cursor_execute", seen)
+    try:
+        purged = storage.run_sync(lambda uow: uow.outbox.purge(start + timedelta(minutes=50)))
+    finally:
+        event.remove(storage.engine, "before_cursor_execute", seen)
+    try:
+        assert purged == 50
+        [(statement, parameters)] = selects
+        with storage.engine.connect() as conn:
+            dbapi = conn.connection.dbapi_connection
+            assert dbapi is not None
+            plan = [
+                str(row[3]) for row in dbapi.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            ]
+    finally:
+        storage.close()
+    events_steps = [step for step in plan if " events" in f" {step}"]
+    assert any("ix_events_created_at" in step for step in events_steps), plan
+    assert not any(step.startswith("SCAN events") for step in plan), plan

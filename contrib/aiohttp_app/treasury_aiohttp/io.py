@@ -91,12 +91,15 @@ def page_request(request: web.Request) -> PageRequest:
     return PageRequest(limit=limit, starting_after=query.get("starting_after"))
 
 
-def json_bytes(model: BaseModel) -> bytes:
-    """A record as JSON bytes."""
+def json_bytes(model: BaseModel | bytes) -> bytes:
+    """A record as JSON bytes (bytes are a record already rendered, such as
+    :meth:`PaymentIntent.record_json`)."""
+    if isinstance(model, bytes):
+        return model
     return model.__pydantic_serializer__.to_json(model)
 
 
-def json_response(model: BaseModel, status: int = 200) -> web.Response:
+def json_response(model: BaseModel | bytes, status: int = 200) -> web.Response:
     """A record as a JSON response."""
     return web.Response(body=json_bytes(model), status=status, content_type=JSON)
 
@@ -134,10 +137,10 @@ class Responder(Generic[R]):
     def __init__(
         self,
         request: web.Request,
-        render: Callable[[R], BaseModel],
+        render: Callable[[R], BaseModel | bytes],
         status: int = 200,
         *,
-        render_stored: Callable[[R], BaseModel] | None = None,
+        render_stored: Callable[[R], BaseModel | bytes] | None = None,
     ) -> None:
         self._request = request
         self._render = render

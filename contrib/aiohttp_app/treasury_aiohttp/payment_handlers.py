@@ -64,8 +64,8 @@ class PaymentAttemptRecord(BaseModel):
     next_action: NextAction | None = None
 
 
-def _intent_record(intent: PaymentIntent) -> PaymentIntentRecord:
-    return intent.record()
+def _intent_record(intent: PaymentIntent) -> bytes:
+    return intent.record_json()
 
 
 def _refund_record(refund: Refund) -> BaseModel:
@@ -98,7 +98,7 @@ async def get_intent(request: web.Request) -> web.StreamResponse:
     intent = await treasury(request).payments.get_by_lookup_id(
         principal(request).company_id, lookup_id
     )
-    return json_response(intent.record())
+    return json_response(intent.record_json())
 
 
 async def capture_intent(request: web.Request) -> web.StreamResponse:

@@ -81,9 +81,9 @@ class BankNamesRecord(BaseModel):
     bank_names: list[str]
 
 
-def record_of(item: TreasuryRecord) -> BaseModel:
-    """The interface's record of a treasury record (what responses and replays carry)."""
-    return item.record()
+def record_of(item: TreasuryRecord) -> bytes:
+    """The interface's record of a treasury record as JSON (what responses and replays carry)."""
+    return item.record_json()
 
 
 async def _create(
@@ -109,7 +109,7 @@ async def get_deposit(request: web.Request) -> web.StreamResponse:
     deposit = await treasury(request).deposits.get(
         principal(request).company_id, request.match_info["deposit_id"]
     )
-    return json_response(deposit.record())
+    return json_response(deposit.record_json())
 
 
 async def register_bank_account(request: web.Request) -> web.StreamResponse:
@@ -151,7 +151,7 @@ async def get_withdrawal(request: web.Request) -> web.StreamResponse:
     withdrawal = await treasury(request).withdrawals.get(
         principal(request).company_id, request.match_info["withdraw_id"]
     )
-    return json_response(withdrawal.record())
+    return json_response(withdrawal.record_json())
 
 
 async def list_withdrawals(request: web.Request) -> web.StreamResponse:
@@ -172,7 +172,7 @@ async def get_transfer(request: web.Request) -> web.StreamResponse:
     transfer = await treasury(request).transfers.get(
         principal(request).company_id, request.match_info["transfer_id"]
     )
-    return json_response(transfer.record())
+    return json_response(transfer.record_json())
 
 
 async def list_transfers(request: web.Request) -> web.StreamResponse:

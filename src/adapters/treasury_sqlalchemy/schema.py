@@ -168,6 +168,8 @@ events = Table(
     # When the dispatcher fanned the event out into deliveries; NULL until then.
     Column("dispatched_at", UtcDateTime, nullable=True),
     Index("ix_events_company_id_id", "company_id", "id"),
+    # The retention purge looks for old events (migration 0006).
+    Index("ix_events_created_at", "created_at"),
     Index(
         "ix_events_undispatched",
         "id",

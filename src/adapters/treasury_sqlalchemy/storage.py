@@ -83,6 +83,7 @@ class SqlStorage(Storage):
         ``group_commit``: let concurrent SQLite writes share commits (see the module)."""
         super().__init__()
         self._group_commit = group_commit
+        self._busy_timeout = busy_timeout
         self._writer: _GroupWriter | None = None
         self._writer_lock = threading.Lock()
         self.url = normalize_url(url)
@@ -141,6 +142,10 @@ class SqlStorage(Storage):
         A ``snapshot`` read runs REPEATABLE READ on PostgreSQL; SQLite's WAL readers always see
         one snapshot from their first read on.
         """
+        if not write and self.dialect == "sqlite":
+            with self._sqlite_read() as uow:
+                yield uow
+            return
         lock = self._write_lock if (write and self._write_lock is not None) else nullcontext()
         with lock, self._connection() as conn:
             committed = False
@@ -165,6 +170,30 @@ class SqlStorage(Storage):
                 if not committed:
                     # Whatever failed (BEGIN, the work, COMMIT), the connection must leave here
                     # outside any transaction, or a kept connection would poison its thread.
+                    self._abandon(conn)
+
+    @contextmanager
+    def _sqlite_read(self) -> Iterator[UnitOfWork]:
+        """An SQLite read: ``BEGIN`` (deferred: a WAL snapshot from the first read on) and a
+        ``ROLLBACK`` at the end, on the DBAPI connection.
+
+        A read changes nothing, so it needs none of SQLAlchemy's transaction bookkeeping, which
+        cost as much as the read itself on the request path. A statement a repository runs
+        through SQLAlchemy autobegins its side, which is ended here too.
+        """
+        with self._connection() as conn:
+            dbapi = conn.connection.dbapi_connection
+            assert dbapi is not None
+            dbapi.execute("BEGIN")
+            try:
+                yield SqlUnitOfWork(conn, lock_rows=False)
+            finally:
+                try:
+                    if conn.in_transaction():
+                        conn.rollback()
+                    if dbapi.in_transaction:
+                        dbapi.execute("ROLLBACK")
+                except Exception:
                     self._abandon(conn)
 
     def _abandon(self, conn: Connection) -> None:
@@ -265,14 +294,33 @@ class SqlStorage(Storage):
                     outcomes.append((True, value))
         return outcomes
 
-    def checkpoint(self) -> tuple[int, int, int]:
+    def checkpoint(self, connection: sqlite3.Connection | None = None) -> tuple[int, int, int]:
         """Copy committed WAL frames into the database file without blocking anyone (SQLite's
-        ``PASSIVE`` checkpoint); SQLite's answer ``(busy, frames in the WAL, frames copied)``."""
-        with self.engine.connect() as conn:
-            dbapi = conn.connection.dbapi_connection
-            assert dbapi is not None
-            row = dbapi.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        ``PASSIVE`` checkpoint); SQLite's answer ``(busy, frames in the WAL, frames copied)``.
+
+        On ``connection`` if given (the checkpointer's own), else on one from the pool.
+        """
+        if connection is not None:
+            row = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        else:
+            with self.engine.connect() as conn:
+                dbapi = conn.connection.dbapi_connection
+                assert dbapi is not None
+                row = dbapi.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return int(row[0]), int(row[1]), int(row[2])
+
+    def checkpoint_connection(self) -> sqlite3.Connection:
+        """A connection of its own for the checkpointer, outside the pool: with a small pool
+        every pooled connection can be kept by a thread (the writer, the loop's reads), and a
+        checkpointer waiting for one would never run."""
+        # The arguments SQLAlchemy itself connects with (the file, or a file: URI), so both
+        # open the same database.
+        args, kwargs = self.engine.dialect.create_connect_args(self.engine.url)
+        options: dict[str, Any] = {**kwargs, "check_same_thread": False}
+        options["timeout"] = self._busy_timeout
+        connection: sqlite3.Connection = sqlite3.connect(*args, **options)  # type: ignore[call-overload]
+        _sqlite_on_connect(connection, None)
+        return connection
 
     def is_transient(self, error: BaseException) -> bool:
         """Deadlocks and serialization failures (PostgreSQL), a busy database (SQLite)."""
@@ -368,11 +416,18 @@ class _GroupWriter:
         self._checkpointer.start()
 
     def _checkpoints(self) -> None:
-        while not self._stopped.wait(CHECKPOINT_SECONDS):
-            try:
-                self._storage.checkpoint()
-            except Exception:  # a busy or vanished file: try again on the next tick
-                log.debug("checkpoint skipped", exc_info=True)
+        connection: sqlite3.Connection | None = None
+        try:
+            while not self._stopped.wait(CHECKPOINT_SECONDS):
+                try:
+                    if connection is None:
+                        connection = self._storage.checkpoint_connection()
+                    self._storage.checkpoint(connection)
+                except Exception:  # a busy or vanished file: try again on the next tick
+                    log.debug("checkpoint skipped", exc_info=True)
+        finally:
+            if connection is not None:
+                connection.close()
 
     @property
     def threads(self) -> tuple[threading.Thread, ...]:

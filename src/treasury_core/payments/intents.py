@@ -256,6 +256,13 @@ class PaymentIntent(PaymentIntentRecord):
             **{name: getattr(self, name) for name in PaymentIntentRecord.model_fields}
         )
 
+    def record_json(self) -> bytes:
+        """The interface's record as JSON: the bytes ``record()`` serializes to, without
+        building the record (a quarter of the cost; this is on every response's path)."""
+        # An intent is a PaymentIntentRecord, and pydantic serializes by the schema it is given,
+        # not by the instance's class: the record's serializer writes exactly its own fields.
+        return PaymentIntentRecord.__pydantic_serializer__.to_json(self)
+
     def api(self) -> dict[str, Any]:
         """The interface's record, JSON-ready (also the ``data.object`` of intent events)."""
-        return self.record().model_dump(mode="json")
+        return PaymentIntentRecord.__pydantic_serializer__.to_python(self, mode="json")  # type: ignore[no-any-return]

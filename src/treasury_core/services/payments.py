@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
@@ -945,14 +946,12 @@ class PaymentService:
         self._ctx.event(uow, outcome, txn)
 
 
+#: What a lookup id can look like (the check runs before any query, on every poll).
+_LOOKUP_ID = re.compile(r"pil_[A-Za-z0-9_-]{4,60}")
+
+
 def _is_lookup_id(value: str) -> bool:
-    return (
-        isinstance(value, str)
-        and value.startswith("pil_")
-        and 8 <= len(value) <= 64
-        and all(c.isalnum() or c in "-_" for c in value[4:])
-        and value.isascii()
-    )
+    return isinstance(value, str) and _LOOKUP_ID.fullmatch(value) is not None
 
 
 def _safe_last4(card: CardData) -> str | None:

@@ -21,6 +21,9 @@ from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.validation import is_resource_id
 from treasury_core.wallets import Wallet
 
+#: Wallet currencies remembered per process (see TreasuryContext.known_currency).
+_WALLET_CACHE_MAX = 100_000
+
 
 @dataclass
 class TreasuryContext:
@@ -41,6 +44,24 @@ class TreasuryContext:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._rail: BankRail | None = None
+        # (company, wallet id) -> currency. A wallet's currency never changes, so a service
+        # that must quote before its transaction (a transfer) can skip a read transaction.
+        self._wallet_currencies: dict[tuple[int, str], str] = {}
+
+    def known_currency(self, company_id: int, wallet_id: str) -> str | None:
+        """The currency of the company's wallet if a transaction has seen it, else ``None``.
+
+        Only a hint for quoting: the transaction that moves money reads the wallet again and
+        checks the currency is the one quoted. Keyed by company, so another company's wallet id
+        is never known and is refused by the read, as before.
+        """
+        return self._wallet_currencies.get((company_id, wallet_id))
+
+    def saw_wallet(self, wallet: Wallet) -> None:
+        """Remember ``wallet``'s currency (bounded: cleared when it grows past 100,000)."""
+        if len(self._wallet_currencies) >= _WALLET_CACHE_MAX:
+            self._wallet_currencies.clear()
+        self._wallet_currencies[wallet.company_id, wallet.id] = wallet.currency
 
     @property
     def rail(self) -> BankRail:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from treasury_core.errors import InsufficientFunds, ValidationFailed
+from treasury_core.errors import InsufficientFunds, LedgerInvariantViolation, ValidationFailed
 from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
@@ -41,48 +41,48 @@ class TransferService:
                 code="same_wallet",
             )
 
-        def read(uow: UnitOfWork) -> tuple[Wallet, Wallet]:
-            return (
-                wallet_of(uow, company_id, request.from_wallet_id, "from_wallet_id"),
-                wallet_of(uow, company_id, request.to_wallet_id, "to_wallet_id"),
-            )
-
-        source, target = await ctx.storage.run(read, write=False)
-        rate, to_amount = await ctx.quote(source.currency, target.currency, request.from_amount)
-        cross = source.currency != target.currency
-        now = ctx.clock.now()
-        journal = Journal(
-            ctx.ids.new_id("jr"),
-            transfer_legs(
-                source.id,
-                source.currency,
-                request.from_amount,
-                target.id,
-                target.currency,
-                to_amount,
-            ),
-            operation="transfer",
-            company_id=company_id,
-        )
-        transfer = Transfer(
-            id=ctx.ids.new_id(Transfer.prefix),
-            company_id=company_id,
-            from_wallet_id=source.id,
-            to_wallet_id=target.id,
-            from_amount=request.from_amount,
-            from_currency_id=source.currency,
-            to_amount=to_amount,
-            to_currency_id=target.currency,
-            exchange_rate_from_to=rate,
-            reference=request.reference,
-            description=request.description,
-            status=MovementStatus.PENDING if cross else MovementStatus.COMPLETED,
-            error=None,
-            created_at=now,
-            pending_ids=tuple(journal.leg_id(i) for i in range(len(journal.legs))) if cross else (),
-        )
+        from_currency, to_currency = await self._currencies(company_id, request)
+        rate, to_amount = await ctx.quote(from_currency, to_currency, request.from_amount)
+        cross = from_currency != to_currency
 
         def create(uow: UnitOfWork) -> Transfer:
+            source = wallet_of(uow, company_id, request.from_wallet_id, "from_wallet_id")
+            target = wallet_of(uow, company_id, request.to_wallet_id, "to_wallet_id")
+            if (source.currency, target.currency) != (from_currency, to_currency):
+                raise LedgerInvariantViolation("a wallet's currency changed after it was quoted")
+            now = ctx.clock.now()
+            journal = Journal(
+                ctx.ids.new_id("jr"),
+                transfer_legs(
+                    source.id,
+                    source.currency,
+                    request.from_amount,
+                    target.id,
+                    target.currency,
+                    to_amount,
+                ),
+                operation="transfer",
+                company_id=company_id,
+            )
+            transfer = Transfer(
+                id=ctx.ids.new_id(Transfer.prefix),
+                company_id=company_id,
+                from_wallet_id=source.id,
+                to_wallet_id=target.id,
+                from_amount=request.from_amount,
+                from_currency_id=source.currency,
+                to_amount=to_amount,
+                to_currency_id=target.currency,
+                exchange_rate_from_to=rate,
+                reference=request.reference,
+                description=request.description,
+                status=MovementStatus.PENDING if cross else MovementStatus.COMPLETED,
+                error=None,
+                created_at=now,
+                pending_ids=(
+                    tuple(journal.leg_id(i) for i in range(len(journal.legs))) if cross else ()
+                ),
+            )
             try:
                 uow.ledger.apply(journal, now)
             except InsufficientFunds as exc:
@@ -107,6 +107,30 @@ class TransferService:
             return finish(uow, idempotency, transfer)
 
         return await ctx.storage.run(create)
+
+    async def _currencies(self, company_id: int, request: CreateTransferRequest) -> tuple[str, str]:
+        """Both wallets' currencies, for the quote (an async port) that must come before the
+        transaction that moves the money.
+
+        A wallet's currency never changes, so once a wallet has been seen they are known and a
+        transfer is one transaction; the first transfer of a wallet reads it first.
+        """
+        ctx = self._ctx
+        source = ctx.known_currency(company_id, request.from_wallet_id)
+        target = ctx.known_currency(company_id, request.to_wallet_id)
+        if source is not None and target is not None:
+            return source, target
+
+        def read(uow: UnitOfWork) -> tuple[Wallet, Wallet]:
+            return (
+                wallet_of(uow, company_id, request.from_wallet_id, "from_wallet_id"),
+                wallet_of(uow, company_id, request.to_wallet_id, "to_wallet_id"),
+            )
+
+        wallets = await ctx.storage.run(read, write=False)
+        for wallet in wallets:
+            ctx.saw_wallet(wallet)
+        return wallets[0].currency, wallets[1].currency
 
     async def get(self, company_id: int, transfer_id: str) -> Transfer:
         """The transfer, or ``NotFound``."""

@@ -1218,6 +1218,8 @@ class TreasuryMachine(RuleBasedStateMachine):
             expected = NOT_FOUND
         elif movement.status != "pending":
             expected = NOT_PENDING
+        elif self._converts_to_nothing(movement, action, received):
+            expected = TOO_SMALL
         call: Callable[[], Coroutine[Any, Any, TreasuryRecord]]
         t, key = self.treasury, movement.id
         if movement.kind == "deposit" and action == "complete":
@@ -1242,6 +1244,19 @@ class TreasuryMachine(RuleBasedStateMachine):
             movement.id, status, received if received not in (None, announced) else None
         )
         _check_fields(record, movement.fields)
+
+    def _converts_to_nothing(
+        self, movement: ModelMovement, action: str, received: int | None
+    ) -> bool:
+        """A deposit completed with another sum than announced, too small to credit anything
+        in the wallet's currency at the deposit's rate (decisions.md: refused, nothing moves)."""
+        if movement.kind != "deposit" or action != "complete" or received is None:
+            return False
+        if received == movement.fields.get("from_amount"):
+            return False
+        wallet = self.model.wallets[movement.legs[0][0]]
+        source = str(movement.fields["from_currency_id"])
+        return self.model.convert(received, source, wallet.currency, movement.rate) <= 0
 
     def _advance(self, seconds: int) -> None:
         self.model.advance(seconds)

@@ -175,9 +175,24 @@ class TreasuryRecord(_Frozen):
             self.model_dump(include=set(self.record_model.model_fields))
         )
 
+    def _serialized_as_record(self) -> bool:
+        # A stored record that *is* its interface model (Deposit is a DepositRecord) and keeps
+        # record() as above can be written by the interface model's own serializer, which
+        # writes exactly that model's fields: the same output without building the record.
+        return type(self).record is TreasuryRecord.record and isinstance(self, self.record_model)
+
     def api(self) -> dict[str, Any]:
         """The interface's record, JSON-ready (also the ``data.object`` of events)."""
+        if self._serialized_as_record():
+            return self.record_model.__pydantic_serializer__.to_python(self, mode="json")  # type: ignore[no-any-return]
         return self.record().model_dump(mode="json")
+
+    def record_json(self) -> bytes:
+        """The interface's record as JSON bytes (what an API response carries)."""
+        if self._serialized_as_record():
+            return self.record_model.__pydantic_serializer__.to_json(self)
+        record = self.record()
+        return record.__pydantic_serializer__.to_json(record)
 
 
 class Deposit(TreasuryRecord, DepositRecord):
