@@ -23,15 +23,16 @@ _PURGE_EVERY_SECONDS = 600.0
 async def work_loop(treasury: Treasury, stop: asyncio.Event) -> None:
     """Look for due work every ``config.job_poll_seconds`` until ``stop`` is set.
 
-    A pass in progress finishes before the loop ends, so a delivery being sent is recorded
-    (its claim released) rather than left to its lease.
+    The batch in progress finishes before the loop ends, so a delivery being sent is recorded
+    (its claim released) rather than left to its lease; a backlog left behind is the next
+    start's (or another worker's) work.
     """
     next_purge = 0.0
     while not stop.is_set():
         try:
-            await treasury.settlement.run_all_due()
-            await treasury.notifications.run_due()
-            if time.monotonic() >= next_purge:
+            await treasury.settlement.run_all_due(stopping=stop.is_set)
+            await treasury.notifications.run_due(stopping=stop.is_set)
+            if time.monotonic() >= next_purge and not stop.is_set():
                 await treasury.idempotency.purge_expired()
                 await treasury.notifications.purge_expired()
                 next_purge = time.monotonic() + _PURGE_EVERY_SECONDS

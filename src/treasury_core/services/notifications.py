@@ -28,7 +28,7 @@ import base64
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -397,17 +397,20 @@ class NotificationService:
         if error is not None:
             log.info("delivery %s of %s failed: %s", delivery.id, delivery.event_id, error)
 
-    async def run_due(self) -> None:
+    async def run_due(
+        self, batch: int = 500, *, stopping: Callable[[], bool] = lambda: False
+    ) -> None:
         """Fan out every undispatched event, then send every due delivery.
 
         Sending goes ahead even when the fan-out failed (storage trouble): what is already
-        due must not wait for it.
+        due must not wait for it. ``stopping`` is asked between batches: once it answers true
+        the batch in progress is the last, so a shutdown does not wait for a whole backlog.
         """
         try:
-            while await self.dispatch():
+            while await self.dispatch(batch) and not stopping():
                 pass
         finally:
-            while await self.deliver_due():
+            while not stopping() and await self.deliver_due():
                 pass
 
     async def purge_expired(self) -> int:

@@ -236,12 +236,18 @@ class SettlementService:
                 log.exception("running %s %s failed", job.kind, job.resource_id)
         return ran
 
-    async def run_all_due(self, batch: int = 100) -> int:
+    async def run_all_due(
+        self, batch: int = 100, *, stopping: Callable[[], bool] = lambda: False
+    ) -> int:
         """Run everything due now, pass after pass (a job may schedule another that is due
-        already, e.g. a payout behind a capture the clock advanced past); how many ran."""
+        already, e.g. a payout behind a capture the clock advanced past); how many ran.
+
+        ``stopping`` is asked between batches: once it answers true the batch in progress is
+        the last, so a shutdown waits for at most ``batch`` jobs, not for a whole backlog.
+        """
         total = 0
         while True:
             ran = await self.run_due(batch)
             total += ran
-            if ran == 0:
+            if ran == 0 or stopping():
                 return total
