@@ -1,11 +1,16 @@
 """treasury-core: an embeddable payments and treasury library.
 
 The public surface: :func:`bootstrap` builds a :class:`Treasury` from a :class:`TreasuryConfig`;
-its services (``treasury.wallets``, ``treasury.companies``, …) are async and each call is one
-storage transaction. Errors derive from :class:`TreasuryError`.
+its services (``treasury.wallets``, ``treasury.transfers``, ``treasury.payments``, …) are async
+and each call is one storage transaction. Synchronous code uses :class:`BlockingTreasury`,
+which hosts the treasury on an event loop of its own. Every name a caller needs for the common
+calls is importable from here: the request models the services take, the records they return,
+and the errors they raise, all deriving from :class:`TreasuryError` (the hierarchy is drawn in
+:mod:`treasury_core.errors`). Deeper modules are for adapters and tests.
 """
 
 from treasury_core.bootstrap import AdapterNotFound, Treasury, bootstrap
+from treasury_core.cards.tokens import CreateTokenIntentRequest
 from treasury_core.companies import KeyKind, Principal
 from treasury_core.config import TreasuryConfig, config_from_env
 from treasury_core.currency import Currency, CurrencyRegistry
@@ -13,6 +18,7 @@ from treasury_core.errors import (
     AuthenticationFailed,
     CardError,
     ConflictRetryExhausted,
+    FxRateUnavailable,
     IdempotencyError,
     IdempotencyInFlight,
     InsufficientFunds,
@@ -30,41 +36,91 @@ from treasury_core.errors import (
 from treasury_core.events import Event, EventType
 from treasury_core.ledger import BalanceRecord
 from treasury_core.money import convert, round_minor
+from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
 from treasury_core.pagination import Page, PageRequest
+from treasury_core.payments.intents import (
+    CaptureMethod,
+    IntentFilter,
+    IntentStatus,
+    PaymentIntent,
+    PaymentType,
+)
+from treasury_core.payments.requests import CreateIntentRequest
+from treasury_core.payments.states import IllegalTransition
+from treasury_core.services.companies import CreatedCompany
+from treasury_core.sync import BlockingTreasury
+from treasury_core.treasury.records import (
+    BankAccount,
+    Deposit,
+    MovementStatus,
+    Transfer,
+    VirtualAccount,
+    Withdrawal,
+)
+from treasury_core.treasury.requests import (
+    CreateDepositRequest,
+    CreateTransferRequest,
+    CreateVirtualAccountRequest,
+    CreateWithdrawalRequest,
+    RegisterBankAccountRequest,
+)
 from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
 
 __all__ = [
     "AdapterNotFound",
     "AuthenticationFailed",
     "BalanceRecord",
+    "BankAccount",
+    "BlockingTreasury",
+    "CaptureMethod",
     "CardError",
     "ConflictRetryExhausted",
+    "CreateDepositRequest",
+    "CreateIntentRequest",
+    "CreateTokenIntentRequest",
+    "CreateTransferRequest",
+    "CreateVirtualAccountRequest",
     "CreateWalletRequest",
+    "CreateWebhookEndpointRequest",
+    "CreateWithdrawalRequest",
+    "CreatedCompany",
     "Currency",
     "CurrencyRegistry",
+    "Deposit",
     "Event",
     "EventType",
+    "FxRateUnavailable",
     "IdempotencyError",
     "IdempotencyInFlight",
+    "IllegalTransition",
     "InsufficientFunds",
+    "IntentFilter",
+    "IntentStatus",
     "InvalidRequestError",
     "KeyKind",
     "LedgerInvariantViolation",
     "LedgerRejected",
+    "MovementStatus",
     "NotFound",
     "Page",
     "PageRequest",
+    "PaymentIntent",
+    "PaymentType",
     "PermissionDenied",
     "Principal",
     "ProviderError",
     "RateLimited",
+    "RegisterBankAccountRequest",
+    "Transfer",
     "Treasury",
     "TreasuryConfig",
     "TreasuryError",
     "UnknownCurrency",
     "ValidationFailed",
+    "VirtualAccount",
     "Wallet",
     "WalletRecord",
+    "Withdrawal",
     "bootstrap",
     "config_from_env",
     "convert",

@@ -192,6 +192,19 @@ class TreasuryConfig(BaseModel):
         )
 
 
+#: Config fields that name an adapter (a plugin registered under the ``treasury`` entry points).
+_ADAPTER_FIELDS = (
+    "storage",
+    "clock",
+    "ids",
+    "bank_rail",
+    "fx_rates",
+    "card_provider",
+    "vault",
+    "webhook_sender",
+)
+
+
 def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) -> TreasuryConfig:
     """A config from ``TREASURY_*`` variables, then ``overrides`` (which win)."""
     env = os.environ if environ is None else environ
@@ -236,5 +249,9 @@ def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) 
         values["rate_limit_burst"] = int(env["TREASURY_RATE_LIMIT_BURST"])
     if "TREASURY_POOL_SIZE" in env:
         values["pool_size"] = int(env["TREASURY_POOL_SIZE"])
+    # Adapter names, so `treasury serve` can run a third-party plugin's adapter unchanged.
+    for name in _ADAPTER_FIELDS:
+        if f"TREASURY_{name.upper()}" in env:
+            values[name] = env[f"TREASURY_{name.upper()}"]
     values.update({k: v for k, v in overrides.items() if v is not None})
     return TreasuryConfig(**values)

@@ -13,6 +13,7 @@ import pytest
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.events import Event
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
+from treasury_core.notifications.schedule import RETRY_DELAYS
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.plugins import hookimpl, make_plugin_manager
@@ -307,3 +308,42 @@ async def test_private_destinations_are_refused_at_creation_outside_the_sandbox(
         assert ok.secret.startswith("whsec_")
     finally:
         treasury.close()
+
+
+class HeldSender:
+    """Answers 500, but only once the test lets the first send finish."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.sends = 0
+
+    async def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> int:
+        self.sends += 1
+        self.started.set()
+        await self.release.wait()
+        return 500
+
+
+async def test_the_sandbox_clock_waits_for_a_delivery_in_flight(clock: FakeClock) -> None:
+    # Otherwise the attempt in flight is recorded after the advance, its retry is scheduled
+    # from the new time, and the advance meant to reach the retry misses it.
+    treasury = bootstrap(TreasuryConfig(database_url="memory://"), clock=clock, wall_clock=clock)
+    sender = HeldSender()
+    treasury.notifications.sender = sender
+    await make_events(treasury, 1)
+    before = clock.now()
+
+    worker = asyncio.create_task(treasury.notifications.run_due())
+    await sender.started.wait()
+    advance = asyncio.create_task(treasury.sandbox.advance(RETRY_DELAYS[0].seconds))
+    for _ in range(20):  # every chance to run: it must still be waiting for the worker's pass
+        await asyncio.sleep(0)
+    assert not advance.done()
+    assert clock.now() == before
+
+    sender.release.set()
+    await worker
+    await advance
+    # The first attempt failed at `before`; its retry fell due within the advance and was sent.
+    assert sender.sends == 2

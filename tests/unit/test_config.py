@@ -68,3 +68,28 @@ def test_a_delivery_lease_must_outlast_a_send() -> None:
         {"TREASURY_WEBHOOK_TIMEOUT_SECONDS": "2", "TREASURY_DELIVERY_LEASE_SECONDS": "5"}
     )
     assert (config.webhook_timeout_seconds, config.delivery_lease_seconds) == (2, 5)
+
+
+def test_adapter_names_from_the_environment() -> None:
+    # So `treasury serve` can run a third-party plugin's adapter without code.
+    config = config_from_env(
+        {
+            "TREASURY_CARD_PROVIDER": "acme",
+            "TREASURY_BANK_RAIL": "acme-bank",
+            "TREASURY_FX_RATES": "ecb",
+            "TREASURY_VAULT": "kms",
+            "TREASURY_WEBHOOK_SENDER": "queue",
+            "TREASURY_CLOCK": "system",
+            "TREASURY_IDS": "uuid7",
+            "TREASURY_STORAGE": "dynamo",
+        }
+    )
+    assert (config.card_provider, config.bank_rail, config.fx_rates, config.vault) == (
+        "acme",
+        "acme-bank",
+        "ecb",
+        "kms",
+    )
+    assert (config.webhook_sender, config.clock, config.ids) == ("queue", "system", "uuid7")
+    assert config.storage_name == "dynamo"
+    assert config_from_env({}).card_provider == "sandbox"

@@ -20,6 +20,7 @@ from treasury_aiohttp import (
     treasury_handlers,
 )
 from treasury_aiohttp.hosted_security import FormKey
+from treasury_aiohttp.io import mount_prefix
 from treasury_aiohttp.keys import (
     FORM_KEY,
     MAX_BODY_KEY,
@@ -98,9 +99,7 @@ def create_app(
     )
     if treasury.config.sandbox:
         routes += sandbox_handlers.ROUTES
-    openapi_route = Route(
-        "GET", "/api/v1/openapi.json", _openapi, "The OpenAPI document", auth=Auth.NONE
-    )
+    openapi_route = Route("GET", _OPENAPI_PATH, _openapi, "The OpenAPI document", auth=Auth.NONE)
     for route in (*routes, openapi_route):
         app.router.add_route(route.method, route.path, _tagged(route))
     hosted_pages.add_routes(app)
@@ -118,9 +117,18 @@ def create_app(
     return app
 
 
+_OPENAPI_PATH = "/api/v1/openapi.json"
+
+
 async def _openapi(request: web.Request) -> web.StreamResponse:
     """The OpenAPI 3.1 document of this server."""
-    return web.json_response(request.app[OPENAPI_KEY])
+    document = request.app[OPENAPI_KEY]
+    # Mounted as a sub-app (``/treasury``), the paths live under the mount point: say so in
+    # ``servers``, or every client generated from the document calls the parent's routes.
+    prefix = mount_prefix(request, _OPENAPI_PATH)
+    if prefix:
+        document = {**document, "servers": [{"url": prefix}]}
+    return web.json_response(document)
 
 
 async def _http_sender(app: web.Application) -> AsyncIterator[None]:

@@ -1,17 +1,24 @@
-"""The ``treasury`` command: serve, migrate, and manage companies."""
+"""The ``treasury`` command: serve, run workers, migrate, audit the ledger, manage companies."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from treasury_aiohttp import logs
 from treasury_core import Treasury, TreasuryError, bootstrap, config_from_env
 from treasury_core.config import TreasuryConfig
+from treasury_core.ports import Storage
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from treasury_core.ledger.audit import AuditProgress
 
 DATABASE_HELP = (
     "Database URL (sqlite:///path, postgresql://…) or an SQLite file path."
@@ -52,7 +59,12 @@ LOG_FORMAT = click.option(
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
-    """treasury-core: payments and treasury server and tools."""
+    """treasury-core: payments and treasury server and tools.
+
+    Settings come from TREASURY_* environment variables (TREASURY_DATABASE_URL,
+    TREASURY_POOL_SIZE, TREASURY_VAULT_KEY, ...); a command's --database option overrides
+    TREASURY_DATABASE_URL. Run "treasury COMMAND --help" for each command's options.
+    """
 
 
 @main.command()
@@ -99,9 +111,12 @@ def migrate(database: str | None) -> None:
 @click.option("--database", default=None, help=DATABASE_HELP)
 @LOG_FORMAT
 def worker(database: str | None, log_format: str) -> None:
-    """Run due jobs and deliver events (webhooks, callbacks), without serving HTTP.
+    """Run due jobs and deliver events, without HTTP.
 
-    Any number of workers may share one PostgreSQL database: each claims its own rows.
+    The background loop of "treasury serve" on its own: due jobs (settlements, payouts, hold
+    expiry), event deliveries (webhooks, callbacks) and the purge of old idempotency records
+    and events. Any number of workers may share one PostgreSQL database: each claims its own
+    rows. Stops after the batch in progress on SIGINT or SIGTERM.
     """
     import asyncio
 
@@ -120,10 +135,167 @@ def worker(database: str | None, log_format: str) -> None:
 
 @main.command("vault-key")
 def vault_key() -> None:
-    """Print a new random vault key (set it as TREASURY_VAULT_KEY; keep it secret)."""
+    """Print a new random vault key.
+
+    Set it as TREASURY_VAULT_KEY (it encrypts stored card data) and keep it secret.
+    """
     from treasury_vault.aesgcm import generate_key
 
     click.echo(generate_key())
+
+
+@main.group()
+def ledger() -> None:
+    """Audit the double-entry ledger."""
+
+
+class _CannotVerify(click.ClickException):
+    """The audit could not run (as opposed to finding differences, exit status 1)."""
+
+    exit_code = 2
+
+
+@ledger.command("verify")
+@click.option("--database", default=None, help=DATABASE_HELP)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the report as one JSON object on stdout instead of text.",
+)
+@click.option(
+    "--page-size",
+    default=1_000,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="Postings read per query: larger is faster, smaller holds less in memory.",
+)
+def verify(database: str | None, as_json: bool, page_size: int) -> None:
+    """Re-sum every account's postings and check the ledger invariants.
+
+    Compares each account's stored counters (posted and pending debits and credits) with the
+    sum of its postings, and checks that every currency sums to zero, every journal balances,
+    no counter is negative and each pending movement is resolved exactly once. It reads one
+    consistent snapshot in a read-only transaction, so it is safe on a live database: it
+    writes nothing and applies no migrations. A progress bar goes to stderr when it is a
+    terminal; the summary and each difference go to stdout.
+
+    Exit status: 0 when the ledger is sound, 1 when any difference is found, 2 when the
+    audit cannot run (no database, no schema, unreachable server).
+    """
+    from rich.console import Console
+    from rich.text import Text
+
+    from treasury_core.ledger.audit import audit_ledger
+
+    storage = _open_storage(database)
+    try:
+        with _AuditProgressBar(Console(stderr=True)) as bar:
+            report = audit_ledger(storage, page_size=page_size, progress=bar.update)
+    except Exception as exc:
+        # Missing tables, a dropped connection, a refused login: the audit said nothing about
+        # the ledger, which exit status 1 would claim.
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if "no such table" in first_line or "does not exist" in first_line:
+            first_line += " (has `treasury migrate` run on this database?)"
+        raise _CannotVerify(f"cannot read the ledger: {first_line}") from exc
+    finally:
+        storage.close()
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_dict()) + "\n")
+    else:
+        out = Console(highlight=False)
+        summary = (
+            f"{report.accounts} accounts, {report.postings} postings, "
+            f"{report.pending_movements} pending movements ({report.open_pending_movements} open)"
+            f" in {', '.join(report.currencies) or 'no currencies'}"
+        )
+        if report.ok:
+            out.print(
+                Text(f"ledger sound: {summary}; no differences", style="green"), soft_wrap=True
+            )
+        else:
+            out.print(
+                Text(
+                    f"ledger differs: {len(report.differences)} difference(s) in {summary}:",
+                    style="bold red",
+                ),
+                soft_wrap=True,
+            )
+            for difference in report.differences:
+                # Text, not markup: the messages start with "[3]", which rich would eat.
+                out.print(Text(f"  - {difference}"), soft_wrap=True)
+    if not report.ok:
+        sys.exit(1)
+
+
+_STAGE_LABELS = {"accounts": "accounts", "postings": "postings", "pendings": "pending movements"}
+
+
+class _AuditProgressBar:
+    """A rich progress bar with one line per audit stage (shown only on a terminal)."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TaskID,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("{task.description:<18}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            # In a log file a progress bar is noise; the summary on stdout says it all.
+            disable=not console.is_terminal,
+        )
+        self._tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> _AuditProgressBar:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def update(self, step: AuditProgress) -> None:
+        """Show how far the audit is."""
+        task = self._tasks.get(step.stage)
+        if task is None:
+            task = self._tasks[step.stage] = self._progress.add_task(
+                _STAGE_LABELS.get(step.stage, step.stage), total=step.total
+            )
+        self._progress.update(task, completed=step.done, total=step.total)
+
+
+def _open_storage(database: str | None) -> Storage:
+    """The configured storage alone: no migrations, no system accounts, nothing written."""
+    from treasury_core.plugins import collect_factories, make_plugin_manager
+
+    try:
+        config = _config(database)
+        url = config.database_url
+        if config.storage_name == "sqlalchemy" and url.startswith("sqlite:"):
+            from sqlalchemy.engine import make_url
+
+            path = Path(make_url(url).database or "").expanduser()
+            # Opening a missing SQLite file would create an empty one: an audit must not.
+            if not path.is_file():
+                raise _CannotVerify(f"no database at {path}")
+        factories = collect_factories(make_plugin_manager(), "storage")
+        if config.storage_name not in factories:
+            raise _CannotVerify(f"no storage adapter named {config.storage_name!r}")
+        storage: Storage = factories[config.storage_name](config)
+        return storage
+    except click.ClickException:
+        raise
+    except Exception as exc:
+        raise _CannotVerify(f"cannot open the database: {exc}") from exc
 
 
 @main.group()
@@ -135,7 +307,11 @@ def companies() -> None:
 @click.argument("name")
 @click.option("--database", default=None, help=DATABASE_HELP)
 def create_company(name: str, database: str | None) -> None:
-    """Create a company; prints its ids and keys as one JSON line (keys are shown only once)."""
+    """Create a company called NAME and print its keys.
+
+    Prints the company's id, its merchant account's id and its secret and publishable keys as
+    one JSON line. The keys are shown only this once: the database keeps only their digests.
+    """
     treasury = _bootstrap(database)
     try:
         created = asyncio.run(treasury.companies.create_company(name))

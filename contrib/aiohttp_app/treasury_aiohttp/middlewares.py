@@ -96,9 +96,13 @@ async def body_limit_middleware(request: web.Request, handler: Handler) -> web.S
             # aiohttp keeps what it read: the handler's own read returns it at once. (A timeout
             # scope, not wait_for: no extra task per request.)
             async with asyncio.timeout(treasury(request).config.body_timeout_seconds):
-                await request.read()
+                body = await request.read()
         except TimeoutError:
             raise web.HTTPRequestTimeout() from None
+        # Mounted as a sub-app, aiohttp reads with the parent app's client_max_size, not ours:
+        # an undeclared (chunked) body must still meet this app's limit.
+        if len(body) > limit:
+            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=len(body))
     return await handler(request)
 
 

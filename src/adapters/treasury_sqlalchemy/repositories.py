@@ -464,6 +464,17 @@ class SqlLedger:
             _pending, self._conn.execute(select(t.ledger_pendings).order_by(t.ledger_pendings.c.id))
         )
 
+    def postings_page(self, after_id: str | None, limit: int) -> list[Posting]:
+        # Keyset paging on the primary key: each page is one index range scan, however deep.
+        query = select(t.ledger_postings).order_by(t.ledger_postings.c.id).limit(limit)
+        if after_id is not None:
+            query = query.where(t.ledger_postings.c.id > after_id)
+        return [_posting(r) for r in self._conn.execute(query)]
+
+    def count_postings(self) -> int:
+        count = select(func.count()).select_from(t.ledger_postings)
+        return int(self._conn.execute(count).scalar_one())
+
 
 class SqlCompanies:
     """Companies, merchant accounts, API keys."""

@@ -104,6 +104,18 @@ class LedgerRepository(Protocol):
         """Every pending movement in id order, whatever its status (for audits)."""
         ...
 
+    def postings_page(self, after_id: str | None, limit: int) -> list[Posting]:
+        """Up to ``limit`` postings with ids above ``after_id`` (from the first when ``None``),
+        in id order.
+
+        Audits page through the postings with it, so no read holds the whole table at once.
+        """
+        ...
+
+    def count_postings(self) -> int:
+        """How many postings there are (an audit's progress total)."""
+        ...
+
 
 class CompanyRepository(Protocol):
     """Companies, merchant accounts and API keys."""

@@ -14,11 +14,12 @@ from treasury_core.ports import AccountFormat, BankAccountDetails, UnitOfWork
 from treasury_core.services.idempotency import finish
 from treasury_core.services.support import TreasuryContext, require_id, wallet_of
 from treasury_core.treasury.movements import completed_deposit_legs
-from treasury_core.treasury.records import BankAccount, Deposit, MovementStatus, VirtualAccount
+from treasury_core.treasury.records import BankAccount, Deposit, VirtualAccount
 from treasury_core.treasury.requests import (
     CreateVirtualAccountRequest,
     RegisterBankAccountRequest,
 )
+from treasury_core.treasury.states import MovementTrigger, next_status
 from treasury_core.wallets import Wallet
 
 _MAX_DRAWS = 20
@@ -228,7 +229,7 @@ class VirtualAccountService:
             exchange_rate_from_to=rate,
             reference=reference,
             description=f"Received at virtual account {account.id}",
-            status=MovementStatus.COMPLETED,
+            status=next_status(None, MovementTrigger.CREATE_SETTLED),
             payment_instructions=[],
             error=None,
             created_at=now,

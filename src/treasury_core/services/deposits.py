@@ -10,8 +10,9 @@ from treasury_core.services.idempotency import finish
 from treasury_core.services.settlement import KINDS, settle
 from treasury_core.services.support import TreasuryContext, wallet_of
 from treasury_core.treasury.movements import deposit_legs
-from treasury_core.treasury.records import Deposit, MovementStatus, PaymentInstructionRecord
+from treasury_core.treasury.records import Deposit, PaymentInstructionRecord
 from treasury_core.treasury.requests import CreateDepositRequest
+from treasury_core.treasury.states import MovementTrigger, next_status
 
 
 class DepositService:
@@ -55,7 +56,7 @@ class DepositService:
             exchange_rate_from_to=rate,
             reference=request.reference,
             description=request.description,
-            status=MovementStatus.PENDING,
+            status=next_status(None, MovementTrigger.CREATE),
             payment_instructions=[
                 PaymentInstructionRecord(
                     bank_name=i.bank_name,

@@ -28,6 +28,7 @@ import base64
 import json
 import logging
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -122,6 +123,11 @@ class NotificationService:
         self._retention = timedelta(days=ctx.config.event_retention_days)
         #: How long a worker holds a claimed delivery (real time): longer than a send can take.
         self.lease = timedelta(seconds=ctx.config.delivery_lease_seconds)
+        # One per event loop: an asyncio.Lock belongs to the loop it first waits on, and a
+        # treasury may be driven from more than one loop over its life (asyncio.run per call).
+        self._pass_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # --- secrets ------------------------------------------------------------------------------
 
@@ -405,7 +411,29 @@ class NotificationService:
         Sending goes ahead even when the fan-out failed (storage trouble): what is already
         due must not wait for it. ``stopping`` is asked between batches: once it answers true
         the batch in progress is the last, so a shutdown does not wait for a whole backlog.
+
+        Passes in one process and event loop run one at a time (see :meth:`exclusive`).
         """
+        async with self.exclusive():
+            await self.run_due_exclusively(batch, stopping=stopping)
+
+    def exclusive(self) -> asyncio.Lock:
+        """The lock a pass over due deliveries holds, for this event loop.
+
+        The sandbox clock takes it to advance: an attempt in progress is recorded before time
+        moves, so its retry is scheduled from the old time and an advance past the retry delay
+        sends it (otherwise the retry would be scheduled from the new time and missed).
+        """
+        loop = asyncio.get_running_loop()
+        lock = self._pass_locks.get(loop)
+        if lock is None:
+            lock = self._pass_locks[loop] = asyncio.Lock()
+        return lock
+
+    async def run_due_exclusively(
+        self, batch: int = 500, *, stopping: Callable[[], bool] = lambda: False
+    ) -> None:
+        """:meth:`run_due` for a caller already holding :meth:`exclusive`."""
         try:
             while await self.dispatch(batch) and not stopping():
                 pass

@@ -55,8 +55,13 @@ class SandboxService:
             raise ValidationFailed(
                 f"The sandbox clock cannot be advanced past {_LATEST.year}", param="seconds"
             )
-        clock.advance(seconds)
-        await self._settlement.run_all_due()
-        if self._notifications is not None:
-            await self._notifications.run_due()
+        if self._notifications is None:
+            clock.advance(seconds)
+            await self._settlement.run_all_due()
+            return clock.now()
+        # Time moves only between passes over deliveries (NotificationService.exclusive).
+        async with self._notifications.exclusive():
+            clock.advance(seconds)
+            await self._settlement.run_all_due()
+            await self._notifications.run_due_exclusively()
         return clock.now()

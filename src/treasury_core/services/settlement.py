@@ -26,10 +26,10 @@ from treasury_core.treasury.movements import completed_deposit_legs
 from treasury_core.treasury.records import (
     Deposit,
     MovementError,
-    MovementStatus,
     Transfer,
     Withdrawal,
 )
+from treasury_core.treasury.states import MovementTrigger, next_status, settleable
 
 M = TypeVar("M", bound=Deposit | Withdrawal | Transfer)
 
@@ -71,7 +71,7 @@ def locked_pending(
     record = uow.records.get(kind, record_id, company_id, for_update=True)
     if record is None:
         raise NotFound(f"No such {noun}: {record_id}", param=param)
-    if record.status is not MovementStatus.PENDING:
+    if not settleable(record.status):
         raise InvalidRequestError(
             f"The {noun} {record_id} is already {record.status.value}", code="movement_not_pending"
         )
@@ -82,7 +82,7 @@ def complete_in(
     uow: UnitOfWork, ctx: TreasuryContext, record: M, *, received: int | None = None
 ) -> M:
     """Complete a locked pending movement: post its legs (a deposit may arrive for another sum)."""
-    update: dict[str, object] = {"status": MovementStatus.COMPLETED}
+    update: dict[str, object] = {"status": next_status(record.status, MovementTrigger.COMPLETE)}
     legs: tuple[Leg, ...]
     if isinstance(record, Deposit) and received is not None and received != record.from_amount:
         # The bank delivered a different sum: release the reservation, credit what arrived,
@@ -124,7 +124,7 @@ def fail_in(uow: UnitOfWork, ctx: TreasuryContext, record: M, *, code: str, mess
         M,
         record.model_copy(
             update={
-                "status": MovementStatus.FAILED,
+                "status": next_status(record.status, MovementTrigger.FAIL),
                 "error": MovementError(code=code, message=message),
             }
         ),
@@ -204,7 +204,7 @@ class SettlementService:
         claimed = uow.jobs.claim(job.id)
         if claimed is None:  # done meanwhile, or another runner holds it
             return False
-        if record is not None and record.status is MovementStatus.PENDING:
+        if record is not None and settleable(record.status):
             complete_in(uow, self._ctx, record)  # the sandbox rail confirms what falls due
         uow.jobs.finish(claimed.id)
         return True

@@ -13,9 +13,14 @@ from treasury_core.services.idempotency import finish
 from treasury_core.services.settlement import KINDS, settle
 from treasury_core.services.support import TreasuryContext, wallet_of
 from treasury_core.treasury.movements import transfer_legs
-from treasury_core.treasury.records import MovementStatus, Transfer
+from treasury_core.treasury.records import Transfer
 from treasury_core.treasury.requests import CreateTransferRequest
+from treasury_core.treasury.states import MovementTrigger, next_status
 from treasury_core.wallets import Wallet
+
+# The two ways a transfer starts (looked up once: the table is fixed).
+_CREATED_PENDING = next_status(None, MovementTrigger.CREATE)
+_CREATED_SETTLED = next_status(None, MovementTrigger.CREATE_SETTLED)
 
 
 class TransferService:
@@ -76,7 +81,7 @@ class TransferService:
                 exchange_rate_from_to=rate,
                 reference=request.reference,
                 description=request.description,
-                status=MovementStatus.PENDING if cross else MovementStatus.COMPLETED,
+                status=_CREATED_PENDING if cross else _CREATED_SETTLED,
                 error=None,
                 created_at=now,
                 pending_ids=(

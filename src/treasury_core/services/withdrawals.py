@@ -12,8 +12,9 @@ from treasury_core.services.idempotency import finish
 from treasury_core.services.settlement import KINDS, settle
 from treasury_core.services.support import TreasuryContext, require_id, wallet_of
 from treasury_core.treasury.movements import FeeRule, withdrawal_legs
-from treasury_core.treasury.records import BankAccount, MovementStatus, Withdrawal
+from treasury_core.treasury.records import BankAccount, Withdrawal
 from treasury_core.treasury.requests import CreateWithdrawalRequest
+from treasury_core.treasury.states import MovementTrigger, next_status
 from treasury_core.wallets import Wallet
 
 
@@ -82,7 +83,7 @@ class WithdrawalService:
             reference=request.reference,
             description=request.description,
             withdraw_fee=fee,
-            status=MovementStatus.PENDING,
+            status=next_status(None, MovementTrigger.CREATE),
             error=None,
             created_at=now,
             pending_ids=tuple(journal.leg_id(i) for i in range(len(journal.legs))),

@@ -7,14 +7,28 @@ Importable without Hypothesis:
 - :func:`check_invariants`: the ledger invariants of ``ledger-invariants.md``, run against any
   storage; raises :class:`InvariantViolation` listing every breach.
 
-With Hypothesis installed (the ``dev`` extra), :mod:`treasury_core.testing.strategies` has
-strategies for currencies, amounts, accounts and operation sequences, and
-:mod:`treasury_core.testing.machine` the stateful ``LedgerMachine`` to subclass for your own
-storage, and :mod:`treasury_core.testing.payments_machine` the stateful ``PaymentsMachine``
-(exported here as :class:`PaymentsMachine`, imported on first use so that this package stays
-importable without Hypothesis).
+With Hypothesis installed (the ``dev`` extra):
+
+- :mod:`treasury_core.testing.strategies`: strategies for currencies, amounts, wallets (service
+  requests and ledger accounts) and ledger operation sequences (``ledger_programs`` with
+  ``run_program``);
+- the stateful machines, each run against a storage you supply by subclassing and overriding
+  ``make_storage()`` (or through its ``*_test_case(factory)`` helper), each open to rules and
+  invariants of your own:
+
+  - :class:`LedgerMachine` (:mod:`~treasury_core.testing.machine`): journals through the storage
+    port, against a reference ledger;
+  - :class:`TreasuryMachine` (:mod:`~treasury_core.testing.treasury_machine`): wallets, deposits,
+    withdrawals, transfers and FX through the services;
+  - :class:`PaymentsMachine` (:mod:`~treasury_core.testing.payments_machine`): payment intents
+    with the sandbox card table.
+
+The machines and their ``*_test_case`` helpers are exported here but imported on first use, so
+that ``import treasury_core.testing`` works without Hypothesis. The guide
+``docs/guides/property-testing.md`` walks through finding a bug in a storage adapter with them.
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 from treasury_core.testing.clock import FakeClock, SequentialIds
@@ -22,22 +36,49 @@ from treasury_core.testing.invariants import InvariantViolation, check_invariant
 from treasury_core.testing.memory import MemoryStorage
 
 if TYPE_CHECKING:
-    from treasury_core.testing.payments_machine import PaymentsMachine
+    from treasury_core.testing.machine import LedgerMachine, ledger_machine_test_case
+    from treasury_core.testing.payments_machine import (
+        PaymentsMachine,
+        payments_machine_test_case,
+    )
+    from treasury_core.testing.treasury_machine import (
+        TreasuryMachine,
+        treasury_machine_test_case,
+    )
 
 __all__ = [
     "FakeClock",
     "InvariantViolation",
+    "LedgerMachine",
     "MemoryStorage",
     "PaymentsMachine",
     "SequentialIds",
+    "TreasuryMachine",
     "check_invariants",
+    "ledger_machine_test_case",
+    "payments_machine_test_case",
+    "treasury_machine_test_case",
 ]
+
+#: Names that need Hypothesis, and the module each comes from.
+_NEEDS_HYPOTHESIS = {
+    "LedgerMachine": "treasury_core.testing.machine",
+    "ledger_machine_test_case": "treasury_core.testing.machine",
+    "PaymentsMachine": "treasury_core.testing.payments_machine",
+    "payments_machine_test_case": "treasury_core.testing.payments_machine",
+    "TreasuryMachine": "treasury_core.testing.treasury_machine",
+    "treasury_machine_test_case": "treasury_core.testing.treasury_machine",
+}
 
 
 def __getattr__(name: str) -> object:
-    """``PaymentsMachine`` needs Hypothesis: import it only when asked for."""
-    if name == "PaymentsMachine":
-        from treasury_core.testing.payments_machine import PaymentsMachine
+    """The machines need Hypothesis: import their module only when one is asked for."""
+    module = _NEEDS_HYPOTHESIS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module), name)
 
-        return PaymentsMachine
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    """The module's names, the lazily imported ones included."""
+    return sorted({*globals(), *__all__})

@@ -19,8 +19,7 @@ storage must agree. After every step the machine checks:
 - after each refusal, that nothing at all changed (invariant 8), and after each expiry run, that a
   second run finds nothing to do (invariant 7).
 
-To test your own storage, override :meth:`LedgerMachine.make_storage` in a subclass, or build a
-test case from a factory::
+To test your own storage, build a test case from a factory::
 
     from treasury_core.testing.machine import ledger_machine_test_case
 
@@ -30,13 +29,50 @@ The factory returns a :class:`~treasury_core.ports.storage.Storage` (closed afte
 context manager yielding one (exited after each run: drop the schema there). Each run needs an
 empty ledger.
 
+Or subclass, override :meth:`LedgerMachine.make_storage`, and add rules and invariants of your
+own next to the inherited ones, e.g. for the shapes of traffic your application produces::
+
+    from hypothesis import strategies as st
+    from hypothesis.stateful import invariant, precondition, rule
+    from treasury_core.ledger import AccountKind, PendingCategory, Reserve
+    from treasury_core.testing.machine import LedgerMachine
+
+    class MyStorageLedger(LedgerMachine):
+        max_amount = 5_000  # class attributes tune the inherited rules
+
+        def make_storage(self) -> Storage:
+            return MyStorage(...)
+
+        @rule(data=st.data())
+        def checkout_hold(self, data: st.DataObject) -> None:
+            # Our checkout: a 15-minute hold from a wallet to the outside world.
+            wallet = data.draw(st.sampled_from(self.model.wallets()))
+            code = self.model.currency[wallet]
+            world = self.system_account(AccountKind.WORLD, code)
+            deadline = self.clock.now() + timedelta(minutes=15)
+            hold = Reserve(wallet, world, code, 100, PendingCategory.HOLD, deadline)
+            self.apply_journal([hold])  # storage and model must agree, even on a refusal
+
+        @invariant()
+        def my_extra_check(self) -> None:
+            assert self.storage.my_consistency_check()
+
+    TestMyStorageLedger = MyStorageLedger.TestCase
+
+A rule of your own sees the run's :attr:`~LedgerMachine.storage`, :attr:`~LedgerMachine.clock`
+(a :class:`~treasury_core.testing.clock.FakeClock`), :attr:`~LedgerMachine.model` (the
+:class:`ReferenceLedger`: wallets, balances, room under the limit, pending movements, what is due)
+and :attr:`~LedgerMachine.currencies`; it changes the ledger only through
+:meth:`~LedgerMachine.apply_journal` (or :meth:`~LedgerMachine.expect_refusal`), so that the
+model follows, and the inherited invariant checks the storage against it after every step.
+
 This module needs Hypothesis (a test dependency).
 """
 
 from __future__ import annotations
 
 import unittest
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -271,7 +307,12 @@ class LedgerMachine(RuleBasedStateMachine):
 
     Subclass and override :meth:`make_storage` (or use :func:`ledger_machine`) to run it on your
     storage; tune :attr:`currency_pool`, :attr:`max_amount` and :attr:`max_wallets` as class
-    attributes.
+    attributes; add your own ``@rule`` and ``@invariant`` methods, which change the ledger through
+    :meth:`apply_journal` (see the module docstring).
+
+    Attributes a subclass may read: ``storage`` (the run's storage), ``clock`` (the run's
+    :class:`~treasury_core.testing.clock.FakeClock`, the ``now`` every journal is applied at),
+    ``model`` (the :class:`ReferenceLedger`) and ``currencies`` (this run's 2-3 codes).
     """
 
     #: Currencies each run draws its 2-3 from.
@@ -554,6 +595,30 @@ class LedgerMachine(RuleBasedStateMachine):
         """A movement that does not exist cannot be resolved."""
         leg = _resolution(action, "no-such-pending")
         self._refused([leg], LedgerRejected, "pending_not_found")
+
+    # For the rules of subclasses --------------------------------------------------------------
+
+    def apply_journal(self, legs: Sequence[Leg], *, operation: str = "movement") -> None:
+        """Apply ``legs`` as one journal, at ``clock.now()``, to the storage and the model.
+
+        The model decides whether the journal must be accepted or refused (and with which error
+        code); the storage must agree, and a refused journal must change nothing at all. Raises
+        ``AssertionError`` (a finding) otherwise. Refusals are normal: rules may build any legs.
+        """
+        self._apply(list(legs), operation=operation)
+
+    def expect_refusal(
+        self, legs: Sequence[Leg], error: type[InsufficientFunds | LedgerRejected], code: str
+    ) -> None:
+        """Apply ``legs``, built to be refused with ``error`` and ``code``: the model must
+        predict that refusal (else the rule itself is wrong) and the storage must then agree."""
+        self._refused(list(legs), error, code)
+
+    def system_account(self, kind: AccountKind, currency: str) -> str:
+        """The id of the run's unguarded ``world``, ``fx_liquidity`` or ``fees`` account."""
+        if kind is AccountKind.WALLET:
+            raise ValueError("wallets are many: pick one from self.model.wallets(currency)")
+        return _system_id(kind, currency)
 
     # Checks after every step ------------------------------------------------------------------
 

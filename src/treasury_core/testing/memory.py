@@ -200,6 +200,16 @@ class _Ledger:
     def pendings(self) -> Iterator[PendingMovement]:
         return iter(sorted(self._tx.state.pendings.values(), key=lambda p: p.id))
 
+    def postings_page(self, after_id: str | None, limit: int) -> list[Posting]:
+        # Sorting per page is quadratic over a whole audit; fine for a test double's sizes.
+        rows = sorted(self._tx.state.postings, key=lambda p: p.id)
+        if after_id is not None:
+            rows = [p for p in rows if p.id > after_id]
+        return rows[:limit]
+
+    def count_postings(self) -> int:
+        return len(self._tx.state.postings)
+
 
 class _Companies:
     def __init__(self, tx: _Tx) -> None:

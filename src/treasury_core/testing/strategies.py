@@ -1,4 +1,4 @@
-"""Hypothesis strategies for treasury-core: currencies, amounts, accounts and ledger programs.
+"""Hypothesis strategies for treasury-core: currencies, amounts, wallets, accounts and programs.
 
 For property tests of code that embeds treasury-core, e.g.::
 
@@ -11,6 +11,18 @@ For property tests of code that embeds treasury-core, e.g.::
         storage = make_my_storage()
         run_program(storage, program)
         check_invariants(storage)
+
+What there is:
+
+- :func:`currencies`, :func:`currency_sets`: enabled ISO codes (of a registry, or the defaults);
+- :func:`amounts`, :func:`overdraft_limits`: ``int`` minor units;
+- :func:`wallet_requests` (and :func:`wallet_names`): ``CreateWalletRequest`` bodies for
+  ``treasury.wallets.create``, the service-level wallet;
+- :func:`wallet_accounts`, :func:`accounts`: ledger accounts for ``uow.ledger.open_account``;
+- :func:`ledger_programs` with :func:`run_program`: operation sequences against the storage port.
+  For sequences that react to the state as they go, subclass the stateful machines of
+  :mod:`treasury_core.testing.machine` (ledger), :mod:`treasury_core.testing.treasury_machine`
+  and :mod:`treasury_core.testing.payments_machine` (services).
 
 A :class:`LedgerProgram` is a set of accounts plus a sequence of journals and clock advances. It is
 generated without looking at any ledger, so some of its journals are refused (an overdraft, a
@@ -26,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from hypothesis import strategies as st
 
@@ -47,6 +59,7 @@ from treasury_core.ledger import (
 )
 from treasury_core.ports.storage import Storage, UnitOfWork
 from treasury_core.testing.clock import FakeClock
+from treasury_core.wallets import CreateWalletRequest
 
 __all__ = [
     "MAX_AMOUNT",
@@ -64,6 +77,8 @@ __all__ = [
     "pending_categories",
     "run_program",
     "wallet_accounts",
+    "wallet_names",
+    "wallet_requests",
 ]
 
 #: The default largest amount: a trillion minor units, so thousands of them still sum far below
@@ -117,6 +132,49 @@ def overdraft_limits(max_value: int = 100_000) -> st.SearchStrategy[int]:
 def pending_categories() -> st.SearchStrategy[PendingCategory]:
     """``hold`` (authorization) or ``out`` (withdrawal, transfer)."""
     return st.sampled_from(PendingCategory)
+
+
+#: Unicode categories a name may not use: control characters (NUL among them), which the request
+#: models refuse, and surrogates, which cannot be encoded at all.
+_UNSAFE_CATEGORIES: tuple[Literal["Cc"], Literal["Cs"]] = ("Cc", "Cs")
+
+
+def wallet_names(max_size: int = 40) -> st.SearchStrategy[str]:
+    """Names a wallet request accepts: any Unicode text without control characters or
+    surrogates, not blank, at most ``max_size`` characters (the limit is 255).
+
+    Non-ASCII letters, emoji, and leading or trailing spaces (which the request strips) come up,
+    because a storage adapter that mangles them is exactly what these tests should find.
+    """
+    if not 1 <= max_size <= 255:
+        raise ValueError("wallet names have 1 to 255 characters")
+    text = st.text(
+        st.characters(exclude_categories=_UNSAFE_CATEGORIES), min_size=1, max_size=max_size
+    )
+    return text.filter(lambda s: bool(s.strip()))
+
+
+def wallet_requests(
+    currency: str | st.SearchStrategy[str] | None = None,
+    *,
+    registry: CurrencyRegistry | None = None,
+) -> st.SearchStrategy[CreateWalletRequest]:
+    """Valid ``CreateWalletRequest`` bodies, for ``treasury.wallets.create(company_id, request)``.
+
+    ``currency`` may be a fixed code or a strategy (default: :func:`currencies` of ``registry``).
+    The description is absent, empty or free text with newlines. Every request generated passes
+    the model's validation, so a refusal by the service is a finding, not noise.
+    """
+    descriptions = st.none() | st.text(
+        st.characters(exclude_categories=_UNSAFE_CATEGORIES, include_characters="\n\t"),
+        max_size=80,
+    )
+    return st.builds(
+        CreateWalletRequest,
+        name=wallet_names(),
+        currency_id=_as_strategy(currency, currencies(registry)),
+        description=descriptions,
+    )
 
 
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
