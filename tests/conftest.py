@@ -16,6 +16,10 @@ from treasury_core.ports import Storage
 from treasury_core.testing.clock import FakeClock
 from treasury_core.testing.memory import MemoryStorage
 
+# pytester runs user-style test files against the installed pytest plugin (tests/pytest_plugin);
+# pytest accepts pytest_plugins only in the top-level conftest.
+pytest_plugins = ["pytester"]
+
 POSTGRES_ENV = "TREASURY_TEST_POSTGRES_URL"
 
 

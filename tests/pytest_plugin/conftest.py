@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["pytester"]
-
 
 @pytest.fixture(scope="session")
 def warm_imports(tmp_path_factory: pytest.TempPathFactory) -> None:
