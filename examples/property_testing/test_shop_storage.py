@@ -40,7 +40,7 @@ REPRODUCIBLE = settings(
 @REPRODUCIBLE
 @given(ledger_programs())
 def test_programs_keep_the_ledger_invariants(program: LedgerProgram) -> None:
-    """Any sequence of journals leaves a consistent ledger (``ledger-invariants.md``)."""
+    """Any sequence of journals leaves a consistent ledger (the ledger invariants)."""
     storage = ShopStorage()
     run_program(storage, program)
     check_invariants(storage)

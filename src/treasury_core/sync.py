@@ -74,7 +74,11 @@ class BlockingTreasury:
         self._timeout = timeout
         self._close_treasury = close_treasury
         self._lock = threading.Lock()
-        self._closed = False
+        # Held for the whole of close(): a second closer waits for the first, and a close that
+        # failed half-way (Ctrl-C while waiting) can be tried again.
+        self._close_lock = threading.Lock()
+        self._closing = False  # no new calls once set
+        self._closed = False  # set once close() has finished
         self._in_flight: set[concurrent.futures.Future[Any]] = set()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name=thread_name, daemon=True)
@@ -106,8 +110,8 @@ class BlockingTreasury:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` has been called."""
-        return self._closed
+        """Whether :meth:`close` has been called (new calls are refused from then on)."""
+        return self._closing
 
     def call(self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``await fn(*args, **kwargs)`` on the hosted loop and return its result.
@@ -140,33 +144,44 @@ class BlockingTreasury:
     def close(self) -> None:
         """Wait for calls in flight, close the treasury (unless told not to), stop the loop.
 
-        Idempotent. Calls made after it raise :class:`RuntimeError`.
+        Work scheduled on :attr:`loop` by other means (a background task started with
+        ``asyncio.run_coroutine_threadsafe``) should be stopped by its owner first; whatever is
+        still running then is cancelled and awaited before the treasury closes, so nothing is
+        left using closed storage. Idempotent; a close that was interrupted can be called
+        again. Calls made after it raise :class:`RuntimeError`.
         """
         self._refuse_on_loop_thread()
-        with self._lock:
+        with self._close_lock:
             if self._closed:
                 return
+            if self._loop.is_closed():  # an earlier close() stopped the loop, then failed
+                self._closed = True
+                return
+            with self._lock:
+                self._closing = True
+                in_flight = list(self._in_flight)
+            # Calls other threads already started finish (their callers are told their
+            # outcome); nothing of ours is cancelled halfway through a movement.
+            concurrent.futures.wait(in_flight)
+            try:
+                asyncio.run_coroutine_threadsafe(_cancel_other_tasks(), self._loop).result()
+                if self._close_treasury:
+                    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+                    def close_on_loop() -> None:
+                        # The storage's threads and connections were made for this loop's
+                        # thread.
+                        try:
+                            self._treasury.close()
+                            done.set_result(None)
+                        except BaseException as exc:
+                            done.set_exception(exc)
+
+                    self._loop.call_soon_threadsafe(close_on_loop)
+                    done.result()
+            finally:
+                self._stop_loop()
             self._closed = True
-            in_flight = list(self._in_flight)
-        # Calls other threads already started finish (their callers are told their outcome);
-        # nothing is cancelled halfway through a movement.
-        concurrent.futures.wait(in_flight)
-        try:
-            if self._close_treasury:
-                done: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-                def close_on_loop() -> None:
-                    # The storage's threads and connections were made for this loop's thread.
-                    try:
-                        self._treasury.close()
-                        done.set_result(None)
-                    except BaseException as exc:
-                        done.set_exception(exc)
-
-                self._loop.call_soon_threadsafe(close_on_loop)
-                done.result()
-        finally:
-            self._stop_loop()
 
     def __enter__(self) -> BlockingTreasury:
         """Use it as a context manager: :meth:`close` on the way out."""
@@ -189,7 +204,7 @@ class BlockingTreasury:
         try:
             self._refuse_on_loop_thread()
             with self._lock:
-                if self._closed:
+                if self._closing:
                     raise RuntimeError("BlockingTreasury is closed")
                 future = asyncio.run_coroutine_threadsafe(coro, self._loop)
                 self._in_flight.add(future)
@@ -255,3 +270,12 @@ async def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[st
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+async def _cancel_other_tasks() -> None:
+    """Cancel every task on this loop but the running one, and wait for them to end."""
+    current = asyncio.current_task()
+    others = [task for task in asyncio.all_tasks() if task is not current]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)

@@ -255,7 +255,8 @@ def test_a_webhook_reaches_the_receiver_signed_and_is_retried_on_the_clock(
 
 
 def test_run_due_delivers_when_the_worker_is_asleep(users: pytest.Pytester) -> None:
-    # The worker looks once an hour: only run_due (or an advance) can send the webhook.
+    # The worker looks once an hour, and the fixture is ready only once its first look is over:
+    # nothing but run_due (or an advance) can send the webhook.
     users.makeconftest(
         """
         import pytest
@@ -277,7 +278,7 @@ def test_run_due_delivers_when_the_worker_is_asleep(users: pytest.Pytester) -> N
         def test_run_due(treasury_server, treasury_webhook_receiver):
             treasury_server.subscribe(treasury_webhook_receiver)
             call(treasury_server, "POST", "/api/v1/payments/intent", intent_body(treasury_server))
-            assert treasury_webhook_receiver.deliveries == []
+            assert treasury_webhook_receiver.deliveries == []  # the worker is waiting its hour
             treasury_server.run_due()
             assert treasury_webhook_receiver.wait_for(CREATED, timeout=0).status == 200
 
@@ -313,12 +314,14 @@ def test_async_tests_under_pytest_asyncio_and_anyio(users: pytest.Pytester) -> N
                 }) as response:
                     assert response.status == 200
                     intent = await response.json()
-            # The service straight from the test's own loop, too.
-            accounts = await server.treasury.companies.merchant_accounts(server.company_id)
+            # A service call, run on the server's loop while this loop awaits it.
+            accounts = await server.call_async(
+                server.treasury.companies.merchant_accounts(server.company_id)
+            )
             assert [a.id for a in accounts] == [server.account_id]
             await server.run_due_async()
-            # Straight from the test's loop as well (the fixture hops to the server's loop).
-            await server.treasury.notifications.run_due()
+            # Any pass over deliveries, too: serialized with the worker's on the server's loop.
+            await server.call_async(server.treasury.notifications.run_due())
             delivery = await receiver.wait_for_async(CREATED)
             assert delivery.object["id"] == str(intent["id"])
             assert (await server.advance_async(10)) == server.clock.now()

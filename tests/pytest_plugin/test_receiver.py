@@ -42,6 +42,15 @@ def post(url: str, headers: dict[str, str], body: str = BODY) -> int:
         return error.code
 
 
+def wait_until_waiting(receiver: WebhookReceiver, count: int = 1) -> None:
+    """Return once ``count`` wait_for / wait_for_async calls are waiting for a delivery, so a
+    delivery sent afterwards is one that wakes them (not one they find on their first look)."""
+    state = receiver._state
+    with state.lock:  # notified whenever a waiter starts waiting
+        if not state.lock.wait_for(lambda: state.waiting >= count, timeout=10):
+            raise TimeoutError(f"{count} waiter(s) expected, {state.waiting} waiting")
+
+
 @pytest.fixture
 def receiver() -> Iterator[WebhookReceiver]:
     # Built as the plugin's fixture builds it, with a secret trusted.
@@ -143,6 +152,7 @@ def test_wait_for_times_out_saying_what_did_arrive(receiver: WebhookReceiver) ->
     assert post(receiver.url, signed_headers(SECRET)) == 200
     with pytest.raises(TimeoutError) as raised:
         receiver.wait_for("treasury.transfer.completed", timeout=0.05)
+    assert receiver._state.waiting == 0  # no longer counted once it gave up
     message = str(raised.value)
     assert "treasury.transfer.completed" in message
     assert "treasury.deposit.completed" in message  # what did arrive
@@ -150,38 +160,41 @@ def test_wait_for_times_out_saying_what_did_arrive(receiver: WebhookReceiver) ->
 
 
 def test_wait_for_wakes_when_a_delivery_arrives_later(receiver: WebhookReceiver) -> None:
-    # The waiter is known to be waiting before the POST starts: the delivery is "later".
-    waiting = threading.Event()
+    # The POST starts only once wait_for is inside its wait: the delivery is "later", and it is
+    # the record's notification that wakes the waiter.
     statuses: list[int] = []
 
     def deliver() -> None:
-        waiting.wait(10)
+        wait_until_waiting(receiver)
         statuses.append(post(receiver.url, signed_headers(SECRET)))
 
     sender = threading.Thread(target=deliver)
     sender.start()
-    waiting.set()
     try:
         received = receiver.wait_for("treasury.deposit.completed", timeout=10)
     finally:
         sender.join()
     assert received.id == "evt_1"
     assert statuses == [200]
+    assert receiver._state.waiting == 0
 
 
 async def test_wait_for_async_wakes_without_blocking_the_loop(receiver: WebhookReceiver) -> None:
     waiter = asyncio.create_task(receiver.wait_for_async("treasury.deposit.completed"))
-    await asyncio.sleep(0)  # let the waiter register before anything arrives (no timing)
+    # Waited for in a thread, while this loop runs the waiter up to its wait.
+    await asyncio.to_thread(wait_until_waiting, receiver)
     assert not waiter.done()
-    # The POST runs in a thread while this loop keeps running the waiter.
+    # The POST runs in a thread while this loop keeps running the waiter, which it wakes.
     assert await asyncio.to_thread(post, receiver.url, signed_headers(SECRET)) == 200
     received = await waiter
     assert received.id == "evt_1"
+    assert receiver._state.waiting == 0
 
 
 async def test_wait_for_async_times_out(receiver: WebhookReceiver) -> None:
     with pytest.raises(TimeoutError, match=r"no 1 delivery of treasury\.deposit\.completed"):
         await receiver.wait_for_async("treasury.deposit.completed", timeout=0.05)
+    assert receiver._state.waiting == 0
 
 
 def test_close_stops_listening() -> None:

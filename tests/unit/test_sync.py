@@ -185,6 +185,50 @@ def test_close_lets_calls_in_flight_finish_then_refuses_new_ones(config: Treasur
     blocking.close()  # idempotent
 
 
+def test_close_cancels_work_left_on_the_loop_before_closing_the_treasury(
+    config: TreasuryConfig,
+) -> None:
+    blocking = BlockingTreasury(partial(bootstrap, config))
+    company_id = blocking.companies.create_company("Acme").company.id
+    seen_open: list[bool] = []
+
+    async def background() -> None:  # a task its owner forgot to stop
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            # Cancelled while the storage is still open: it can still be read.
+            companies = blocking.treasury.companies
+            seen_open.append(bool(await companies.merchant_accounts(company_id)))
+            raise
+
+    task = asyncio.run_coroutine_threadsafe(background(), blocking.loop)
+    blocking.close()
+    assert task.cancelled()
+    assert seen_open == [True]
+
+
+def test_a_close_that_failed_half_way_can_be_called_again(config: TreasuryConfig) -> None:
+    treasury = bootstrap(config)
+    closes = 0
+    close = treasury.close
+
+    def close_fails_once() -> None:
+        nonlocal closes
+        closes += 1
+        if closes == 1:
+            raise OSError("disk went away")
+        close()
+
+    treasury.close = close_fails_once  # type: ignore[method-assign]
+    blocking = BlockingTreasury(treasury)
+    with pytest.raises(OSError, match="disk went away"):
+        blocking.close()
+    assert blocking.closed  # refusing new calls already
+    blocking.close()  # the loop is gone: nothing left to do, and no hang
+    assert blocking.loop.is_closed()
+    close()
+
+
 def test_close_closes_the_treasury_it_owns_and_only_that(config: TreasuryConfig) -> None:
     before = set(threading.enumerate())
     owned = BlockingTreasury(partial(bootstrap, config))

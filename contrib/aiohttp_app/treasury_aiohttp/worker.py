@@ -10,6 +10,7 @@ import contextlib
 import logging
 import signal
 import time
+from collections.abc import Callable
 
 from treasury_aiohttp.notifier import HttpSender
 from treasury_core import Treasury
@@ -20,8 +21,13 @@ log = logging.getLogger("treasury.jobs")
 _PURGE_EVERY_SECONDS = 600.0
 
 
-async def work_loop(treasury: Treasury, stop: asyncio.Event) -> None:
+async def work_loop(
+    treasury: Treasury, stop: asyncio.Event, *, after_pass: Callable[[], None] | None = None
+) -> None:
     """Look for due work every ``config.job_poll_seconds`` until ``stop`` is set.
+
+    ``after_pass`` is called after each whole pass, before the wait for the next (a test
+    harness learns from it that work due at start has been done).
 
     The batch in progress finishes before the loop ends, so a delivery being sent is recorded
     (its claim released) rather than left to its lease; a backlog left behind is the next
@@ -38,6 +44,8 @@ async def work_loop(treasury: Treasury, stop: asyncio.Event) -> None:
                 next_purge = time.monotonic() + _PURGE_EVERY_SECONDS
         except Exception:
             log.exception("background work failed; retrying")
+        if after_pass is not None:
+            after_pass()
         # Wait for the next look, or for shutdown, whichever comes first.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), treasury.config.job_poll_seconds)

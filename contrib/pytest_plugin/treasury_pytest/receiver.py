@@ -80,6 +80,10 @@ class _State:
     failures: list[int] = field(default_factory=list)
     # Async waiters: each is woken (on its own loop) whenever anything is recorded.
     async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=set)
+    # wait_for / wait_for_async calls that found nothing and are waiting for a record; ``lock``
+    # is notified when one starts. A blocking one counts while it is inside ``lock.wait``: a
+    # thread holding ``lock`` that sees it counted knows a record now wakes it.
+    waiting: int = 0
 
 
 def _verify(secrets: list[str], body: bytes, headers: Mapping[str, str]) -> tuple[Any, str]:
@@ -286,12 +290,23 @@ class WebhookReceiver:
         if count < 1:
             raise ValueError("count must be at least 1")
         deadline = time.monotonic() + timeout
-        with self._state.lock:
-            while (found := self._found(event_type, match, count)) is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._state.lock.wait(remaining)
+        state = self._state
+        with state.lock:
+            found = self._found(event_type, match, count)
+            if found is None and timeout > 0:
+                # Counted from here to the end of the wait; the lock is released only inside
+                # lock.wait, so whoever sees the count under the lock sees us waiting.
+                state.waiting += 1
+                state.lock.notify_all()  # once per call: waiters never wake each other in turn
+                try:
+                    while found is None:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        state.lock.wait(remaining)
+                        found = self._found(event_type, match, count)
+                finally:
+                    state.waiting -= 1
         if found is None:
             raise self._timed_out(event_type, count, timeout)
         return found
@@ -313,24 +328,33 @@ class WebhookReceiver:
         loop = asyncio.get_running_loop()
         arrived = asyncio.Event()
         waiter = (loop, arrived)
-        with self._state.lock:
-            self._state.async_waiters.add(waiter)
+        state = self._state
+        with state.lock:
+            state.async_waiters.add(waiter)
+        counted = False
         try:
             async with asyncio.timeout(timeout):
                 while True:
                     # Cleared before looking: a record made after the look sets it again, so
                     # no wake-up is lost between the look and the wait.
                     arrived.clear()
-                    with self._state.lock:
+                    with state.lock:
                         found = self._found(event_type, match, count)
+                        if found is None and not counted:
+                            # Registered, and nothing yet: any record from now on wakes us.
+                            counted = True
+                            state.waiting += 1
+                            state.lock.notify_all()
                     if found is not None:
                         return found
                     await arrived.wait()
         except TimeoutError:
             raise self._timed_out(event_type, count, timeout) from None
         finally:
-            with self._state.lock:
-                self._state.async_waiters.discard(waiter)
+            with state.lock:
+                state.async_waiters.discard(waiter)
+                if counted:
+                    state.waiting -= 1
 
     def close(self) -> None:
         """Stop listening; waits for requests being answered."""

@@ -5,6 +5,13 @@ worker that ``treasury serve`` runs) on a fresh event loop in a background threa
 same from a sync test, a pytest-asyncio, anyio or pytest-aiohttp test: nothing it does waits for
 the test's loop, and the test may block (``requests``, ``urllib``) without stalling it.
 
+Service calls on the served treasury go through :meth:`TreasuryServer.call` or
+:meth:`TreasuryServer.call_async`, which run them on the server's loop. Awaited straight from the
+test's own loop they would be unsafe: the treasury's asyncio locks (per payment intent, and the
+one that runs passes over deliveries one at a time, per loop) belong to the loop they were first
+used on, so the call either fails ("bound to a different event loop") or is not serialized with
+the server and its worker at all.
+
 aiohttp is imported only when a server starts: this module is imported by the pytest plugin,
 which must load where treasury-core is installed without the ``server`` extra.
 """
@@ -13,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -89,7 +96,8 @@ class TreasuryServer:
 
     Attributes:
         base_url: ``http://127.0.0.1:<port>``, no trailing slash.
-        treasury: the :class:`~treasury_core.Treasury` the server serves (same storage).
+        treasury: the :class:`~treasury_core.Treasury` the server serves (same storage); run
+            its service calls with :meth:`call` or :meth:`call_async`, on the server's loop.
         clock: its business clock; the sandbox ``clock/advance`` endpoint moves it too.
         company_id, account_id: the company and its default merchant account.
         secret_key, publishable_key: the company's API keys (``sk_…``, ``pk_…``).
@@ -106,6 +114,8 @@ class TreasuryServer:
         self.clock = clock
         self._loop = _LoopThread("treasury-test-server")
         self._runner: web.AppRunner | None = None
+        self._first_pass_done: asyncio.Event | None = None
+        self._worker: asyncio.Task[None] | None = None
 
     @classmethod
     def start(
@@ -119,6 +129,10 @@ class TreasuryServer:
         """Serve ``treasury`` on ``host`` (a free port) with the background worker running,
         and create a company with its keys. Raises :class:`ImportError` without aiohttp.
 
+        Returns once the worker's first pass over due work is over: from then on it looks
+        again every ``job_poll_seconds`` and not before (with a long interval, nothing goes out
+        until the test calls :meth:`run_due` or :meth:`advance`).
+
         The treasury is not closed by :meth:`close`: whoever built it closes it.
         """
         from aiohttp import web
@@ -127,13 +141,16 @@ class TreasuryServer:
 
         server = cls(treasury, clock)
         try:
-            # run_jobs: due deliveries go out on their own, within ``job_poll_seconds``.
-            app = create_app(treasury, run_jobs=True)
+            # The worker ``run_jobs=True`` would add, with a stop event that tells when its
+            # first pass is over: due deliveries go out on their own, within job_poll_seconds.
+            app = create_app(treasury)
+            app.cleanup_ctx.append(server._run_worker)
             runner = web.AppRunner(app, shutdown_timeout=5.0)
             server._runner = runner
             port = server.call(server._listen(runner, host))
             server.base_url = f"http://{host}:{port}"
             created = server.call(treasury.companies.create_company(company_name))
+            server.call(server._first_pass())
         except BaseException:
             server.close()
             raise
@@ -142,6 +159,34 @@ class TreasuryServer:
         server.secret_key = created.secret_key
         server.publishable_key = created.publishable_key
         return server
+
+    async def _run_worker(self, app: web.Application) -> AsyncIterator[None]:
+        """As ``create_app(run_jobs=True)``'s job runner: the worker runs while the app does,
+        and finishes its batch on cleanup."""
+        from treasury_aiohttp.worker import work_loop
+
+        stop = asyncio.Event()
+        first_pass = self._first_pass_done = asyncio.Event()
+        task = self._worker = asyncio.create_task(
+            work_loop(self.treasury, stop, after_pass=first_pass.set), name="treasury-jobs"
+        )
+        yield
+        stop.set()
+        await task
+
+    async def _first_pass(self) -> None:
+        """Return once the worker's first pass is over (it then waits ``job_poll_seconds``)."""
+        done, worker = self._first_pass_done, self._worker
+        if done is None or worker is None:
+            raise RuntimeError("the app is not running")
+        idle = asyncio.ensure_future(done.wait())
+        try:
+            await asyncio.wait({idle, worker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            idle.cancel()
+        if not done.is_set():
+            worker.result()  # raises what ended the worker
+            raise RuntimeError("the background worker ended before its first pass was over")
 
     @staticmethod
     async def _listen(runner: web.AppRunner, host: str) -> int:
@@ -180,8 +225,12 @@ class TreasuryServer:
         """Run ``awaitable`` (a treasury service call, say) on the server's event loop and
         return its result: how a sync test uses the async API.
 
-        Blocks the calling thread; from an async test await :meth:`call_async` (or the service
-        directly), so that a receiver on the test's own loop can still answer.
+        Every service call on :attr:`treasury` goes through here or :meth:`call_async`: the
+        treasury's asyncio locks belong to the server's loop (see the module), so awaiting a
+        service straight from the test's loop is unsafe.
+
+        Blocks the calling thread; from an async test await :meth:`call_async`, so that a
+        receiver on the test's own loop can still answer.
         """
         return self._loop.run(_await(awaitable), timeout)
 

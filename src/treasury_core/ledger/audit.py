@@ -7,16 +7,18 @@ the postings and the pending movements it compares are one consistent state even
 service keeps writing: a movement committed after the audit started is invisible to every one of
 its reads, never half seen, and cannot raise a false alarm.
 
-It never holds the posting table in memory. Postings are read in pages in id order (keyset
-paging on the primary key) and folded into one set of five counters per account as they pass.
-What it keeps:
+Postings are read in pages in id order (keyset paging on the primary key) and folded into one
+set of five counters per account as they pass. What it keeps:
 
 - every account (id, currency and counters), to compare the folds with at the end;
-- the postings of two-phase movements (reservations and their resolutions) until they are matched
-  with their pending movements; plain movements, the bulk of a ledger, are dropped after folding.
+- every posting of a two-phase movement (reservations and their resolutions), until they are
+  matched with their pending movements at the end; plain movements are dropped after folding.
+  A ledger of card payments is mostly two-phase postings, so memory grows with them (checking
+  the pending movements page by page, with an index on the postings' ``pending_id``, would make
+  it flat).
 
 Checks, with the same messages as :func:`~treasury_core.testing.invariants.ledger_violations`
-(the ``[n]`` prefix is the invariant of ``ledger-invariants.md``):
+(the ``[n]`` prefix numbers the invariant as docs/concepts/ledger.md does):
 
 - [1] each posting names two distinct, existing accounts of its own currency and has its kind's
   shape. A posting moves one amount, debited on one account and credited on the other, so a

@@ -4,7 +4,7 @@ Importable without Hypothesis:
 
 - :class:`MemoryStorage`: the in-memory storage adapter (the reference implementation);
 - :class:`FakeClock` and :class:`SequentialIds`: time and ids under test control;
-- :func:`check_invariants`: the ledger invariants of ``ledger-invariants.md``, run against any
+- :func:`check_invariants`: the ledger invariants (docs/concepts/ledger.md), run against any
   storage; raises :class:`InvariantViolation` listing every breach.
 
 With Hypothesis installed (the ``dev`` extra):
