@@ -1,6 +1,6 @@
 """CPU per request through the HTTP app's own handler chain, in process, without sockets.
 
-``python -m bench.inproc [get] [balance] [create] [transfer]`` builds the app of
+``python -m bench.inproc [get] [balance] [create] [transfer] [access] [fanout]`` builds the app of
 :func:`treasury_aiohttp.app.create_app` on an SQLite file in a temp dir, then hands it
 requests made with aiohttp's ``make_mocked_request`` (router, the four middlewares, the
 handler and the storage all run; HTTP parsing and socket writes do not) and prints the
@@ -29,7 +29,14 @@ from aiohttp.streams import StreamReader
 from aiohttp.test_utils import make_mocked_request
 
 from treasury_aiohttp.app import create_app
-from treasury_core import CreateWalletRequest, Treasury, TreasuryConfig, bootstrap
+from treasury_core import (
+    CreateIntentRequest,
+    CreateWalletRequest,
+    PaymentType,
+    Treasury,
+    TreasuryConfig,
+    bootstrap,
+)
 from treasury_core.treasury.requests import CreateDepositRequest
 
 #: Requests per repetition: reads, and writes (slower, and they grow the database).
@@ -139,11 +146,74 @@ async def _measure(
     return results
 
 
+def access_line() -> float:
+    """Microseconds per access-log line as ``treasury serve`` configures the log (to memory)."""
+    import io
+    import logging
+
+    from treasury_aiohttp import logs
+    from treasury_aiohttp.access_log import RedactingAccessLogger
+
+    logger = logging.getLogger("aiohttp.access")
+    saved = logger.handlers[:], logger.propagate, logging.getLogger().handlers[:]
+    logs.configure()
+    try:
+        [handler] = logger.handlers
+        assert isinstance(handler, logs.BufferedLineHandler)
+        handler.setStream(io.StringIO())
+        request = make_mocked_request("POST", "/api/v1/payments/intent")
+        response = web.Response(status=200, body=b"x" * 300)
+        access = RedactingAccessLogger(logger, "")
+        best = float("inf")
+        for _ in range(REPETITIONS):
+            started = time.process_time()
+            for _ in range(READS * 5):
+                access.log(request, response, 0.001)
+            best = min(best, (time.process_time() - started) / (READS * 5) * 1e6)
+        handler.close()
+        return best
+    finally:
+        logger.handlers[:], logger.propagate, logging.getLogger().handlers[:] = saved
+
+
+async def fan_out() -> float:
+    """CPU microseconds per event fanned out by the dispatcher (a company with no endpoints:
+    every create-intent request leaves one such event to the worker)."""
+    with tempfile.TemporaryDirectory(prefix="bench-inproc-") as tmp:
+        treasury = bootstrap(TreasuryConfig(database_url=f"sqlite:///{Path(tmp) / 'f.db'}"))
+        try:
+            created = await treasury.companies.create_company("Bench")
+            request = CreateIntentRequest(
+                account_id=created.merchant_account.id,
+                billing_amount=1000,
+                billing_currency="USD",
+                payment_type=PaymentType.CARD_PAYMENT,
+            )
+            best = float("inf")
+            for _ in range(REPETITIONS):
+                for _ in range(WRITES):
+                    await treasury.payments.create(created.company.id, request)
+                started, events = time.process_time(), 0
+                while batch := await treasury.notifications.dispatch(500):
+                    events += batch
+                best = min(best, (time.process_time() - started) / events * 1e6)
+            return best
+        finally:
+            treasury.close()
+
+
 def main() -> None:
-    """Print CPU microseconds per request for the workloads named (default: all four)."""
+    """Print CPU microseconds per request for the workloads named (default: all four), and
+    per access line (``access``) and per event fanned out (``fanout``) when named."""
     workloads = sys.argv[1:] or ["get", "balance", "create", "transfer"]
-    for name, micros in asyncio.run(measure(workloads)).items():
-        print(f"{name:9s} {micros:7.1f} us CPU per request (process, all threads)")
+    requests = [w for w in workloads if w not in ("access", "fanout")]
+    if requests:
+        for name, micros in asyncio.run(measure(requests)).items():
+            print(f"{name:9s} {micros:7.1f} us CPU per request (process, all threads)")
+    if "access" in workloads:
+        print(f"access    {access_line():7.1f} us CPU per access-log line")
+    if "fanout" in workloads:
+        print(f"fanout    {asyncio.run(fan_out()):7.1f} us CPU per event fanned out")
 
 
 if __name__ == "__main__":

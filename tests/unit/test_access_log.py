@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import io
+import json
 import logging
+import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from aiohttp import HttpVersion, web
@@ -10,6 +15,7 @@ from aiohttp.test_utils import make_mocked_request
 from yarl import URL
 
 from treasury_aiohttp.access_log import RedactingAccessLogger, redact
+from treasury_aiohttp.logs import BufferedLineHandler, JsonFormatter, RedactingFilter, TextFormatter
 
 
 @pytest.mark.parametrize(
@@ -123,3 +129,80 @@ def test_nothing_is_logged_below_the_loggers_level(caplog: pytest.LogCaptureFixt
         assert access.enabled is False
     with caplog.at_level(logging.INFO, logger="test.access.quiet"):
         assert access.enabled is True
+
+
+@pytest.mark.parametrize("formatter", [TextFormatter(), JsonFormatter()], ids=["text", "json"])
+@pytest.mark.parametrize("created", [1_790_000_000.0, 1_790_000_000.9996, 1_790_000_061.0421])
+def test_a_line_without_a_record_is_the_line_of_the_record(
+    formatter: TextFormatter | JsonFormatter, created: float
+) -> None:
+    record = logging.makeLogRecord(
+        {"name": "aiohttp.access", "levelname": "INFO", "levelno": logging.INFO, "msg": "a line"}
+    )
+    record.created = created
+    record.msecs = int((created - int(created)) * 1000) + 0.0  # as LogRecord computes it
+    formatter.line("aiohttp.access", "INFO", "warm the per-second cache", created - 1)
+    assert formatter.line("aiohttp.access", "INFO", "a line", created) == formatter.format(record)
+
+
+def test_a_json_line_keeps_its_exception() -> None:
+    record = logging.makeLogRecord({"name": "treasury", "levelname": "ERROR", "msg": "failed"})
+    record.exc_text = "Traceback …\nValueError: é"
+    entry = json.loads(JsonFormatter().format(record))
+    assert entry["message"] == "failed"
+    assert entry["exception"] == "Traceback …\nValueError: é"
+    assert list(entry) == ["time", "level", "logger", "message", "exception"]
+
+
+@pytest.fixture
+def configured_access() -> Iterator[tuple[logging.Logger, io.StringIO]]:
+    """`treasury serve`'s access log configuration, writing into a StringIO."""
+    logger = logging.getLogger(f"test.access.configured.{uuid.uuid4().hex}")
+    handler = BufferedLineHandler(interval=3600)
+    handler.addFilter(RedactingFilter())
+    handler.setFormatter(TextFormatter())
+    out = io.StringIO()
+    handler.setStream(out)
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    yield logger, out
+    handler.close()
+
+
+def test_the_direct_line_and_the_record_path_write_the_same_line(
+    configured_access: tuple[logging.Logger, io.StringIO],
+) -> None:
+    logger, out = configured_access
+    # pytest's log capture adds its handlers to non-propagating loggers too: back to the one
+    # handler `treasury serve` configures.
+    [handler] = [h for h in logger.handlers if isinstance(h, BufferedLineHandler)]
+    logger.handlers[:] = [handler]
+    assert isinstance(handler, BufferedLineHandler) and handler.takes_lines(logging.INFO)
+    request = make_mocked_request("GET", "/pay/pil_SECRET?card=4242424242424242")
+    access = RedactingAccessLogger(logger, "")
+    made: list[logging.LogRecord] = []
+    factory = logging.getLogRecordFactory()
+
+    def counting_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        made.append(factory(*args, **kwargs))
+        return made[-1]
+
+    logging.setLogRecordFactory(counting_factory)
+    try:
+        access.log(request, web.Response(status=200, body=b"ok"), 0.5)
+        assert made == []  # straight to the buffer
+        # A filter of the user's own: the line then goes through a LogRecord, as others do.
+        handler.addFilter(lambda record: True)
+        assert not handler.takes_lines(logging.INFO)
+        access.log(request, web.Response(status=200, body=b"ok"), 0.5)
+        assert len(made) == 1
+    finally:
+        logging.setLogRecordFactory(factory)
+    handler.flush()
+    direct, recorded = (line.split(" ", 2)[2] for line in out.getvalue().splitlines())
+    assert direct == recorded
+    assert direct == (
+        f'INFO {logger.name} - "GET /pay/pil_…?card=[card number] HTTP/1.1" 200 0 0.500000s'
+    )
+    assert "4242424242424242" not in out.getvalue() and "SECRET" not in out.getvalue()

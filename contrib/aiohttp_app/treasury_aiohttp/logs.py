@@ -12,13 +12,21 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections import deque
 from datetime import UTC, datetime
 from typing import Any
 
 from treasury_aiohttp.redaction import scrub
 
-__all__ = ["BufferedLineHandler", "JsonFormatter", "RedactingFilter", "configure", "scrub"]
+__all__ = [
+    "BufferedLineHandler",
+    "JsonFormatter",
+    "RedactingFilter",
+    "TextFormatter",
+    "configure",
+    "scrub",
+]
 
 
 class RedactingFilter(logging.Filter):
@@ -41,19 +49,44 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+class TextFormatter(logging.Formatter):
+    """``time level logger message`` (+ the exception on the following lines)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+        # (second, its strftime) as one attribute: threads sharing the formatter swap it whole.
+        self._stamp = (-1, "")
+
+    def line(self, name: str, levelname: str, message: str, created: float) -> str:
+        """What :meth:`format` makes of a record of these fields with no exception, without
+        building the record (the access log writes one line per request)."""
+        second = int(created)
+        cached, stamp = self._stamp
+        if second != cached:  # strftime once a second, not once a line
+            stamp = time.strftime(self.default_time_format, self.converter(created))
+            self._stamp = (second, stamp)
+        msecs = int((created - second) * 1000)
+        return f"{stamp},{msecs:03d} {levelname} {name} {message}"
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``time``, ``level``, ``logger``, ``message`` (+ ``exception``)."""
 
     def format(self, record: logging.LogRecord) -> str:
         """The record as a JSON line."""
+        line = self.line(record.name, record.levelname, record.getMessage(), record.created)
+        if not record.exc_text:
+            return line
+        return line[:-1] + ", " + json.dumps({"exception": record.exc_text}, ensure_ascii=False)[1:]
+
+    def line(self, name: str, levelname: str, message: str, created: float) -> str:
+        """:meth:`format` of a record of these fields with no exception, without the record."""
         entry: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
+            "time": datetime.fromtimestamp(created, UTC).isoformat(),
+            "level": levelname,
+            "logger": name,
+            "message": message,
         }
-        if record.exc_text:
-            entry["exception"] = record.exc_text
         return json.dumps(entry, ensure_ascii=False)
 
 
@@ -104,6 +137,35 @@ class BufferedLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
             except Exception:
                 self.handleError(record)
 
+    def emit_line(self, name: str, levelname: str, message: str) -> None:
+        """Keep a line made by this handler's formatter from these fields, with no record.
+
+        For :class:`~treasury_aiohttp.access_log.RedactingAccessLogger`, whose message is
+        scrubbed already; only a :class:`TextFormatter` or :class:`JsonFormatter` can do it
+        (see :meth:`takes_lines`).
+        """
+        formatter = self.formatter
+        assert isinstance(formatter, TextFormatter | JsonFormatter)
+        self._lines.append(formatter.line(name, levelname, message, time.time()))
+        if len(self._lines) >= self._max_lines:
+            try:
+                self.flush()
+            except Exception:
+                self.handleError(logging.makeLogRecord({"msg": "access log write failed"}))
+
+    def takes_lines(self, level: int) -> bool:
+        """Whether :meth:`emit_line` makes the line ``handle`` would for a scrubbed record.
+
+        True with one of our formatters and no filter but :class:`RedactingFilter` (which
+        leaves a scrubbed message as it is); anything a user configured otherwise takes the
+        ordinary path.
+        """
+        return (
+            level >= self.level
+            and isinstance(self.formatter, TextFormatter | JsonFormatter)
+            and all(type(f) is RedactingFilter for f in self.filters)
+        )
+
     def flush(self) -> None:
         """Write whatever is waiting, in order, then flush the stream."""
         with self._write_lock:
@@ -129,11 +191,7 @@ class BufferedLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
 def configure(*, json_lines: bool = False, level: int = logging.INFO) -> None:
     """Log to stderr through the redacting filter, as text or JSON lines; the access log
     (``aiohttp.access``) through a :class:`BufferedLineHandler` with the same format."""
-    formatter = (
-        JsonFormatter()
-        if json_lines
-        else logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
-    )
+    formatter = JsonFormatter() if json_lines else TextFormatter()
     handler = logging.StreamHandler()
     handler.addFilter(RedactingFilter())
     handler.setFormatter(formatter)

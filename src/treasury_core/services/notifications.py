@@ -246,12 +246,13 @@ class NotificationService:
                 created_at=now,
             )
 
-        body = webhook_payload(event)
         cache = {} if endpoints is None else endpoints
         if event.company_id not in cache:
             cache[event.company_id] = self._all_endpoints(uow, event.company_id)
+        body: str | None = None  # rendered once, and only for an event some endpoint takes
         for endpoint in cache[event.company_id]:
             if endpoint.takes(event.type):
+                body = webhook_payload(event) if body is None else body
                 yield delivery(DeliveryKind.WEBHOOK, endpoint.url, body, endpoint.id)
         obj: dict[str, Any] = event.data.get("object", {})
         if event.type in LEGACY_CALLBACK_TYPES:
@@ -259,7 +260,7 @@ class NotificationService:
             if event.type is EventType.REFUND_CREATED:
                 stored = uow.intents.get(int(obj["payment_intent_id"]), event.company_id)
                 intent = stored.record() if stored is not None else None
-            else:
+            elif obj.get("callback_url"):  # most intents have none: nothing to rebuild
                 intent = intent_from_webhook_object(obj)
             legacy = legacy_callback_body(event.type, intent) if intent is not None else None
             if intent is not None and intent.callback_url and legacy is not None:
