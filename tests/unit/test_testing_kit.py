@@ -17,7 +17,7 @@ import treasury_core.testing as kit
 from treasury_core import TreasuryConfig, bootstrap
 from treasury_core.errors import InsufficientFunds, LedgerRejected
 from treasury_core.ledger import AccountKind, Move, PostPending
-from treasury_core.testing import machine, payments_machine, treasury_machine
+from treasury_core.testing import contract, machine, payments_machine, treasury_machine
 from treasury_core.testing.strategies import wallet_names, wallet_requests
 from treasury_core.validation import Name
 from treasury_core.wallets import CreateWalletRequest
@@ -62,6 +62,24 @@ def test_machines_are_exported_lazily_from_their_modules() -> None:
     assert set(kit.__all__) <= set(dir(kit))
     with pytest.raises(AttributeError, match="no attribute 'NoSuchMachine'"):
         kit.NoSuchMachine  # noqa: B018 - the attribute access is the test
+
+
+# The contract imports pytest: the kit must not, until the contract is asked for.
+_CONTRACT_ON_DEMAND = """
+import sys
+import treasury_core.testing as kit
+before = "pytest" in sys.modules
+kit.StorageContract
+print(before, "pytest" in sys.modules)
+"""
+
+
+def test_the_storage_contract_is_exported_lazily() -> None:
+    assert kit.StorageContract is contract.StorageContract
+    result = subprocess.run(
+        [sys.executable, "-c", _CONTRACT_ON_DEMAND], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split() == ["False", "True"]
 
 
 _NAME = TypeAdapter(Name)

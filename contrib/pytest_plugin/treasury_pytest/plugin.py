@@ -40,6 +40,12 @@ import pytest
 
 from treasury_pytest.receiver import WebhookReceiver
 
+# The storage contract (treasury_core.testing.contract) is a test module that lives in the
+# package: registered here, before anything imports it, its failures show the compared values
+# in every install (pytest rewrites a wheel's pytest11 packages, but not an editable checkout's
+# other modules).
+pytest.register_assert_rewrite("treasury_core.testing.contract")
+
 if TYPE_CHECKING:
     from treasury_core import Treasury, TreasuryConfig
     from treasury_core.testing import FakeClock

@@ -23,9 +23,16 @@ With Hypothesis installed (the ``dev`` extra):
   - :class:`PaymentsMachine` (:mod:`~treasury_core.testing.payments_machine`): payment intents
     with the sandbox card table.
 
-The machines and their ``*_test_case`` helpers are exported here but imported on first use, so
-that ``import treasury_core.testing`` works without Hypothesis. The guide
-``docs/guides/property-testing.md`` walks through finding a bug in a storage adapter with them.
+With pytest installed:
+
+- :class:`StorageContract` (:mod:`~treasury_core.testing.contract`): the storage contract tests
+  every built-in backend passes, run on your storage by subclassing it in a ``Test*`` class that
+  provides a ``storage`` fixture.
+
+The machines, their ``*_test_case`` helpers and the contract are exported here but imported on
+first use, so that ``import treasury_core.testing`` works without Hypothesis or pytest. The
+guide ``docs/guides/property-testing.md`` walks through finding a bug in a storage adapter with
+them; ``docs/guides/writing-an-adapter.md`` shows the contract.
 """
 
 from importlib import import_module
@@ -36,6 +43,7 @@ from treasury_core.testing.invariants import InvariantViolation, check_invariant
 from treasury_core.testing.memory import MemoryStorage
 
 if TYPE_CHECKING:
+    from treasury_core.testing.contract import StorageContract
     from treasury_core.testing.machine import LedgerMachine, ledger_machine_test_case
     from treasury_core.testing.payments_machine import (
         PaymentsMachine,
@@ -53,6 +61,7 @@ __all__ = [
     "MemoryStorage",
     "PaymentsMachine",
     "SequentialIds",
+    "StorageContract",
     "TreasuryMachine",
     "check_invariants",
     "ledger_machine_test_case",
@@ -60,20 +69,21 @@ __all__ = [
     "treasury_machine_test_case",
 ]
 
-#: Names that need Hypothesis, and the module each comes from.
-_NEEDS_HYPOTHESIS = {
+#: Names imported on first use (they need Hypothesis or pytest), and the module each comes from.
+_LAZY = {
     "LedgerMachine": "treasury_core.testing.machine",
     "ledger_machine_test_case": "treasury_core.testing.machine",
     "PaymentsMachine": "treasury_core.testing.payments_machine",
     "payments_machine_test_case": "treasury_core.testing.payments_machine",
     "TreasuryMachine": "treasury_core.testing.treasury_machine",
     "treasury_machine_test_case": "treasury_core.testing.treasury_machine",
+    "StorageContract": "treasury_core.testing.contract",
 }
 
 
 def __getattr__(name: str) -> object:
-    """The machines need Hypothesis: import their module only when one is asked for."""
-    module = _NEEDS_HYPOTHESIS.get(name)
+    """The machines need Hypothesis and the contract pytest: import their module when asked."""
+    module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(import_module(module), name)
