@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -134,15 +135,43 @@ def test_nothing_is_logged_below_the_loggers_level(caplog: pytest.LogCaptureFixt
 @pytest.mark.parametrize("formatter", [TextFormatter(), JsonFormatter()], ids=["text", "json"])
 @pytest.mark.parametrize("created", [1_790_000_000.0, 1_790_000_000.9996, 1_790_000_061.0421])
 def test_a_line_without_a_record_is_the_line_of_the_record(
-    formatter: TextFormatter | JsonFormatter, created: float
+    formatter: TextFormatter | JsonFormatter, created: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record = logging.makeLogRecord(
-        {"name": "aiohttp.access", "levelname": "INFO", "levelno": logging.INFO, "msg": "a line"}
-    )
-    record.created = created
-    record.msecs = int((created - int(created)) * 1000) + 0.0  # as LogRecord computes it
+    # A real LogRecord made at `created`: its time fields are the logging module's own.
+    monkeypatch.setattr(time, "time", lambda: created)
+    monkeypatch.setattr(time, "time_ns", lambda: int(created * 1e9))
+    record = logging.LogRecord("aiohttp.access", logging.INFO, __file__, 1, "a line", None, None)
+    monkeypatch.undo()
     formatter.line("aiohttp.access", "INFO", "warm the per-second cache", created - 1)
     assert formatter.line("aiohttp.access", "INFO", "a line", created) == formatter.format(record)
+
+
+def test_other_formatters_and_disabled_loggers_take_the_record_path(
+    configured_access: tuple[logging.Logger, io.StringIO],
+) -> None:
+    logger, out = configured_access
+    [handler] = [h for h in logger.handlers if isinstance(h, BufferedLineHandler)]
+    logger.handlers[:] = [handler]
+    assert handler.takes_lines(logging.INFO)
+
+    class ServiceJson(JsonFormatter):  # a user's own fields
+        def format(self, record: logging.LogRecord) -> str:
+            return super().format(record)[:-1] + ', "service": "shop"}'
+
+    handler.setFormatter(ServiceJson())
+    assert not handler.takes_lines(logging.INFO)
+    handler.setFormatter(TextFormatter(datefmt="%H:%M:%S"))
+    assert not handler.takes_lines(logging.INFO)
+    handler.setFormatter(TextFormatter())
+    assert handler.takes_lines(logging.INFO)
+    handler.setLevel(logging.WARNING)
+    assert not handler.takes_lines(logging.INFO)
+    handler.setLevel(logging.NOTSET)
+
+    logger.disabled = True  # e.g. dictConfig(disable_existing_loggers=True) at run time
+    RedactingAccessLogger(logger, "").log(make_mocked_request("GET", "/x"), web.Response(), 0.1)
+    handler.flush()
+    assert out.getvalue() == ""
 
 
 def test_a_json_line_keeps_its_exception() -> None:

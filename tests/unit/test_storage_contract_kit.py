@@ -149,3 +149,18 @@ class TestForgotten(StorageContract):
     result = user.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(errors=len(CONTRACT_TESTS))
     result.stdout.fnmatch_lines(["*fixture 'storage' not found*"])
+
+
+def test_the_plugin_has_the_contracts_asserts_rewritten(user: pytest.Pytester) -> None:
+    # In a fresh interpreter: this session imported the contract already, rewritten or not.
+    user.makepyfile(test_leaky_storage=LEAKY_TESTS)
+    shown = user.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-k", "test_lists_are_newest_first_with_a_cursor"
+    )
+    shown.assert_outcomes(failed=1)
+    shown.stdout.fnmatch_lines(["*assert [[]Wallet(*] == []*"])
+    bare = user.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:treasury", "-k", "test_lists_are_newest_first"
+    )
+    bare.assert_outcomes(failed=1)
+    bare.stdout.no_fnmatch_line("*assert [[]Wallet(*] == []*")

@@ -41,6 +41,7 @@ class RedactingAccessLogger(AbstractAccessLogger):
         if (
             len(handlers) == 1
             and not logger.propagate
+            and not logger.disabled  # as Logger.handle would drop the record
             and not logger.filters
             and isinstance(handlers[0], BufferedLineHandler)
             and handlers[0].takes_lines(logging.INFO)

@@ -52,8 +52,8 @@ class RedactingFilter(logging.Filter):
 class TextFormatter(logging.Formatter):
     """``time level logger message`` (+ the exception on the following lines)."""
 
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+    def __init__(self, datefmt: str | None = None) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s", datefmt)
         # (second, its strftime) as one attribute: threads sharing the formatter swap it whole.
         self._stamp = (-1, "")
 
@@ -146,7 +146,11 @@ class BufferedLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
         """
         formatter = self.formatter
         assert isinstance(formatter, TextFormatter | JsonFormatter)
-        self._lines.append(formatter.line(name, levelname, message, time.time()))
+        try:
+            self._lines.append(formatter.line(name, levelname, message, time.time()))
+        except Exception:
+            self.handleError(logging.makeLogRecord({"msg": message}))
+            return
         if len(self._lines) >= self._max_lines:
             try:
                 self.flush()
@@ -160,9 +164,13 @@ class BufferedLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
         leaves a scrubbed message as it is); anything a user configured otherwise takes the
         ordinary path.
         """
+        formatter = self.formatter
         return (
             level >= self.level
-            and isinstance(self.formatter, TextFormatter | JsonFormatter)
+            # Exactly ours, unchanged: a subclass or a custom date format formats differently.
+            and type(formatter) in (TextFormatter, JsonFormatter)
+            and formatter is not None
+            and formatter.datefmt is None
             and all(type(f) is RedactingFilter for f in self.filters)
         )
 
