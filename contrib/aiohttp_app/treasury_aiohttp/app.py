@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib.metadata import PackageNotFoundError, version
 
 from aiohttp import web
@@ -64,12 +64,18 @@ def _tagged(route: Route) -> Handler:
 
 
 def create_app(
-    treasury: Treasury, *, close_treasury: bool = False, run_jobs: bool = False
+    treasury: Treasury,
+    *,
+    close_treasury: bool = False,
+    run_jobs: bool = False,
+    after_jobs_pass: Callable[[], None] | None = None,
 ) -> web.Application:
     """An app serving ``treasury``; with ``close_treasury`` its storage closes with the app.
 
     With ``run_jobs`` the app also settles due movements in the background, looking every
-    ``config.job_poll_seconds`` (``treasury serve`` does; tests drive jobs through the clock).
+    ``config.job_poll_seconds`` (``treasury serve`` does; tests drive jobs through the clock);
+    ``after_jobs_pass`` is called after each of those passes (a test harness learns from it
+    that the work due at start is done).
 
     Mount it in an existing app with ``parent.add_subapp("/treasury", create_app(t))``.
     """
@@ -107,7 +113,7 @@ def create_app(
     if treasury.notifications.sender is None:
         app.cleanup_ctx.append(_http_sender)
     if run_jobs:
-        app.cleanup_ctx.append(_job_runner)
+        app.cleanup_ctx.append(functools.partial(_job_runner, after_pass=after_jobs_pass))
     if close_treasury:
 
         async def _close(_app: web.Application) -> None:
@@ -144,9 +150,13 @@ async def _http_sender(app: web.Application) -> AsyncIterator[None]:
         treasury.notifications.sender = None
 
 
-async def _job_runner(app: web.Application) -> AsyncIterator[None]:
+async def _job_runner(
+    app: web.Application, *, after_pass: Callable[[], None] | None
+) -> AsyncIterator[None]:
     stop = asyncio.Event()
-    task = asyncio.create_task(work_loop(app[TREASURY_KEY], stop), name="treasury-jobs")
+    task = asyncio.create_task(
+        work_loop(app[TREASURY_KEY], stop, after_pass=after_pass), name="treasury-jobs"
+    )
     yield
     stop.set()
     await task

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -115,7 +115,6 @@ class TreasuryServer:
         self._loop = _LoopThread("treasury-test-server")
         self._runner: web.AppRunner | None = None
         self._first_pass_done: asyncio.Event | None = None
-        self._worker: asyncio.Task[None] | None = None
 
     @classmethod
     def start(
@@ -141,10 +140,10 @@ class TreasuryServer:
 
         server = cls(treasury, clock)
         try:
-            # The worker ``run_jobs=True`` would add, with a stop event that tells when its
-            # first pass is over: due deliveries go out on their own, within job_poll_seconds.
-            app = create_app(treasury)
-            app.cleanup_ctx.append(server._run_worker)
+            # The worker of `treasury serve`: due deliveries go out on their own, within
+            # job_poll_seconds; the event tells when its first pass is over.
+            first_pass = server._first_pass_done = asyncio.Event()
+            app = create_app(treasury, run_jobs=True, after_jobs_pass=first_pass.set)
             runner = web.AppRunner(app, shutdown_timeout=5.0)
             server._runner = runner
             port = server.call(server._listen(runner, host))
@@ -160,33 +159,11 @@ class TreasuryServer:
         server.publishable_key = created.publishable_key
         return server
 
-    async def _run_worker(self, app: web.Application) -> AsyncIterator[None]:
-        """As ``create_app(run_jobs=True)``'s job runner: the worker runs while the app does,
-        and finishes its batch on cleanup."""
-        from treasury_aiohttp.worker import work_loop
-
-        stop = asyncio.Event()
-        first_pass = self._first_pass_done = asyncio.Event()
-        task = self._worker = asyncio.create_task(
-            work_loop(self.treasury, stop, after_pass=first_pass.set), name="treasury-jobs"
-        )
-        yield
-        stop.set()
-        await task
-
     async def _first_pass(self) -> None:
         """Return once the worker's first pass is over (it then waits ``job_poll_seconds``)."""
-        done, worker = self._first_pass_done, self._worker
-        if done is None or worker is None:
+        if self._first_pass_done is None:
             raise RuntimeError("the app is not running")
-        idle = asyncio.ensure_future(done.wait())
-        try:
-            await asyncio.wait({idle, worker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            idle.cancel()
-        if not done.is_set():
-            worker.result()  # raises what ended the worker
-            raise RuntimeError("the background worker ended before its first pass was over")
+        await self._first_pass_done.wait()
 
     @staticmethod
     async def _listen(runner: web.AppRunner, host: str) -> int:

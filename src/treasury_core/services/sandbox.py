@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
@@ -55,13 +56,11 @@ class SandboxService:
             raise ValidationFailed(
                 f"The sandbox clock cannot be advanced past {_LATEST.year}", param="seconds"
             )
-        if self._notifications is None:
-            clock.advance(seconds)
-            await self._settlement.run_all_due()
-            return clock.now()
+        notifications = self._notifications
         # Time moves only between passes over deliveries (NotificationService.exclusive).
-        async with self._notifications.exclusive():
+        async with notifications.exclusive() if notifications else contextlib.nullcontext():
             clock.advance(seconds)
             await self._settlement.run_all_due()
-            await self._notifications.run_due_exclusively()
+            if notifications is not None:
+                await notifications.run_due_exclusively()
         return clock.now()
