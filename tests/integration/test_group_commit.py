@@ -175,3 +175,156 @@ def _names_in(uow: UnitOfWork) -> Iterator[str]:
     while (company := uow.companies.get_company(company_id)) is not None:
         yield company.name
         company_id += 1
+
+
+class _HeldWriter:
+    """Holds the group writer inside one write until released, so that the writes submitted
+    meanwhile queue up and are then taken as one group (deterministic, no timing)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.thread: int | None = None
+
+    def write(self, uow: UnitOfWork) -> int:
+        self.thread = threading.get_ident()
+        self.entered.set()
+        assert self.release.wait(30), "never released"
+        return uow.companies.add_company("held", NOW).id
+
+    async def hold(self, storage: SqlStorage) -> asyncio.Task[int]:
+        task = asyncio.ensure_future(storage.run(self.write))
+        entered = await asyncio.get_running_loop().run_in_executor(None, self.entered.wait, 30)
+        assert entered, "the writer never took the held write"
+        return task
+
+
+def _traced(name: str, threads: list[int], fail: type[BaseException] | None = None) -> Any:
+    def write(uow: UnitOfWork) -> int:
+        threads.append(threading.get_ident())
+        company = uow.companies.add_company(name, NOW)
+        if fail is not None:
+            raise fail(name)
+        return company.id
+
+    return write
+
+
+def test_a_groups_functions_run_on_the_callers_loop_thread(tmp_path: Path) -> None:
+    # The writer thread keeps the waits (lock, BEGIN, COMMIT); the functions, which are Python,
+    # take their turn on the loop instead of fighting it for the GIL.
+    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
+    storage.migrate()
+    held = _HeldWriter()
+    threads: list[int] = []
+
+    async def scenario() -> int:
+        first = await held.hold(storage)
+        writes = [asyncio.ensure_future(storage.run(_traced(f"c{i}", threads))) for i in range(10)]
+        await asyncio.sleep(0)  # every write is queued behind the held one
+        held.release.set()
+        ids = await asyncio.gather(first, *writes)
+        assert len(set(ids)) == 11
+        return threading.get_ident()
+
+    try:
+        loop_thread = asyncio.run(scenario())
+        assert threads == [loop_thread] * 10
+        assert held.thread is not None and held.thread != loop_thread  # a lone write: the writer's
+        assert _names(storage) == {"held"} | {f"c{i}" for i in range(10)}
+    finally:
+        storage.close()
+
+
+def test_a_loop_that_cannot_take_its_turn_does_not_hold_up_the_writer(tmp_path: Path) -> None:
+    # The loop's thread is blocked (here waiting for the group itself, as a synchronous caller on
+    # the loop's thread would be): the writer runs the group on its own thread after the grace
+    # period instead of waiting for ever.
+    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
+    storage.migrate()
+    held = _HeldWriter()
+    threads: list[int] = []
+    ran = threading.Event()
+
+    def signalling(name: str) -> Callable[[UnitOfWork], int]:
+        inner = _traced(name, threads)
+
+        def write(uow: UnitOfWork) -> int:
+            value: int = inner(uow)
+            ran.set()
+            return value
+
+        return write
+
+    async def scenario() -> int:
+        first = await held.hold(storage)
+        writes = [asyncio.ensure_future(storage.run(signalling(f"c{i}"))) for i in range(5)]
+        await asyncio.sleep(0)
+        held.release.set()
+        assert ran.wait(30), "the group never ran while its loop was blocked"  # blocks the loop
+        await asyncio.gather(first, *writes)
+        return threading.get_ident()
+
+    try:
+        loop_thread = asyncio.run(scenario())
+        assert len(threads) == 5 and loop_thread not in threads
+        assert _names(storage) == {"held"} | {f"c{i}" for i in range(5)}
+    finally:
+        storage.close()
+
+
+def test_a_synchronous_write_on_the_loop_thread_meets_a_group_without_deadlock(
+    tmp_path: Path,
+) -> None:
+    # run_sync on the loop's thread waits for the write lock the writer may hold while its
+    # group waits for that same loop; whichever gets the lock first, both writes complete.
+    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
+    storage.migrate()
+    held = _HeldWriter()
+
+    async def scenario() -> None:
+        first = await held.hold(storage)
+        writes = [asyncio.ensure_future(storage.run(_add(f"c{i}"))) for i in range(5)]
+        await asyncio.sleep(0)
+        held.release.set()
+        storage.run_sync(_add("sync"))  # blocks the loop's thread
+        await asyncio.gather(first, *writes)
+
+    try:
+        asyncio.run(scenario())
+        assert _names(storage) == {"held", "sync"} | {f"c{i}" for i in range(5)}
+    finally:
+        storage.close()
+
+
+def test_a_base_exception_in_a_group_on_the_loop_reaches_every_caller_not_the_loop(
+    tmp_path: Path,
+) -> None:
+    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
+    storage.migrate()
+    held = _HeldWriter()
+    threads: list[int] = []
+
+    async def scenario() -> list[object]:
+        first = await held.hold(storage)
+        writes = [
+            asyncio.ensure_future(
+                storage.run(_traced(f"c{i}", threads, Escaped if i == 2 else None))
+            )
+            for i in range(4)
+        ]
+        await asyncio.sleep(0)
+        held.release.set()
+        await first
+        outcomes = await asyncio.gather(*writes, return_exceptions=True)
+        # The loop lives on, and so does the writer.
+        assert await storage.run(_add("after")) >= 1
+        return outcomes
+
+    try:
+        outcomes = asyncio.run(scenario())
+        # The group ran on the loop; what escaped it went to its callers, all of them.
+        assert all(isinstance(o, Escaped) for o in outcomes)
+        assert _names(storage) == {"held", "after"}
+    finally:
+        storage.close()
