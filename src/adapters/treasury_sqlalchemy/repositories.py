@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -868,6 +868,19 @@ class SqlRecords:
         return kind.model_validate(json.loads(body)) if body is not None else None
 
 
+@lru_cache(maxsize=1024)
+def _parsed_intent(intent_id: int, body: str) -> PaymentIntent:
+    """The intent stored as ``body``, parsed and validated once per distinct body.
+
+    An intent is read far more often than it changes (status polls, the hosted page), and
+    parsing and validating its JSON was most of a read's own cost. The stored text determines
+    the intent completely and ``PaymentIntent`` is immutable (frozen, tuples only), so one
+    parsed instance serves every read of the same text; a change writes a new body, which is a
+    new key, never a stale answer.
+    """
+    return PaymentIntent.model_validate({**json.loads(body), "id": intent_id})
+
+
 class SqlIntents:
     """Payment intents: indexed columns plus the intent as JSON; the database assigns ids."""
 
@@ -889,7 +902,7 @@ class SqlIntents:
     @staticmethod
     def _intent(row: Sequence[Any]) -> PaymentIntent:
         intent_id, body = row
-        return PaymentIntent.model_validate({**json.loads(body), "id": intent_id})
+        return _parsed_intent(intent_id, body)
 
     def add(self, intent: PaymentIntent) -> PaymentIntent:
         """Insert ``intent``; a taken ``payment_intent_lookup_id`` raises :class:`ValueError`
