@@ -1,4 +1,5 @@
-"""HotQuery and HotInsert give the rows and values SQLAlchemy would, on SQLite and PostgreSQL."""
+"""HotQuery and HotInsert give the rows and values SQLAlchemy would, on SQLite and PostgreSQL;
+intents read through them are parsed once per stored text and never answered stale."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from sqlalchemy import Connection, Table, bindparam, create_engine, insert, sele
 from sqlalchemy.exc import OperationalError
 
 from tests.conftest import make_storage
+from treasury_core.ports import UnitOfWork
+from treasury_core.testing.contract import add_intents, make_intent, setup_company
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
 from treasury_sqlalchemy.storage import SqlStorage, normalize_url
@@ -302,3 +305,36 @@ def test_a_stored_rate_keeps_every_digit(storage: SqlStorage) -> None:
     assert stored is not None
     assert stored.exchange_rate_from_to == rate
     assert stored == transfer
+
+
+# Intents read by lookup id (a hot statement) are parsed once per distinct stored text, and a
+# change is never answered stale.
+
+
+def test_reads_of_an_unchanged_intent_share_one_parsed_intent(storage: SqlStorage) -> None:
+    company = setup_company(storage)
+    [stored] = add_intents(storage, make_intent(company, "pil_cached_one", merchant_reference="a"))
+
+    def read(uow: UnitOfWork) -> object:
+        return uow.intents.by_lookup_id("pil_cached_one", company)
+
+    first, second = storage.run_sync(read, write=False), storage.run_sync(read, write=False)
+    assert first == stored
+    assert second is first  # parsed once: the stored text is the same
+
+
+def test_a_changed_intent_is_read_as_changed(storage: SqlStorage) -> None:
+    company = setup_company(storage)
+    [stored] = add_intents(storage, make_intent(company, "pil_cached_two"))
+
+    def read(uow: UnitOfWork) -> object:
+        return uow.intents.by_lookup_id("pil_cached_two", company)
+
+    assert storage.run_sync(read, write=False) == stored  # now cached
+    changed = stored.model_copy(update={"merchant_reference": "changed"})
+    storage.run_sync(lambda uow: uow.intents.update(changed))
+    again = storage.run_sync(read, write=False)
+    assert again == changed and again != stored
+    # And back: a body seen before may be answered from the cache, and is still right.
+    storage.run_sync(lambda uow: uow.intents.update(stored))
+    assert storage.run_sync(read, write=False) == stored
