@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import UnitOfWork, background_writes
+from treasury_sqlalchemy import storage as storage_module
 from treasury_sqlalchemy.storage import SAFETY_NET_CHECKPOINT_PAGES, SqlStorage
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -210,6 +211,14 @@ def _traced(name: str, threads: list[int], fail: type[BaseException] | None = No
     return write
 
 
+@pytest.fixture
+def patient_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A grace period no loaded machine can outlast: which thread ran a group is then decided
+    by the code, never by how fast the loop got to it."""
+    monkeypatch.setattr(storage_module, "LOOP_GRACE_SECONDS", 60.0)
+
+
+@pytest.mark.usefixtures("patient_writer")
 def test_a_groups_functions_run_on_the_callers_loop_thread(tmp_path: Path) -> None:
     # The writer thread keeps the waits (lock, BEGIN, COMMIT); the functions, which are Python,
     # take their turn on the loop instead of fighting it for the GIL.
@@ -290,13 +299,28 @@ def test_a_synchronous_write_on_the_loop_thread_meets_a_group_without_deadlock(
         storage.run_sync(_add("sync"))  # blocks the loop's thread
         await asyncio.gather(first, *writes)
 
+    # On a thread of its own, so that a deadlock fails the test instead of hanging the run.
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(scenario())
+        except BaseException as exc:
+            failures.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
     try:
-        asyncio.run(scenario())
+        runner.start()
+        runner.join(60)
+        assert not runner.is_alive(), "deadlocked: the loop and the writer wait for each other"
+        assert failures == []
         assert _names(storage) == {"held", "sync"} | {f"c{i}" for i in range(5)}
     finally:
-        storage.close()
+        if not runner.is_alive():
+            storage.close()
 
 
+@pytest.mark.usefixtures("patient_writer")
 def test_a_base_exception_in_a_group_on_the_loop_reaches_every_caller_not_the_loop(
     tmp_path: Path,
 ) -> None:
@@ -304,8 +328,10 @@ def test_a_base_exception_in_a_group_on_the_loop_reaches_every_caller_not_the_lo
     storage.migrate()
     held = _HeldWriter()
     threads: list[int] = []
+    leaked: list[dict[str, Any]] = []
 
-    async def scenario() -> list[object]:
+    async def scenario() -> tuple[list[object], int]:
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: leaked.append(context))
         first = await held.hold(storage)
         writes = [
             asyncio.ensure_future(
@@ -319,12 +345,77 @@ def test_a_base_exception_in_a_group_on_the_loop_reaches_every_caller_not_the_lo
         outcomes = await asyncio.gather(*writes, return_exceptions=True)
         # The loop lives on, and so does the writer.
         assert await storage.run(_add("after")) >= 1
-        return outcomes
+        return outcomes, threading.get_ident()
 
     try:
-        outcomes = asyncio.run(scenario())
-        # The group ran on the loop; what escaped it went to its callers, all of them.
+        outcomes, loop_thread = asyncio.run(scenario())
+        # The group ran on the loop up to the function that raised (the fourth never ran)...
+        assert threads == [loop_thread] * 3
+        # ...and what escaped it went to its callers, all of them, not to the loop's handler.
         assert all(isinstance(o, Escaped) for o in outcomes)
+        assert leaked == []
         assert _names(storage) == {"held", "after"}
+    finally:
+        storage.close()
+
+
+@pytest.mark.usefixtures("patient_writer")
+def test_background_writes_stay_on_the_writer_thread(tmp_path: Path) -> None:
+    # A purge or a fan-out of hundreds of events must not stop the loop from serving.
+    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
+    storage.migrate()
+    held = _HeldWriter()
+    threads: list[int] = []
+
+    async def scenario() -> int:
+        first = await held.hold(storage)
+        with background_writes():
+            writes = [
+                asyncio.ensure_future(storage.run(_traced(f"c{i}", threads))) for i in range(5)
+            ]
+        await asyncio.sleep(0)
+        held.release.set()
+        await asyncio.gather(first, *writes)
+        return threading.get_ident()
+
+    try:
+        loop_thread = asyncio.run(scenario())
+        assert len(threads) == 5 and loop_thread not in threads
+        assert _names(storage) == {"held"} | {f"c{i}" for i in range(5)}
+    finally:
+        storage.close()
+
+
+@pytest.mark.usefixtures("patient_writer")
+def test_a_group_from_a_closed_loop_is_written_by_the_writer(tmp_path: Path) -> None:
+    # Its callers are gone, but their writes were submitted: they are run (at once, not after
+    # a grace period nobody is waiting out) and the writer serves the next caller.
+    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
+    storage.migrate()
+    held = _HeldWriter()
+    threads: list[int] = []
+
+    async def submit() -> list[asyncio.Future[int]]:
+        first = await held.hold(storage)
+        writes = [asyncio.ensure_future(storage.run(_traced(f"c{i}", threads))) for i in range(3)]
+        await asyncio.sleep(0)  # queued behind the held write
+        for write in (first, *writes):
+            write.cancel()
+        return [first, *writes]
+
+    loop = asyncio.new_event_loop()
+    try:
+        writes = loop.run_until_complete(submit())
+        loop.run_until_complete(asyncio.gather(*writes, return_exceptions=True))
+        loop_thread = threading.get_ident()
+    finally:
+        loop.close()
+    try:
+        held.release.set()
+        # The next write waits for the group before it (one writer), so once it is answered the
+        # closed loop's group has been run.
+        assert asyncio.run(asyncio.wait_for(storage.run(_add("after")), timeout=30)) >= 1
+        assert len(threads) == 3 and loop_thread not in threads
+        assert _names(storage) == {"held", "after"} | {f"c{i}" for i in range(3)}
     finally:
         storage.close()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from treasury_aiohttp.notifier import HttpSender
 from treasury_core import Treasury
+from treasury_core.ports import background_writes
 
 log = logging.getLogger("treasury.jobs")
 
@@ -36,12 +37,14 @@ async def work_loop(
     next_purge = 0.0
     while not stop.is_set():
         try:
-            await treasury.settlement.run_all_due(stopping=stop.is_set)
-            await treasury.notifications.run_due(stopping=stop.is_set)
-            if time.monotonic() >= next_purge and not stop.is_set():
-                await treasury.idempotency.purge_expired()
-                await treasury.notifications.purge_expired()
-                next_purge = time.monotonic() + _PURGE_EVERY_SECONDS
+            # Kept off the event loop by storages that can (a purge may take a while).
+            with background_writes():
+                await treasury.settlement.run_all_due(stopping=stop.is_set)
+                await treasury.notifications.run_due(stopping=stop.is_set)
+                if time.monotonic() >= next_purge and not stop.is_set():
+                    await treasury.idempotency.purge_expired()
+                    await treasury.notifications.purge_expired()
+                    next_purge = time.monotonic() + _PURGE_EVERY_SECONDS
         except Exception:
             log.exception("background work failed; retrying")
         if after_pass is not None:

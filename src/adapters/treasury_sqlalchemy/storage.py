@@ -14,9 +14,10 @@ caller of ``run_sync``, borrows one from the pool per transaction.
 
 Group commit (SQLite): SQLite has one writer and every commit waits for the disk (``FULL``), so
 the commits, not the work, set the pace. Writes submitted through :meth:`SqlStorage.run` go to
-one writer thread, which runs whatever is queued in one transaction, each function inside its own
-``SAVEPOINT``: a function that raises is rolled back to its savepoint alone, and nobody is
-answered before the one ``COMMIT`` is durable. Each operation stays all-or-nothing and durable
+one writer thread, which runs whatever is queued in one transaction: optimistically one function
+after another, and, if one raises, the whole group again with each function inside its own
+``SAVEPOINT``, so that only the failing one is rolled back. Nobody is answered before the one
+``COMMIT`` is durable. Each operation stays all-or-nothing and durable
 when acknowledged; a burst of N writes costs one disk flush instead of N. An idle writer takes a
 single request at once, so nothing waits for a batch to fill. WAL checkpoints run on a companion
 thread every 0.2 s (``PASSIVE``: they block nobody) instead of inside whichever commit crosses
@@ -28,8 +29,9 @@ waits; the writer then commits and answers. The functions are Python and so is t
 work, so run on the writer thread they contended with the loop for the GIL at every SQLite call
 (see :class:`_LoopTurn`); the writer thread keeps what releases the GIL (the lock, ``BEGIN
 IMMEDIATE``, the durable ``COMMIT``). A loop that does not take its turn within
-:data:`LOOP_GRACE_SECONDS` (blocked, stopped, closed) has its group run on the writer thread, as
-a lone write always is.
+:data:`LOOP_GRACE_SECONDS` (blocked or stopped; a closed loop at once) has its group run on the
+writer thread, as a lone write always is, and so are groups holding background work (made
+inside :func:`treasury_core.ports.background_writes`: jobs, fan-out, purges, which may be long).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from treasury_core.ports.storage import Storage, UnitOfWork
+from treasury_core.ports.storage import Storage, UnitOfWork, in_background
 from treasury_sqlalchemy.repositories import SqlUnitOfWork
 
 T = TypeVar("T")
@@ -248,7 +250,7 @@ class SqlStorage(Storage):
                     writer = self._writer = _GroupWriter(self)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        writer.submit(_Pending(fn, future, loop))
+        writer.submit(_Pending(fn, future, loop, on_loop=not in_background()))
         return await future
 
     def run_group(self, batch: list[_Pending]) -> None:
@@ -309,9 +311,11 @@ class SqlStorage(Storage):
                         outcomes.append((True, value))
 
             loop = batch[0].loop
-            if all(item.loop is loop for item in batch):
+            if all(item.loop is loop and item.on_loop for item in batch):
                 _LoopTurn(run_functions).run(loop, LOOP_GRACE_SECONDS)
-            else:  # callers on several loops (rare): no one loop can run it for the others
+            else:
+                # Background work (a purge may take a while: the loop must go on serving), or
+                # callers on several loops (rare: no one loop can run it for the others).
                 run_functions()
         return outcomes
 
@@ -419,6 +423,11 @@ class _LoopTurn:
     def _on_loop(self) -> None:
         if self._claim():
             self._run()
+            # An interrupt or exit raised on the loop's thread (a signal handler's
+            # KeyboardInterrupt) must stop the loop as it would anywhere else, not only fail the
+            # group's callers.
+            if isinstance(self._error, (KeyboardInterrupt, SystemExit)):
+                raise self._error
 
     def run(self, loop: asyncio.AbstractEventLoop, grace: float) -> None:
         """Run the functions (on ``loop`` if it takes them within ``grace`` seconds, else
@@ -438,14 +447,18 @@ class _LoopTurn:
 
 
 class _Pending:
-    """A write waiting for the group writer, and where to send its outcome."""
+    """A write waiting for the group writer, and where to send its outcome; ``on_loop``: its
+    function may run on the caller's loop (not background work, see ``background_writes``)."""
 
-    __slots__ = ("fn", "future", "loop", "settled")
+    __slots__ = ("fn", "future", "loop", "on_loop", "settled")
 
-    def __init__(self, fn: Callable[[UnitOfWork], Any], future: Any, loop: Any) -> None:
+    def __init__(
+        self, fn: Callable[[UnitOfWork], Any], future: Any, loop: Any, *, on_loop: bool = True
+    ) -> None:
         self.fn = fn
         self.future = future
         self.loop = loop
+        self.on_loop = on_loop
         self.settled = False
 
     def settle(self, ok: bool, value: Any) -> None:

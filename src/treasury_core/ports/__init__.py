@@ -34,6 +34,8 @@ from treasury_core.ports.storage import (
     Storage,
     UnitOfWork,
     WalletRepository,
+    background_writes,
+    in_background,
 )
 from treasury_core.ports.vault import SealedCard, Vault, VaultError
 
@@ -72,4 +74,6 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "VirtualAccountDetails",
     "WalletRepository",
     "WebhookSender",
+    "background_writes",
+    "in_background",
 ]

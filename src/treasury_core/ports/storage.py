@@ -6,8 +6,14 @@ Rules:
   together when it returns and roll back together when it raises.
 - The function may be run more than once when storage reports a transient conflict (deadlock,
   serialization failure), so it must do nothing but read and write through the unit of work.
-- Repositories are synchronous: the function runs on a worker thread (SQL adapters) or inline
-  (memory), and an operation costs one thread hop, not one per statement.
+- Repositories are synchronous: the function runs on a worker thread (SQL adapters on
+  PostgreSQL), inline (memory), or, for SQLite writes that share a group commit, on the calling
+  event loop's thread as one callback; an operation costs one thread hop, not one per statement.
+  So the function must neither block for long nor wait for anything the event loop would have
+  to do.
+- Background work (due jobs, event fan-out and deliveries, purges) makes its writes inside
+  :func:`background_writes`: a storage may then keep them off the event loop, where a long
+  one would hold up requests.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Protocol, TypeVar
 
@@ -37,6 +44,30 @@ R = TypeVar("R", bound=TreasuryRecord)
 
 
 _Events = list[Event]  # spelled here: inside the outbox classes, ``list`` is a method
+
+_BACKGROUND: ContextVar[bool] = ContextVar("treasury_background_writes", default=False)
+
+
+@contextmanager
+def background_writes() -> Iterator[None]:
+    """Mark the storage calls made inside (in this task or thread) as background work.
+
+    Due jobs, the event fan-out, deliveries and purges run inside it (``treasury serve``'s and
+    ``treasury worker``'s background loop does). A storage may run such writes apart from the
+    event loop: the SQLite adapter runs request writes on the calling loop, which is fastest for
+    short writes, but keeps these on its writer thread, where a long purge does not stop the
+    loop from serving.
+    """
+    token = _BACKGROUND.set(True)
+    try:
+        yield
+    finally:
+        _BACKGROUND.reset(token)
+
+
+def in_background() -> bool:
+    """Whether the caller is inside :func:`background_writes`."""
+    return _BACKGROUND.get()
 
 
 class WalletRepository(Protocol):
@@ -461,7 +492,8 @@ class Storage(abc.ABC):
     async def run(
         self, fn: Callable[[UnitOfWork], T], *, write: bool = True, snapshot: bool = False
     ) -> T:
-        """Run ``fn`` in a transaction without blocking the event loop."""
+        """Run ``fn`` in a transaction, on a worker thread unless :attr:`offload` is false
+        (adapters may choose otherwise: see the module's rules)."""
         if not self.offload:
             return self.run_sync(fn, write=write, snapshot=snapshot)
         if self._executor is None:
