@@ -392,8 +392,10 @@ class _LoopTurn:
 
     Whichever thread claims the turn first runs it, exactly once. The writer claims it when the
     loop has not started it within the grace period (a loop blocked in a synchronous call, one
-    that stopped, or one waiting for this very commit), so nothing ever waits on a loop that
-    cannot run; it is then run as it always could be, on the writer thread.
+    that stopped, or one waiting for this very commit; a closed loop at once), so no group waits
+    long on a loop that cannot start it; it is then run as it always could be, on the writer
+    thread. Once the loop has started the turn, the writer waits for its end: the functions must
+    not wait on the loop themselves (the storage port's rule).
     """
 
     __slots__ = ("_claimed", "_done", "_error", "_fn", "_lock")
@@ -415,7 +417,7 @@ class _LoopTurn:
     def _run(self) -> None:
         try:
             self._fn()
-        except BaseException as exc:  # handed to the writer thread, never to the loop
+        except BaseException as exc:  # handed to the writer thread, which answers the callers
             self._error = exc
         finally:
             self._done.set()
