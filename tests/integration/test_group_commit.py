@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,12 @@ def _add(name: str, fail: type[BaseException] | None = None) -> Callable[[UnitOf
     return write
 
 
+def _migrated(tmp_path: Path) -> SqlStorage:
+    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
+    storage.migrate()
+    return storage
+
+
 def _names(storage: SqlStorage) -> set[str]:
     def read(uow: UnitOfWork) -> set[str]:
         names: set[str] = set()
@@ -50,8 +56,7 @@ def _names(storage: SqlStorage) -> set[str]:
 
 
 def test_each_write_of_a_group_stands_alone(tmp_path: Path) -> None:
-    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
-    storage.migrate()
+    storage = _migrated(tmp_path)
 
     async def scenario() -> list[int | BaseException]:
         writes = [_add(f"c{i}", Refused if i % 7 == 3 else None) for i in range(60)]
@@ -69,8 +74,7 @@ def test_each_write_of_a_group_stands_alone(tmp_path: Path) -> None:
 
 
 def test_a_base_exception_reaches_its_caller_and_the_writer_lives_on(tmp_path: Path) -> None:
-    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
-    storage.migrate()
+    storage = _migrated(tmp_path)
 
     async def scenario() -> None:
         with pytest.raises(Escaped):
@@ -86,8 +90,7 @@ def test_a_base_exception_reaches_its_caller_and_the_writer_lives_on(tmp_path: P
 
 
 def test_checkpoints_run_beside_the_writer_and_stop_with_the_storage(tmp_path: Path) -> None:
-    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
-    storage.migrate()
+    storage = _migrated(tmp_path)
 
     async def scenario() -> None:
         await asyncio.gather(*(storage.run(_add(f"c{i}")) for i in range(20)))
@@ -199,6 +202,16 @@ class _HeldWriter:
         assert entered, "the writer never took the held write"
         return task
 
+    async def queue(
+        self, storage: SqlStorage, writes: Sequence[Callable[[UnitOfWork], int]]
+    ) -> tuple[asyncio.Task[int], list[asyncio.Future[int]]]:
+        """Hold the writer, then submit ``writes``: they wait behind the held write, to be taken
+        as one group once it is released. The held write's task, and theirs."""
+        first = await self.hold(storage)
+        queued = [asyncio.ensure_future(storage.run(w)) for w in writes]
+        await asyncio.sleep(0)  # every write reaches the writer's queue
+        return first, queued
+
 
 def _traced(name: str, threads: list[int], fail: type[BaseException] | None = None) -> Any:
     def write(uow: UnitOfWork) -> int:
@@ -222,15 +235,12 @@ def patient_writer(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_groups_functions_run_on_the_callers_loop_thread(tmp_path: Path) -> None:
     # The writer thread keeps the waits (lock, BEGIN, COMMIT); the functions, which are Python,
     # take their turn on the loop instead of fighting it for the GIL.
-    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
-    storage.migrate()
+    storage = _migrated(tmp_path)
     held = _HeldWriter()
     threads: list[int] = []
 
     async def scenario() -> int:
-        first = await held.hold(storage)
-        writes = [asyncio.ensure_future(storage.run(_traced(f"c{i}", threads))) for i in range(10)]
-        await asyncio.sleep(0)  # every write is queued behind the held one
+        first, writes = await held.queue(storage, [_traced(f"c{i}", threads) for i in range(10)])
         held.release.set()
         ids = await asyncio.gather(first, *writes)
         assert len(set(ids)) == 11
@@ -249,8 +259,7 @@ def test_a_loop_that_cannot_take_its_turn_does_not_hold_up_the_writer(tmp_path: 
     # The loop's thread is blocked (here waiting for the group itself, as a synchronous caller on
     # the loop's thread would be): the writer runs the group on its own thread after the grace
     # period instead of waiting for ever.
-    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
-    storage.migrate()
+    storage = _migrated(tmp_path)
     held = _HeldWriter()
     threads: list[int] = []
     ran = threading.Event()
@@ -266,9 +275,7 @@ def test_a_loop_that_cannot_take_its_turn_does_not_hold_up_the_writer(tmp_path: 
         return write
 
     async def scenario() -> int:
-        first = await held.hold(storage)
-        writes = [asyncio.ensure_future(storage.run(signalling(f"c{i}"))) for i in range(5)]
-        await asyncio.sleep(0)
+        first, writes = await held.queue(storage, [signalling(f"c{i}") for i in range(5)])
         held.release.set()
         assert ran.wait(30), "the group never ran while its loop was blocked"  # blocks the loop
         await asyncio.gather(first, *writes)
@@ -287,14 +294,11 @@ def test_a_synchronous_write_on_the_loop_thread_meets_a_group_without_deadlock(
 ) -> None:
     # run_sync on the loop's thread waits for the write lock the writer may hold while its
     # group waits for that same loop; whichever gets the lock first, both writes complete.
-    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
-    storage.migrate()
+    storage = _migrated(tmp_path)
     held = _HeldWriter()
 
     async def scenario() -> None:
-        first = await held.hold(storage)
-        writes = [asyncio.ensure_future(storage.run(_add(f"c{i}"))) for i in range(5)]
-        await asyncio.sleep(0)
+        first, writes = await held.queue(storage, [_add(f"c{i}") for i in range(5)])
         held.release.set()
         storage.run_sync(_add("sync"))  # blocks the loop's thread
         await asyncio.gather(first, *writes)
@@ -324,22 +328,16 @@ def test_a_synchronous_write_on_the_loop_thread_meets_a_group_without_deadlock(
 def test_a_base_exception_in_a_group_on_the_loop_reaches_every_caller_not_the_loop(
     tmp_path: Path,
 ) -> None:
-    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
-    storage.migrate()
+    storage = _migrated(tmp_path)
     held = _HeldWriter()
     threads: list[int] = []
     leaked: list[dict[str, Any]] = []
 
     async def scenario() -> tuple[list[object], int]:
         asyncio.get_running_loop().set_exception_handler(lambda _, context: leaked.append(context))
-        first = await held.hold(storage)
-        writes = [
-            asyncio.ensure_future(
-                storage.run(_traced(f"c{i}", threads, Escaped if i == 2 else None))
-            )
-            for i in range(4)
-        ]
-        await asyncio.sleep(0)
+        first, writes = await held.queue(
+            storage, [_traced(f"c{i}", threads, Escaped if i == 2 else None) for i in range(4)]
+        )
         held.release.set()
         await first
         outcomes = await asyncio.gather(*writes, return_exceptions=True)
@@ -362,18 +360,13 @@ def test_a_base_exception_in_a_group_on_the_loop_reaches_every_caller_not_the_lo
 @pytest.mark.usefixtures("patient_writer")
 def test_background_writes_stay_on_the_writer_thread(tmp_path: Path) -> None:
     # A purge or a fan-out of hundreds of events must not stop the loop from serving.
-    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
-    storage.migrate()
+    storage = _migrated(tmp_path)
     held = _HeldWriter()
     threads: list[int] = []
 
     async def scenario() -> int:
-        first = await held.hold(storage)
         with background_writes():
-            writes = [
-                asyncio.ensure_future(storage.run(_traced(f"c{i}", threads))) for i in range(5)
-            ]
-        await asyncio.sleep(0)
+            first, writes = await held.queue(storage, [_traced(f"c{i}", threads) for i in range(5)])
         held.release.set()
         await asyncio.gather(first, *writes)
         return threading.get_ident()
@@ -390,15 +383,12 @@ def test_background_writes_stay_on_the_writer_thread(tmp_path: Path) -> None:
 def test_a_group_from_a_closed_loop_is_written_by_the_writer(tmp_path: Path) -> None:
     # Its callers are gone, but their writes were submitted: they are run (at once, not after
     # a grace period nobody is waiting out) and the writer serves the next caller.
-    storage = SqlStorage(f"sqlite:///{tmp_path / 'group.db'}")
-    storage.migrate()
+    storage = _migrated(tmp_path)
     held = _HeldWriter()
     threads: list[int] = []
 
     async def submit() -> list[asyncio.Future[int]]:
-        first = await held.hold(storage)
-        writes = [asyncio.ensure_future(storage.run(_traced(f"c{i}", threads))) for i in range(3)]
-        await asyncio.sleep(0)  # queued behind the held write
+        first, writes = await held.queue(storage, [_traced(f"c{i}", threads) for i in range(3)])
         for write in (first, *writes):
             write.cancel()
         return [first, *writes]

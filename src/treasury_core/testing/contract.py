@@ -70,6 +70,12 @@ from treasury_core.ledger import (
     Reserve,
     VoidPending,
 )
+from treasury_core.notifications.deliveries import (
+    Delivery,
+    DeliveryAttempt,
+    DeliveryKind,
+    DeliveryStatus,
+)
 from treasury_core.payments.intents import (
     AUTHORIZATION_HOLD,
     CancellationReason,
@@ -204,6 +210,22 @@ def _event(n: int, company_id: int = 1, type_: EventType = EventType.DEPOSIT_COM
         company_id=company_id,
         created_at=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=n),
         data={"object": {"id": f"dep_{n}"}},
+    )
+
+
+def _delivery(n: int, *, event_id: str = "evt_0001", due: datetime = NOW) -> Delivery:
+    """Webhook delivery number ``n`` of ``event_id``, made at :data:`NOW` and due at ``due``."""
+    return Delivery(
+        id=f"dlv_{n:04d}",
+        company_id=1,
+        event_id=event_id,
+        event_type="treasury.deposit.completed",
+        kind=DeliveryKind.WEBHOOK,
+        endpoint_id="we_1",
+        url="https://example.com/hook",
+        payload=f'{{"id":"{event_id}"}}',
+        next_attempt_at=due,
+        created_at=NOW,
     )
 
 
@@ -779,33 +801,12 @@ class StorageContract:
 
     def test_deliveries_are_claimed_under_a_lease(self, storage: Storage) -> None:
         """Due deliveries are claimed under a lease; held ones are not claimed until it ends."""
-        from treasury_core.notifications.deliveries import (
-            Delivery,
-            DeliveryAttempt,
-            DeliveryKind,
-            DeliveryStatus,
-        )
-
-        t0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-        def delivery(n: int, due: datetime) -> Delivery:
-            return Delivery(
-                id=f"dlv_{n:04d}",
-                company_id=1,
-                event_id="evt_0001",
-                event_type="treasury.deposit.completed",
-                kind=DeliveryKind.WEBHOOK,
-                endpoint_id="we_1",
-                url="https://example.com/hook",
-                payload='{"id":"evt_0001"}',
-                next_attempt_at=due,
-                created_at=t0,
-            )
+        t0 = NOW
 
         def write(uow: UnitOfWork) -> None:
-            uow.deliveries.add(delivery(1, t0))
-            uow.deliveries.add(delivery(2, t0 + timedelta(seconds=1)))
-            uow.deliveries.add(delivery(3, t0 + timedelta(hours=1)))
+            uow.deliveries.add(_delivery(1, due=t0))
+            uow.deliveries.add(_delivery(2, due=t0 + timedelta(seconds=1)))
+            uow.deliveries.add(_delivery(3, due=t0 + timedelta(hours=1)))
 
         storage.run_sync(write)
         wall = datetime(2026, 6, 1, tzinfo=UTC)
@@ -846,27 +847,7 @@ class StorageContract:
 
     def test_purge_forgets_only_finished_old_events(self, storage: Storage) -> None:
         """Purging forgets only old dispatched events with no delivery left to make."""
-        from treasury_core.notifications.deliveries import (
-            Delivery,
-            DeliveryAttempt,
-            DeliveryKind,
-        )
-
-        t0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-        def delivery(n: int, event_id: str) -> Delivery:
-            return Delivery(
-                id=f"dlv_{n:04d}",
-                company_id=1,
-                event_id=event_id,
-                event_type="treasury.deposit.completed",
-                kind=DeliveryKind.WEBHOOK,
-                endpoint_id="we_1",
-                url="https://example.com/hook",
-                payload="{}",
-                next_attempt_at=t0,
-                created_at=t0,
-            )
+        t0 = NOW
 
         done = DeliveryAttempt(attempted_at=t0, status_code=200, duration_ms=1, error=None)
 
@@ -878,9 +859,9 @@ class StorageContract:
             # evt_0000: delivered; evt_0001: still pending; evt_0002: nothing to deliver;
             # evt_0003: never dispatched.
             uow.deliveries.add(
-                delivery(1, "evt_0000").attempted(done, succeeded=True, next_at=None)
+                _delivery(1, event_id="evt_0000").attempted(done, succeeded=True, next_at=None)
             )
-            uow.deliveries.add(delivery(2, "evt_0001"))
+            uow.deliveries.add(_delivery(2, event_id="evt_0001"))
 
         storage.run_sync(write)
         cutoff = t0 + timedelta(minutes=10)
