@@ -194,6 +194,35 @@ def test_for_update_locks_the_row_on_postgres(postgres_url: str) -> None:
         storage.close()
 
 
+def test_one_query_serves_sqlite_and_postgres_in_turn(sqlite_url: str, postgres_url: str) -> None:
+    # A HotQuery remembers the last dialect it compiled for: a query shared by two storages
+    # (the module-level queries are) must give each one its own dialect's statement.
+    storages = [SqlStorage(url, pool_size=2) for url in (sqlite_url, postgres_url)]
+    hot = HotQuery(OF_COMPANY.order_by(t.wallets.c.id))
+    try:
+        companies = []
+        for storage in storages:
+            storage.migrate()
+            companies.append(_seed(storage))
+        for _ in range(2):
+            for storage, company in zip(storages, companies, strict=True):
+                ours = _in_transaction(
+                    storage, lambda c, co=company: hot.rows(c, {"company_id": co})
+                )
+                theirs = _in_transaction(
+                    storage,
+                    lambda c, co=company: [
+                        tuple(r)
+                        for r in c.execute(OF_COMPANY.order_by(t.wallets.c.id), {"company_id": co})
+                    ],
+                )
+                assert [tuple(r) for r in ours] == theirs
+                assert [r[0] for r in ours] == ["wal_a", "wal_b", "wal_c"]
+    finally:
+        for storage in storages:
+            storage.close()
+
+
 def test_an_expanding_in_is_refused(storage: SqlStorage, company_id: int) -> None:
     hot = HotQuery(select(t.wallets).where(t.wallets.c.id.in_(bindparam("ids", expanding=True))))
 

@@ -8,11 +8,14 @@ parametrized ``storage`` fixture (tests/conftest.py). The tests below it depend 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 
 import pytest
 
+from treasury_core.errors import ConflictRetryExhausted
 from treasury_core.ledger import Journal, Move
+from treasury_core.ports import UnitOfWork
 from treasury_core.testing.contract import (
     StorageContract,
     account,
@@ -23,6 +26,7 @@ from treasury_core.testing.contract import (
     wallet_account,
     world,
 )
+from treasury_sqlalchemy.storage import SqlStorage
 
 
 class TestStorageContract(StorageContract):
@@ -55,11 +59,6 @@ def test_snapshot_reads_do_not_see_later_commits(kind: str, request: pytest.Fixt
 
 def test_a_failed_begin_leaves_the_worker_connection_usable(sqlite_url: str) -> None:
     """Another process holds the write lock past our timeout; afterwards everything works."""
-    import sqlite3
-
-    from treasury_core.errors import ConflictRetryExhausted
-    from treasury_sqlalchemy.storage import SqlStorage
-
     storage = SqlStorage(sqlite_url, pool_size=1, busy_timeout=0.05)
     storage.max_attempts = 2
     storage.migrate()
@@ -81,4 +80,101 @@ def test_a_failed_begin_leaves_the_worker_connection_usable(sqlite_url: str) -> 
         assert asyncio.run(scenario()) == 1
     finally:
         blocker.close()
+        storage.close()
+
+
+# SQLite reads awaited through ``run`` take a path of their own on the loop's thread (the
+# connection it keeps, ``BEGIN`` and ``ROLLBACK`` written out): it must keep the transaction
+# and retry rules of every other path.
+
+
+def _sqlite_storage(sqlite_url: str) -> SqlStorage:
+    storage = SqlStorage(sqlite_url, pool_size=2)
+    storage.migrate()
+    return storage
+
+
+def test_a_read_on_the_loop_sees_one_snapshot(sqlite_url: str) -> None:
+    storage = _sqlite_storage(sqlite_url)
+    open_accounts(storage, world(), wallet_account("wal_a"))
+    apply(storage, Journal("j1", (Move("world:USD", "wal_a", "USD", 10),)))
+    journals = iter(("j2", "j3"))
+
+    def read(uow: UnitOfWork) -> tuple[int, int]:
+        first = uow.ledger.get_account("wal_a")
+        # Committed by another thread between the read's two statements.
+        journal = Journal(next(journals), (Move("world:USD", "wal_a", "USD", 5),))
+        writer = threading.Thread(target=apply, args=(storage, journal))
+        writer.start()
+        writer.join()
+        again = uow.ledger.get_account("wal_a")
+        assert first is not None and again is not None
+        return first.balance, again.balance
+
+    async def scenario() -> tuple[tuple[int, int], tuple[int, int]]:
+        await storage.run(lambda uow: uow.ledger.get_account("wal_a"), write=False)  # keeps one
+        return await storage.run(read, write=False), await storage.run(read, write=False)
+
+    try:
+        assert asyncio.run(scenario()) == ((10, 10), (15, 15))
+        assert account(storage, "wal_a").balance == 20
+    finally:
+        storage.close()
+
+
+def test_a_failed_read_on_the_loop_ends_its_transaction(sqlite_url: str) -> None:
+    storage = _sqlite_storage(sqlite_url)
+    open_accounts(storage, world(), wallet_account("wal_a"))
+
+    def fails(uow: UnitOfWork) -> None:
+        uow.ledger.get_account("wal_a")
+        raise ValueError("not this one")
+
+    async def scenario() -> int:
+        await storage.run(lambda uow: uow.ledger.get_account("wal_a"), write=False)
+        with pytest.raises(ValueError, match="not this one"):
+            await storage.run(fails, write=False)
+        # Left inside its snapshot, the loop's connection would not see this write.
+        apply(storage, Journal("j1", (Move("world:USD", "wal_a", "USD", 7),)))
+        found = await storage.run(lambda uow: uow.ledger.get_account("wal_a"), write=False)
+        assert found is not None
+        return found.balance
+
+    try:
+        assert asyncio.run(scenario()) == 7
+    finally:
+        storage.close()
+
+
+def test_a_busy_read_on_the_loop_is_retried_and_then_given_up(sqlite_url: str) -> None:
+    storage = _sqlite_storage(sqlite_url)
+    storage.max_attempts = 3
+    open_accounts(storage, world(), wallet_account("wal_a"))
+    calls: list[str] = []
+
+    def busy_once(uow: UnitOfWork) -> str:
+        calls.append("once")
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("database is locked")
+        found = uow.ledger.get_account("wal_a")
+        assert found is not None
+        return found.id
+
+    def always_busy(uow: UnitOfWork) -> None:
+        calls.append("always")
+        raise sqlite3.OperationalError("database is locked")
+
+    async def scenario() -> str:
+        await storage.run(lambda uow: uow.ledger.get_account("wal_a"), write=False)
+        found = await storage.run(busy_once, write=False)
+        with pytest.raises(ConflictRetryExhausted):
+            await storage.run(always_busy, write=False)
+        return found
+
+    try:
+        assert asyncio.run(scenario()) == "wal_a"
+        assert calls.count("once") == 2
+        # The loop's own attempt, then run_sync's attempts, each one bounded.
+        assert calls.count("always") == 1 + storage.max_attempts
+    finally:
         storage.close()

@@ -93,6 +93,19 @@ def test_card_numbers_and_keys_in_a_query_are_blanked(caplog: pytest.LogCaptureF
     )
 
 
+def test_a_target_logged_again_is_blanked_again(caplog: pytest.LogCaptureFixture) -> None:
+    # Scrubbed targets are remembered; what is remembered must be the scrubbed form.
+    secret = f"pil_{uuid.uuid4().hex}"
+    path = f"/api/v1/payments/intent?payment_intent_lookup_id={secret}"
+    lines = []
+    for _ in range(3):
+        caplog.clear()
+        lines.append(_line(caplog, make_mocked_request("GET", path), web.Response(status=200), 0))
+    assert len(set(lines)) == 1
+    assert secret not in lines[0]
+    assert '"GET /api/v1/payments/intent?payment_intent_lookup_id=… HTTP/1.1"' in lines[0]
+
+
 def test_a_grouped_card_number_in_a_path_is_blanked(caplog: pytest.LogCaptureFixture) -> None:
     request = make_mocked_request("GET", "/").clone(
         rel_url=URL("/cards/4242-4242-4242-4242/x", encoded=True)

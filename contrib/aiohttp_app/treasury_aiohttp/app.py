@@ -106,7 +106,12 @@ def create_app(
     if treasury.config.sandbox:
         routes += sandbox_handlers.ROUTES
     openapi_route = Route("GET", _OPENAPI_PATH, _openapi, "The OpenAPI document", auth=Auth.NONE)
-    for route in (*routes, openapi_route):
+    # aiohttp tries the routes that share a static prefix in the order they were added, one
+    # coroutine each: the deeper paths go first, so that a balance read (``…/{id}/balance``) is
+    # not first tried as ``/api/v1/wallet`` and ``…/{id}``. Segments never match across a
+    # ``/``, so the order changes only how soon the one matching route is found.
+    by_depth = sorted((*routes, openapi_route), key=lambda route: -route.path.count("/"))
+    for route in by_depth:
         app.router.add_route(route.method, route.path, _tagged(route))
     hosted_pages.add_routes(app)
     app[OPENAPI_KEY] = build_openapi(routes, title="treasury-core", version=_package_version())

@@ -47,18 +47,21 @@ class _Compiled:
     defaults: dict[str, Any]
     #: Bind processors by parameter name, only those that convert something.
     binds: dict[str, Callable[[Any], Any]]
-    #: Result processors per selected column, or ``None`` when no column needs one.
-    results: tuple[_Processor, ...] | None
+    #: ``(column index, result processor)`` for the selected columns that need converting
+    #: (most need none, and visiting only these is what keeps a wide row cheap).
+    results: tuple[tuple[int, Callable[[Any], Any]], ...]
 
 
 class HotQuery:
     """A ``SELECT`` run on the DBAPI cursor of the connection's current transaction."""
 
-    __slots__ = ("_compiled", "_query")
+    __slots__ = ("_compiled", "_last", "_query")
 
     def __init__(self, query: Select[Any]) -> None:
         self._query = query
         self._compiled: dict[tuple[str, str, str], _Compiled] = {}
+        #: The dialect object last seen and its statement (one tuple: threads swap it whole).
+        self._last: tuple[Dialect, _Compiled] | None = None
 
     def _compile(self, dialect: Dialect) -> _Compiled:
         _mark(dialect)  # refuses a paramstyle the cursor calls below do not speak
@@ -80,15 +83,24 @@ class HotQuery:
             names=tuple(positional) if dialect.positional and positional is not None else None,
             defaults={k: v for k, v in compiled.params.items() if v is not None},
             binds=binds,
-            results=results if any(p is not None for p in results) else None,
+            results=tuple((i, p) for i, p in enumerate(results) if p is not None),
         )
+
+    def _compiled_for(self, dialect: Dialect) -> _Compiled:
+        compiled = self._compiled.get(_key(dialect))
+        if compiled is None:
+            compiled = self._compiled[_key(dialect)] = self._compile(dialect)
+        return compiled
 
     def rows(self, conn: Connection, params: dict[str, Any]) -> list[Sequence[Any]]:
         """Every row, as tuples in the order of the selected columns."""
         dialect = conn.dialect
-        compiled = self._compiled.get(_key(dialect))
-        if compiled is None:
-            compiled = self._compiled[_key(dialect)] = self._compile(dialect)
+        last = self._last
+        if last is not None and last[0] is dialect:
+            compiled = last[1]  # the usual case: one engine, so one dialect object
+        else:
+            compiled = self._compiled_for(dialect)
+            self._last = (dialect, compiled)
         values = params
         if compiled.defaults or compiled.binds:
             values = {**compiled.defaults, **params}
@@ -98,22 +110,24 @@ class HotQuery:
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
             if compiled.names is not None:
-                cursor.execute(compiled.sql, tuple(values[name] for name in compiled.names))
+                cursor.execute(compiled.sql, [values[name] for name in compiled.names])
             else:
                 cursor.execute(compiled.sql, values)
-            rows: list[Sequence[Any]] = list(cursor.fetchall())
+            # A list from both drivers (the DBAPI types promise only a sequence).
+            rows: list[Sequence[Any]] = cursor.fetchall()  # type: ignore[assignment]
         finally:
             cursor.close()
         results = compiled.results
-        if results is None:
+        if not results:
             return rows
-        return [
-            tuple(
-                value if processor is None or value is None else processor(value)
-                for processor, value in zip(results, row, strict=True)
-            )
-            for row in rows
-        ]
+        converted: list[Sequence[Any]] = []
+        for row in rows:
+            fields = list(row)
+            for index, processor in results:
+                if fields[index] is not None:
+                    fields[index] = processor(fields[index])
+            converted.append(tuple(fields))
+        return converted
 
     def first(self, conn: Connection, params: dict[str, Any]) -> Sequence[Any] | None:
         """The first row, or ``None``."""

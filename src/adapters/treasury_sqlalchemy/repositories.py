@@ -199,21 +199,27 @@ _API_KEY_BY_HASH = HotQuery(
 )
 
 
+#: Account kinds by stored value: a dict lookup costs a fifth of ``AccountKind(value)``, and
+#: every balance read and ledger movement makes accounts from rows.
+_ACCOUNT_KINDS = {kind.value: kind for kind in AccountKind}
+
+
 def _account(row: Sequence[Any]) -> Account:
     # Positional, in table column order: works for SQLAlchemy rows and DBAPI tuples alike.
     (id_, currency, kind, company_id, guarded, overdraft, *counters) = row
+    (debits_posted, credits_posted, holds, pending_out, credits_pending) = counters
     return Account(
         id=id_,
         currency=currency,
-        kind=AccountKind(kind),
+        kind=_ACCOUNT_KINDS.get(kind) or AccountKind(kind),
         company_id=company_id,
         guarded=bool(guarded),
         overdraft_limit=overdraft,
-        debits_posted=counters[0],
-        credits_posted=counters[1],
-        debits_pending_holds=counters[2],
-        debits_pending_out=counters[3],
-        credits_pending=counters[4],
+        debits_posted=debits_posted,
+        credits_posted=credits_posted,
+        debits_pending_holds=holds,
+        debits_pending_out=pending_out,
+        credits_pending=credits_pending,
     )
 
 

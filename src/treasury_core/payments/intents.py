@@ -165,6 +165,11 @@ def _aware(value: datetime | None, name: str) -> None:
         raise ValueError(f"{name} must be timezone-aware")
 
 
+#: Intents' rendered records by ``id(intent)``, with the intent (see ``record_json``).
+_RENDERED: dict[int, tuple[PaymentIntent, bytes]] = {}
+_RENDERED_MAX: Final = 1024
+
+
 class PaymentIntent(PaymentIntentRecord):
     """A stored payment intent: the interface record plus the rules in this module's docstring.
 
@@ -258,10 +263,23 @@ class PaymentIntent(PaymentIntentRecord):
 
     def record_json(self) -> bytes:
         """The interface's record as JSON: the bytes ``record()`` serializes to, without
-        building the record (a quarter of the cost; this is on every response's path)."""
+        building the record (a quarter of the cost; this is on every response's path).
+
+        Rendered once per intent instance: an intent is frozen and holds only immutable
+        values, and the SQL storage hands out one instance per stored version, so polling an
+        unchanged intent renders nothing.
+        """
+        seen = _RENDERED.get(id(self))
+        if seen is not None and seen[0] is self:
+            return seen[1]
         # An intent is a PaymentIntentRecord, and pydantic serializes by the schema it is given,
         # not by the instance's class: the record's serializer writes exactly its own fields.
-        return PaymentIntentRecord.__pydantic_serializer__.to_json(self)
+        rendered = PaymentIntentRecord.__pydantic_serializer__.to_json(self)
+        if len(_RENDERED) >= _RENDERED_MAX:
+            _RENDERED.clear()  # bounded; the next renders refill it
+        # The entry holds the intent itself, so its id() cannot be reused while it is here.
+        _RENDERED[id(self)] = (self, rendered)
+        return rendered
 
     def api(self) -> dict[str, Any]:
         """The interface's record, JSON-ready (also the ``data.object`` of intent events)."""
