@@ -15,6 +15,7 @@ from aiohttp import HttpVersion, web
 from aiohttp.test_utils import make_mocked_request
 from yarl import URL
 
+from treasury_aiohttp import access_log as access_log_module
 from treasury_aiohttp.access_log import RedactingAccessLogger, redact
 from treasury_aiohttp.logs import BufferedLineHandler, JsonFormatter, RedactingFilter, TextFormatter
 
@@ -103,6 +104,11 @@ def test_a_target_logged_again_is_blanked_again(caplog: pytest.LogCaptureFixture
         lines.append(_line(caplog, make_mocked_request("GET", path), web.Response(status=200), 0))
     assert len(set(lines)) == 1
     assert secret not in lines[0]
+    # What is remembered holds no unscrubbed target either.
+    remembered = access_log_module._SCRUBBED
+    assert remembered
+    assert not any(secret in scrubbed for scrubbed in remembered.values())
+    assert not any(secret.encode() in key for key in remembered)
     assert '"GET /api/v1/payments/intent?payment_intent_lookup_id=… HTTP/1.1"' in lines[0]
 
 

@@ -5,10 +5,19 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
+
 from treasury_core.payments import IntentStatus, PaymentIntent
 from treasury_core.payments import intents as intents_module
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def empty_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each test starts from an empty memo: one left nearly full by earlier tests would be
+    # cleared half way through a test.
+    monkeypatch.setattr(intents_module, "_RENDERED", {})
 
 
 def intent(lookup_id: str = "pil_abcdefgh", **fields: object) -> PaymentIntent:

@@ -8,8 +8,8 @@ too. Card numbers never appear in a URL the API defines.
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from functools import lru_cache
 
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web_request import BaseRequest
@@ -20,11 +20,23 @@ from treasury_aiohttp.redaction import redact, scrub
 
 __all__ = ["RedactingAccessLogger", "redact"]
 
-#: The scrubbed form of recently logged request targets. Three regular-expression scans per
-#: line were a third of the line's cost, and a server sees the same targets again and again
-#: (a create path, a polled intent). The keys are unscrubbed targets, held in this process's
-#: memory only, as the requests that carried them were.
-_scrubbed_target = lru_cache(maxsize=1024)(scrub)
+#: The scrubbed form of recently logged request targets, by a digest of the target. Three
+#: regular-expression scans per line were a third of the line's cost, and a server sees the
+#: same targets again and again (a create path, a polled intent). Keyed by digest so that no
+#: unscrubbed target (a lookup id, a tokenization secret) outlives its request here.
+_SCRUBBED: dict[bytes, str] = {}
+_SCRUBBED_MAX = 1024
+
+
+def _scrubbed_target(target: str) -> str:
+    key = hashlib.blake2b(target.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    scrubbed = _SCRUBBED.get(key)
+    if scrubbed is None:
+        scrubbed = scrub(target)
+        if len(_SCRUBBED) >= _SCRUBBED_MAX:
+            _SCRUBBED.clear()  # bounded; the next lines refill it
+        _SCRUBBED[key] = scrubbed
+    return scrubbed
 
 
 class RedactingAccessLogger(AbstractAccessLogger):

@@ -218,26 +218,26 @@ class SqlStorage(Storage):
         """``run_sync(fn, write=False)`` on the connection this thread keeps, its ``BEGIN``
         and ``ROLLBACK`` written out.
 
-        The same transaction as :meth:`_sqlite_read`, without the three context managers
-        around it (``run_sync``'s ``transaction()``, the read, the connection), which cost a
-        quarter of a read that finds its row in the page cache; every API request makes one
-        or more reads. No kept connection yet, or a busy database, takes ``run_sync``'s path.
+        The same transaction as :meth:`_sqlite_read` and the same retry rule as ``run_sync``,
+        without the three context managers around it (``run_sync``'s ``transaction()``, the
+        read, the connection), which cost a quarter of a read that finds its row in the page
+        cache; every API request makes one or more reads.
         """
-        conn: Connection | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed or conn.invalidated:
-            self._local.keeps_connection = True
-            return self.run_sync(fn, write=False)
-        dbapi = conn.connection.dbapi_connection
-        try:
+
+        def attempt() -> T:
+            conn: Connection | None = getattr(self._local, "conn", None)
+            if conn is None or conn.closed or conn.invalidated:
+                self._local.keeps_connection = True
+                with self.transaction(write=False) as uow:  # connects, and keeps it
+                    return fn(uow)
+            dbapi = conn.connection.dbapi_connection
             try:
                 dbapi.execute("BEGIN")  # type: ignore[union-attr]
                 return fn(SqlUnitOfWork(conn, lock_rows=False))
             finally:
                 self._end_read(conn, dbapi)
-        except Exception as exc:
-            if not self.is_transient(exc):
-                raise
-        return self.run_sync(fn, write=False)  # its retries, as for any other transaction
+
+        return self._retrying(attempt)
 
     def _abandon(self, conn: Connection) -> None:
         try:

@@ -476,12 +476,23 @@ class Storage(abc.ABC):
         self, fn: Callable[[UnitOfWork], T], *, write: bool = True, snapshot: bool = False
     ) -> T:
         """Run ``fn`` in a transaction, re-running it on transient conflicts; blocking."""
-        for attempt in range(1, self.max_attempts + 1):
+
+        def attempt() -> T:
+            with self.transaction(write=write, snapshot=snapshot) as uow:
+                return fn(uow)
+
+        return self._retrying(attempt)
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """``attempt()`` again after a transient conflict, at most :attr:`max_attempts` times
+        in all; :class:`ConflictRetryExhausted` when every one of them conflicted.
+
+        For adapters whose own paths to a transaction keep ``run_sync``'s retry rule."""
+        for number in range(1, self.max_attempts + 1):
             try:
-                with self.transaction(write=write, snapshot=snapshot) as uow:
-                    return fn(uow)
+                return attempt()
             except Exception as exc:
-                if not self.is_transient(exc) or attempt == self.max_attempts:
+                if not self.is_transient(exc) or number == self.max_attempts:
                     if self.is_transient(exc):
                         raise ConflictRetryExhausted(
                             "The database stayed busy; retry the request"
