@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from treasury_core.errors import ConflictRetryExhausted
-from treasury_core.ledger import Journal, Move
+from treasury_core.ledger import BalanceRecord, Journal, Move
 from treasury_core.ports import UnitOfWork
 from treasury_core.testing.contract import (
     StorageContract,
@@ -176,5 +176,28 @@ def test_a_busy_read_on_the_loop_is_retried_and_then_given_up(sqlite_url: str) -
         assert calls.count("once") == 2
         # As run_sync's rule: max_attempts in all, then given up.
         assert calls.count("always") == storage.max_attempts
+    finally:
+        storage.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_an_unchanged_account_row_is_one_instance_and_a_change_is_seen(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    from tests.conftest import make_storage
+
+    storage = make_storage(kind, request)
+    try:
+        open_accounts(storage, world(), wallet_account("wal_a"))
+        apply(storage, Journal("j1", (Move("world:USD", "wal_a", "USD", 10),)))
+        first, again = account(storage, "wal_a"), account(storage, "wal_a")
+        # One instance per stored row: a polled balance is made (and validated) once.
+        assert first is again
+        assert BalanceRecord.of(first) is BalanceRecord.of(again)
+        apply(storage, Journal("j2", (Move("world:USD", "wal_a", "USD", 5),)))
+        changed = account(storage, "wal_a")
+        assert changed is not first
+        assert (changed.balance, BalanceRecord.of(changed).balance) == (15, 15)
+        assert BalanceRecord.of(first).balance == 10  # what was remembered stays right
     finally:
         storage.close()

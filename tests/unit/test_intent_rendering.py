@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from treasury_core.memo import InstanceMemo
 from treasury_core.payments import IntentStatus, PaymentIntent
 from treasury_core.payments import intents as intents_module
 
@@ -17,7 +18,7 @@ T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 def empty_memo(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each test starts from an empty memo: one left nearly full by earlier tests would be
     # cleared half way through a test.
-    monkeypatch.setattr(intents_module, "_RENDERED", {})
+    monkeypatch.setattr(intents_module, "_RENDERED", InstanceMemo())
 
 
 def intent(lookup_id: str = "pil_abcdefgh", **fields: object) -> PaymentIntent:
@@ -56,7 +57,7 @@ def test_a_changed_intent_renders_its_change() -> None:
 
 
 def test_the_memo_is_bounded_and_stays_right() -> None:
-    bound = intents_module._RENDERED_MAX
+    bound = intents_module._RENDERED.max_entries
     many = [intent(f"pil_{n:08d}") for n in range(bound + 10)]
     for one in many:
         assert json.loads(one.record_json())["payment_intent_lookup_id"] == (

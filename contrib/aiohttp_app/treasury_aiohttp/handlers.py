@@ -41,7 +41,7 @@ async def get_wallet_balance(request: web.Request) -> web.StreamResponse:
     """A wallet's balance record."""
     wallet_id = request.match_info["wallet_id"]
     balance = await treasury(request).wallets.balance(principal(request).company_id, wallet_id)
-    return json_response(balance)
+    return json_response(balance.record_json())
 
 
 async def list_wallets(request: web.Request) -> web.StreamResponse:

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
-from functools import cached_property, lru_cache
-from typing import Any
+from functools import lru_cache
+from typing import Any, Generic, TypeVar, overload
 
 from sqlalchemy import (
     ColumnElement,
@@ -223,6 +223,15 @@ def _account(row: Sequence[Any]) -> Account:
     )
 
 
+@lru_cache(maxsize=1024)
+def _account_of_row(row: tuple[Any, ...]) -> Account:
+    """:func:`_account`, once per distinct row: a polled balance reads the same row again and
+    again, and an ``Account`` is immutable, so one instance serves every read of it (and lets
+    :meth:`BalanceRecord.of` answer from its own memo). A changed counter is a new row, a new
+    key, never a stale answer; the row holds no secret."""
+    return _account(row)
+
+
 def _pending(row: Row[Any]) -> PendingMovement:
     m = row._mapping
     return PendingMovement(
@@ -329,7 +338,7 @@ class SqlLedger:
 
     def get_account(self, account_id: str) -> Account | None:
         row = _ACCOUNT_BY_ID.first(self._conn, {"account_id": account_id})
-        return _account(row) if row else None
+        return _account_of_row(tuple(row)) if row else None
 
     def get_accounts(self, account_ids: Sequence[str]) -> dict[str, Account]:
         if not account_ids:
@@ -1068,6 +1077,36 @@ class SqlJobs:
         return int(result.rowcount)
 
 
+_R = TypeVar("_R")
+
+
+class _made_on_first_use(Generic[_R]):  # lower case: a decorator, like cached_property
+    """A unit of work's repository, made when first used and then kept on the instance.
+
+    ``functools.cached_property`` without its lock (Python 3.11 takes a lock on every first
+    use; Python 3.12 dropped it): a unit of work belongs to one thread, and making two
+    repositories would be harmless anyway. A non-data descriptor, so the instance's own
+    attribute answers every later use.
+    """
+
+    def __init__(self, make: Callable[[SqlUnitOfWork], _R]) -> None:
+        self._make = make
+        self._name = make.__name__
+        self.__doc__ = make.__doc__
+
+    @overload
+    def __get__(self, uow: None, owner: type[SqlUnitOfWork]) -> _made_on_first_use[_R]: ...
+    @overload
+    def __get__(self, uow: SqlUnitOfWork, owner: type[SqlUnitOfWork]) -> _R: ...
+    def __get__(
+        self, uow: SqlUnitOfWork | None, owner: type[SqlUnitOfWork]
+    ) -> _R | _made_on_first_use[_R]:
+        if uow is None:
+            return self
+        repository = uow.__dict__[self._name] = self._make(uow)
+        return repository
+
+
 class SqlUnitOfWork:
     """One transaction's repositories, each made when first used (most transactions touch two
     or three of the nine, and a read on the request path is short enough for this to show)."""
@@ -1076,38 +1115,38 @@ class SqlUnitOfWork:
         self.connection = conn
         self._lock_rows = lock_rows
 
-    @cached_property
+    @_made_on_first_use
     def wallets(self) -> SqlWallets:
         return SqlWallets(self.connection)
 
-    @cached_property
+    @_made_on_first_use
     def ledger(self) -> SqlLedger:
         return SqlLedger(self.connection, self._lock_rows)
 
-    @cached_property
+    @_made_on_first_use
     def companies(self) -> SqlCompanies:
         return SqlCompanies(self.connection)
 
-    @cached_property
+    @_made_on_first_use
     def outbox(self) -> SqlOutbox:
         return SqlOutbox(self.connection, self._lock_rows)
 
-    @cached_property
+    @_made_on_first_use
     def idempotency(self) -> SqlIdempotency:
         return SqlIdempotency(self.connection)
 
-    @cached_property
+    @_made_on_first_use
     def records(self) -> SqlRecords:
         return SqlRecords(self.connection, self._lock_rows)
 
-    @cached_property
+    @_made_on_first_use
     def jobs(self) -> SqlJobs:
         return SqlJobs(self.connection, self._lock_rows)
 
-    @cached_property
+    @_made_on_first_use
     def intents(self) -> SqlIntents:
         return SqlIntents(self.connection, self._lock_rows)
 
-    @cached_property
+    @_made_on_first_use
     def deliveries(self) -> SqlDeliveries:
         return SqlDeliveries(self.connection, self._lock_rows)

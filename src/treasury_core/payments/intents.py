@@ -28,6 +28,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from treasury_core.errors import ValidationFailed
+from treasury_core.memo import InstanceMemo
 from treasury_core.serialization import Timestamp
 
 #: How long an authorization hold lasts: ``authorization_expires_at = authorized_at + 7 days``.
@@ -165,9 +166,8 @@ def _aware(value: datetime | None, name: str) -> None:
         raise ValueError(f"{name} must be timezone-aware")
 
 
-#: Intents' rendered records by ``id(intent)``, with the intent (see ``record_json``).
-_RENDERED: dict[int, tuple[PaymentIntent, bytes]] = {}
-_RENDERED_MAX: Final = 1024
+#: Intents' rendered records (see ``record_json``).
+_RENDERED: InstanceMemo[PaymentIntent, bytes] = InstanceMemo()
 
 
 class PaymentIntent(PaymentIntentRecord):
@@ -269,16 +269,13 @@ class PaymentIntent(PaymentIntentRecord):
         values, and the SQL storage hands out one instance per stored version, so polling an
         unchanged intent renders nothing.
         """
-        seen = _RENDERED.get(id(self))
-        if seen is not None and seen[0] is self:
-            return seen[1]
-        # An intent is a PaymentIntentRecord, and pydantic serializes by the schema it is given,
-        # not by the instance's class: the record's serializer writes exactly its own fields.
-        rendered = PaymentIntentRecord.__pydantic_serializer__.to_json(self)
-        if len(_RENDERED) >= _RENDERED_MAX:
-            _RENDERED.clear()  # bounded; the next renders refill it
-        # The entry holds the intent itself, so its id() cannot be reused while it is here.
-        _RENDERED[id(self)] = (self, rendered)
+        rendered = _RENDERED.get(self)
+        if rendered is None:
+            # An intent is a PaymentIntentRecord, and pydantic serializes by the schema it is
+            # given, not by the instance's class: the record's serializer writes exactly its own
+            # fields.
+            serializer = PaymentIntentRecord.__pydantic_serializer__
+            rendered = _RENDERED.put(self, serializer.to_json(self))
         return rendered
 
     def api(self) -> dict[str, Any]:
