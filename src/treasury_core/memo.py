@@ -5,6 +5,9 @@ renders to the same JSON, a polled balance to the same record. The SQL storage h
 instance per stored version of a row, so remembering the result per instance turns those
 repeats into a dictionary lookup. Keyed by identity, not equality: hashing a model by value
 costs about as much as deriving from it, and an instance that was changed is a new instance.
+
+What a memo holds is what the process serves anyway: records its storage hands out. Code that
+must never hold a secret (the access log) does not use it; its own memo is keyed by a digest.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ class InstanceMemo(Generic[K, V]):
         self.max_entries = max_entries
 
     def get(self, instance: K) -> V | None:
-        """What was remembered for this very instance, or ``None``."""
+        """What was remembered for this very instance, or ``None`` (so ``None`` itself is
+        never worth remembering)."""
         seen = self._entries.get(id(instance))
         if seen is not None and seen[0] is instance:
             return seen[1]

@@ -191,8 +191,14 @@ def test_an_unchanged_account_row_is_one_instance_and_a_change_is_seen(
         open_accounts(storage, world(), wallet_account("wal_a"))
         apply(storage, Journal("j1", (Move("world:USD", "wal_a", "USD", 10),)))
         first, again = account(storage, "wal_a"), account(storage, "wal_a")
-        # One instance per stored row: a polled balance is made (and validated) once.
+        # One instance per stored row: a polled balance is made (and validated) once, whichever
+        # way it is read (a read awaited on the loop, the company's wallet list).
         assert first is again
+        on_loop = asyncio.run(storage.run(lambda uow: uow.ledger.get_account("wal_a"), write=False))
+        listed = storage.run_sync(lambda uow: uow.ledger.wallet_accounts(1, 10, None), write=False)
+        assert on_loop is first
+        assert listed == [first]
+        assert listed[0] is first
         assert BalanceRecord.of(first) is BalanceRecord.of(again)
         apply(storage, Journal("j2", (Move("world:USD", "wal_a", "USD", 5),)))
         changed = account(storage, "wal_a")

@@ -225,10 +225,12 @@ def _account(row: Sequence[Any]) -> Account:
 
 @lru_cache(maxsize=1024)
 def _account_of_row(row: tuple[Any, ...]) -> Account:
-    """:func:`_account`, once per distinct row: a polled balance reads the same row again and
+    """:func:`_account`, once per distinct row, for the reads that answer balances
+    (``get_account``, ``wallet_accounts``): a polled balance reads the same row again and
     again, and an ``Account`` is immutable, so one instance serves every read of it (and lets
     :meth:`BalanceRecord.of` answer from its own memo). A changed counter is a new row, a new
-    key, never a stale answer; the row holds no secret."""
+    key, never a stale answer; the row holds no secret. (``guarded`` comes back as ``0``/``1``
+    from SQLite and as a bool from PostgreSQL; equal keys either way, and ``bool()`` of both.)"""
     return _account(row)
 
 
@@ -356,7 +358,7 @@ class SqlLedger:
             t.ledger_accounts.c.kind == AccountKind.WALLET.value,
         )
         query = _newest_first(query, t.ledger_accounts.c.id, limit, starting_after)
-        return [_account(r) for r in self._conn.execute(query)]
+        return [_account_of_row(tuple(r)) for r in self._conn.execute(query)]
 
     def apply(self, journal: Journal, now: datetime) -> LedgerPlan:
         pending_ids = referenced_pendings(journal)

@@ -28,8 +28,9 @@ class BalanceRecord(BaseModel):
     def of(cls, account: Account) -> BalanceRecord:
         """The balance record of a wallet's ledger account (the wallet id is the account id).
 
-        Made once per account instance: an account is frozen, and the SQL storage hands out
-        one instance per stored row, so a polled balance validates nothing.
+        Made once per account instance: an account is frozen, and the SQL storage's account
+        reads (``get_account``, ``wallet_accounts``) hand out one instance per stored row, so a
+        polled balance validates nothing. A subclass's records are made every time.
         """
         if cls is not BalanceRecord:
             return cls._made_of(account)
@@ -40,7 +41,9 @@ class BalanceRecord(BaseModel):
 
     def record_json(self) -> bytes:
         """This record as JSON, rendered once per instance (a polled balance is one instance,
-        see :meth:`of`)."""
+        see :meth:`of`); a subclass's records (which may not stay frozen) every time."""
+        if type(self) is not BalanceRecord:
+            return self.__pydantic_serializer__.to_json(self)
         rendered = _RENDERED.get(self)
         if rendered is None:
             rendered = _RENDERED.put(self, self.__pydantic_serializer__.to_json(self))
