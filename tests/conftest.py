@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -128,3 +129,31 @@ def postgres_storages(base_url: str) -> Callable[[], AbstractContextManager[Stor
             schema.drop()
 
     return make
+
+
+@pytest.fixture
+def logging_state() -> Iterator[None]:
+    """Put back what ``treasury_aiohttp.logs.configure()`` changes (the serve and worker
+    commands call it), closing the handlers it added."""
+    root = logging.getLogger()
+    access = logging.getLogger("aiohttp.access")
+    alembic = logging.getLogger("alembic")
+    saved = (
+        root.handlers[:],
+        root.level,
+        access.handlers[:],
+        access.propagate,
+        alembic.level,
+        logging.logThreads,
+        logging.logProcesses,
+        logging.logMultiprocessing,
+    )
+    yield
+    for handler in access.handlers:
+        if handler not in saved[2]:
+            handler.close()
+    root.handlers[:], access.handlers[:] = saved[0], saved[2]
+    root.setLevel(saved[1])
+    access.propagate = saved[3]
+    alembic.setLevel(saved[4])
+    logging.logThreads, logging.logProcesses, logging.logMultiprocessing = saved[5:]

@@ -208,33 +208,6 @@ def test_records_that_fail_to_format_are_dropped_not_buffered(
     assert out.getvalue() == "fine\n"
 
 
-@pytest.fixture
-def logging_state() -> Iterator[None]:
-    """Put back what configure() changes."""
-    root = logging.getLogger()
-    access = logging.getLogger("aiohttp.access")
-    alembic = logging.getLogger("alembic")
-    saved = (
-        root.handlers[:],
-        root.level,
-        access.handlers[:],
-        access.propagate,
-        alembic.level,
-        logging.logThreads,
-        logging.logProcesses,
-        logging.logMultiprocessing,
-    )
-    yield
-    for handler in access.handlers:
-        if handler not in saved[2]:
-            handler.close()
-    root.handlers[:], access.handlers[:] = saved[0], saved[2]
-    root.setLevel(saved[1])
-    access.propagate = saved[3]
-    alembic.setLevel(saved[4])
-    logging.logThreads, logging.logProcesses, logging.logMultiprocessing = saved[5:]
-
-
 @pytest.mark.usefixtures("logging_state")
 @pytest.mark.parametrize("json_lines", [True, False])
 def test_configure_buffers_the_access_log_with_the_same_format(json_lines: bool) -> None:
