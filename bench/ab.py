@@ -20,10 +20,10 @@ import os
 import statistics
 import sys
 import tempfile
-import urllib.parse
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 from bench import http_intents as h
 
@@ -50,37 +50,15 @@ def _pythonpath(tree: Path) -> str:
 
 def _start(tree: Path, workload: str, root: Path, stack: ExitStack, name: str) -> _Side:
     cli = h._treasury_cli()
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = _pythonpath(tree)  # the CLI and the server import this tree
-    try:
+    # The CLI and the server import this tree first.
+    with mock.patch.dict(os.environ, {"PYTHONPATH": _pythonpath(tree)}):
         database = str(root / f"{name}.db")
         key, account = h._company(cli, database)
         port = h.free_port()
         args = [*cli, "serve", "--port", str(port), "--database", database]
         proc = stack.enter_context(h.run_server(args, port, root / f"{name}.log"))
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH")
-        else:
-            os.environ["PYTHONPATH"] = saved
     base = f"http://127.0.0.1:{port}"
-    ours = h._set_up_ours(base, key, account)
-    query = urllib.parse.urlencode({"payment_intent_lookup_id": ours.lookup_id})
-    url, text = {
-        "create": (base + h.CREATE_PATH, h._INTENT_SCRIPT % {"key": key, "account": account}),
-        "read": (f"{base}{h.CREATE_PATH}?{query}", h._GET_SCRIPT % {"key": key}),
-        "balance": (f"{base}/api/v1/wallet/{ours.source}/balance", h._GET_SCRIPT % {"key": key}),
-        "transfer": (
-            base + h.TRANSFER_PATH,
-            h._TRANSFER_SCRIPT
-            % {
-                "key": key,
-                "source": ours.source,
-                "target": ours.target,
-                "amount": h.TRANSFER_AMOUNT,
-            },
-        ),
-    }[workload]
+    url, text = h.our_requests(base, h._set_up_ours(base, key, account))[workload]
     script = root / f"{name}.lua"
     script.write_text(text)
     return _Side(tree, proc.pid, url, script)

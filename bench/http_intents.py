@@ -394,6 +394,25 @@ def _set_up_ours(base: str, key: str, account: int) -> _Ours:
     return _Ours(key, account, lookup_id, intent["id"], source, target)
 
 
+def our_requests(base: str, ours: _Ours) -> dict[str, tuple[str, str]]:
+    """Our four workloads (``create``, ``read``, ``transfer``, ``balance``) against the server
+    at ``base``, each as (URL, ``wrk`` script)."""
+    query = urllib.parse.urlencode({"payment_intent_lookup_id": ours.lookup_id})
+    get = _GET_SCRIPT % {"key": ours.key}
+    transfer = _TRANSFER_SCRIPT % {
+        "key": ours.key,
+        "source": ours.source,
+        "target": ours.target,
+        "amount": TRANSFER_AMOUNT,
+    }
+    return {
+        "create": (base + CREATE_PATH, _INTENT_SCRIPT % {"key": ours.key, "account": ours.account}),
+        "read": (f"{base}{CREATE_PATH}?{query}", get),
+        "transfer": (base + TRANSFER_PATH, transfer),
+        "balance": (f"{base}/api/v1/wallet/{ours.source}/balance", get),
+    }
+
+
 class _Localstripe:
     """A localstripe server's base URL, and the one intent its read workload fetches."""
 
@@ -481,11 +500,9 @@ def bench_http(
         ]
         pids = [p.pid for p in procs]
         ours = _set_up_ours(base["ours"], key, account)
-        scripts = {
-            "intent": _INTENT_SCRIPT % {"key": key, "account": account},
-            "transfer": _TRANSFER_SCRIPT
-            % {"key": key, "source": ours.source, "target": ours.target, "amount": TRANSFER_AMOUNT},
-            "get": _GET_SCRIPT % {"key": key},
+        requests = our_requests(base["ours"], ours)
+        scripts = {name: text for name, (_, text) in requests.items()}
+        scripts |= {
             "ls_create": _LS_CREATE_SCRIPT % {"key": LS_KEY},
             "ls_get": _GET_SCRIPT % {"key": LS_KEY},
         }
@@ -501,14 +518,12 @@ def bench_http(
         )
         _expect(_call("GET", base["bare"] + CREATE_PATH + query, key), "bare get", id=1)
         workloads: dict[str, Callable[[], Workload]] = {
-            "ours_create": lambda: Workload(base["ours"] + CREATE_PATH, paths["intent"]),
-            "bare_create": lambda: Workload(base["bare"] + CREATE_PATH, paths["intent"]),
-            "ours_read": lambda: Workload(base["ours"] + CREATE_PATH + query, paths["get"]),
-            "bare_read": lambda: Workload(base["bare"] + CREATE_PATH + query, paths["get"]),
-            "ours_transfer": lambda: Workload(base["ours"] + TRANSFER_PATH, paths["transfer"]),
-            "ours_balance": lambda: Workload(
-                f"{base['ours']}/api/v1/wallet/{ours.source}/balance", paths["get"]
-            ),
+            "ours_create": lambda: Workload(requests["create"][0], paths["create"]),
+            "bare_create": lambda: Workload(base["bare"] + CREATE_PATH, paths["create"]),
+            "ours_read": lambda: Workload(requests["read"][0], paths["read"]),
+            "bare_read": lambda: Workload(base["bare"] + CREATE_PATH + query, paths["read"]),
+            "ours_transfer": lambda: Workload(requests["transfer"][0], paths["transfer"]),
+            "ours_balance": lambda: Workload(requests["balance"][0], paths["balance"]),
         }
         if ls_python is not None:
             ls, ls_mem = _Localstripe(base["ls"]), _Localstripe(base["ls_mem"])
