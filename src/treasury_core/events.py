@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -61,3 +61,16 @@ class Event(BaseModel):
     company_id: int
     created_at: datetime
     data: dict[str, Any]
+
+
+class EventHead(NamedTuple):
+    """An outbox event without its payload: what the dispatcher decides on first.
+
+    Most events make no delivery (no endpoint of the company takes their type, and no callback
+    applies), so the dispatcher reads these and parses the payloads of only the events that
+    may make one.
+    """
+
+    id: str
+    company_id: int
+    type: EventType

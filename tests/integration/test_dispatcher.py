@@ -4,6 +4,7 @@ PostgreSQL, a worker that died holding a lease, and in-process subscribers."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import Mapping
 from datetime import timedelta
@@ -17,6 +18,7 @@ from treasury_core.notifications.schedule import RETRY_DELAYS
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.plugins import hookimpl, make_plugin_manager
+from treasury_core.ports import UnitOfWork
 from treasury_core.services.notifications import NotificationService
 from treasury_core.testing.clock import FakeClock
 
@@ -142,6 +144,71 @@ async def test_subscribers_hear_every_dispatched_event(sqlite_url: str, clock: F
         )
         await treasury.notifications.run_due()
         assert len(heard) == 2  # once each
+    finally:
+        treasury.close()
+
+
+async def test_only_events_that_may_make_a_delivery_are_read_whole(
+    sqlite_url: str, clock: FakeClock
+) -> None:
+    from sqlalchemy import text
+
+    from treasury_core.events import EventType
+
+    treasury = bootstrap(TreasuryConfig(database_url=sqlite_url), clock=clock, wall_clock=clock)
+    try:
+        company, intents = await make_events(treasury, 2)  # an endpoint that takes every type
+        quiet = (await treasury.companies.create_company("Quiet")).company.id
+        picky = (await treasury.companies.create_company("Picky")).company.id
+        await treasury.notifications.create_endpoint(
+            picky,
+            CreateWebhookEndpointRequest(
+                url="https://picky.example/hooks", events=[EventType.TRANSFER_COMPLETED]
+            ),
+        )
+
+        def event(n: int, company_id: int, type_: EventType) -> Event:
+            return Event(
+                id=f"evt_{n:026d}",  # sort before the intents' events
+                type=type_,
+                company_id=company_id,
+                created_at=clock.now(),
+                data={"object": {"id": f"trf_{n}"}},
+            )
+
+        # No endpoint of Quiet's, and none of Picky's for a failed transfer: no delivery.
+        skipped = [
+            event(1, quiet, EventType.TRANSFER_COMPLETED),
+            event(2, picky, EventType.TRANSFER_FAILED),
+        ]
+        taken = event(3, picky, EventType.TRANSFER_COMPLETED)
+
+        def write(uow: UnitOfWork) -> None:
+            for e in [*skipped, taken]:
+                uow.outbox.add(e)
+            # Payloads nobody can parse: reading one whole would fail the dispatch.
+            uow.connection.execute(  # type: ignore[attr-defined]
+                text("UPDATE events SET payload = 'not JSON' WHERE id IN (:a, :b)"),
+                {"a": skipped[0].id, "b": skipped[1].id},
+            )
+
+        await treasury.storage.run(write)
+        assert await treasury.notifications.dispatch() == 5  # the intents' two, and these
+        assert await treasury.storage.run(lambda uow: uow.outbox.undispatched(10)) == []
+
+        def deliveries(uow: UnitOfWork) -> list[tuple[str, int, str]]:
+            rows = uow.connection.execute(  # type: ignore[attr-defined]
+                text("SELECT event_id, company_id, body FROM deliveries ORDER BY event_id")
+            )
+            return [(e, c, json.loads(body)["url"]) for e, c, body in rows]
+
+        made = await treasury.storage.run(deliveries, write=False)
+        events = await treasury.storage.run(lambda uow: uow.outbox.list(company), write=False)
+        assert made == [
+            (taken.id, picky, "https://picky.example/hooks"),
+            *((e.id, company, "https://merchant.example/hooks") for e in events),
+        ]
+        assert len(intents) == len(events) == 2
     finally:
         treasury.close()
 

@@ -30,7 +30,7 @@ from typing import Protocol, TypeVar
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
 from treasury_core.errors import ConflictRetryExhausted
-from treasury_core.events import Event
+from treasury_core.events import Event, EventHead
 from treasury_core.idempotency import IdempotencyRecord
 from treasury_core.jobs import Job
 from treasury_core.ledger import Account, Journal, LedgerPlan, PendingMovement, Posting
@@ -44,6 +44,7 @@ R = TypeVar("R", bound=TreasuryRecord)
 
 
 _Events = list[Event]  # spelled here: inside the outbox classes, ``list`` is a method
+_EventHeads = list[EventHead]
 
 _BACKGROUND: ContextVar[bool] = ContextVar("treasury_background_writes", default=False)
 
@@ -199,6 +200,14 @@ class OutboxRepository(Protocol):
         Locks them until the transaction ends; on PostgreSQL rows another transaction holds are
         skipped, so several dispatchers share the work.
         """
+        ...
+
+    def undispatched_heads(self, limit: int) -> _EventHeads:
+        """:meth:`undispatched` without the payloads: the same events, locked the same way."""
+        ...
+
+    def get_many(self, event_ids: Sequence[str]) -> _Events:
+        """The events with these ids, oldest first; an id not found is left out."""
         ...
 
     def mark_dispatched(self, event_ids: Sequence[str], at: datetime) -> None:

@@ -40,7 +40,7 @@ from standardwebhooks import Webhook
 
 from treasury_core.cards.tokens import TokenizationResult
 from treasury_core.errors import NotFound, ValidationFailed
-from treasury_core.events import Event, EventType
+from treasury_core.events import Event, EventHead, EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.notifications.deliveries import (
     Delivery,
@@ -279,12 +279,34 @@ class NotificationService:
                 None,
             )
 
-    async def dispatch(self, limit: int = 500) -> int:
-        """Fan out up to ``limit`` undispatched events into deliveries; how many."""
+    def _may_deliver(
+        self, uow: UnitOfWork, head: EventHead, endpoints: dict[int, list[WebhookEndpoint]]
+    ) -> bool:
+        """Whether the event may make a delivery, so its payload must be read: a callback type
+        (whether it goes depends on the payload's ``callback_url``) or a type some enabled
+        endpoint of its company takes. ``endpoints`` caches each company's for one batch."""
+        if head.type in LEGACY_CALLBACK_TYPES or head.type in TOKENIZATION_EVENTS:
+            return True
+        if head.company_id not in endpoints:
+            endpoints[head.company_id] = self._all_endpoints(uow, head.company_id)
+        return any(endpoint.takes(head.type) for endpoint in endpoints[head.company_id])
 
-        def write(uow: UnitOfWork) -> list[Event]:
-            events = uow.outbox.undispatched(limit)
+    async def dispatch(self, limit: int = 500) -> int:
+        """Fan out up to ``limit`` undispatched events into deliveries; how many.
+
+        Only the events that may make a delivery (or all of them, for ``treasury_event``
+        subscribers) are read whole: most make none, and parsing every payload cost a server
+        under load 15 % of its CPU per created intent.
+        """
+        subscribers = (
+            [] if self._plugins is None else self._plugins.hook.treasury_event.get_hookimpls()
+        )
+
+        def write(uow: UnitOfWork) -> tuple[int, list[Event]]:
+            heads = uow.outbox.undispatched_heads(limit)
             endpoints: dict[int, list[WebhookEndpoint]] = {}
+            wanted = [h.id for h in heads if subscribers or self._may_deliver(uow, h, endpoints)]
+            events = uow.outbox.get_many(wanted) if wanted else []
             for event in events:
                 try:
                     # Built before any is added, so an event that cannot be fanned out adds
@@ -295,26 +317,24 @@ class NotificationService:
                     continue
                 for delivery in made:
                     uow.deliveries.add(delivery)
-            uow.outbox.mark_dispatched([e.id for e in events], self._wall.now())
-            return events
+            uow.outbox.mark_dispatched([h.id for h in heads], self._wall.now())
+            return len(heads), events
 
-        events = await self._ctx.storage.run(write)
-        if self._plugins is not None and events:
-            # Each subscriber on its own: one that raises must not silence the others.
-            subscribers = self._plugins.hook.treasury_event.get_hookimpls()
-            for event in events:
-                for subscriber in subscribers:
-                    # As pluggy would call it: with the arguments the implementation names.
-                    arguments = {"event": event}
-                    try:
-                        subscriber.function(*(arguments[a] for a in subscriber.argnames))
-                    except Exception:
-                        log.exception(
-                            "treasury_event subscriber %s failed on %s",
-                            subscriber.plugin_name,
-                            event.id,
-                        )
-        return len(events)
+        dispatched, events = await self._ctx.storage.run(write)
+        # Each subscriber on its own: one that raises must not silence the others.
+        for event in events if subscribers else ():
+            for subscriber in subscribers:
+                # As pluggy would call it: with the arguments the implementation names.
+                arguments = {"event": event}
+                try:
+                    subscriber.function(*(arguments[a] for a in subscriber.argnames))
+                except Exception:
+                    log.exception(
+                        "treasury_event subscriber %s failed on %s",
+                        subscriber.plugin_name,
+                        event.id,
+                    )
+        return dispatched
 
     # --- delivery -----------------------------------------------------------------------------
 

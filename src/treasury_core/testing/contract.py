@@ -56,7 +56,7 @@ import pytest
 
 from treasury_core.companies import ApiKey, KeyKind
 from treasury_core.errors import InsufficientFunds, LedgerRejected
-from treasury_core.events import Event, EventType
+from treasury_core.events import Event, EventHead, EventType
 from treasury_core.idempotency import IdempotencyRecord, IdempotencyState, StoredResponse
 from treasury_core.ledger import (
     Account,
@@ -743,7 +743,8 @@ class StorageContract:
         assert storage.run_sync(read, write=False) == ([second, first], None)
 
     def test_events_are_dispatched_once_and_paged_newest_first(self, storage: Storage) -> None:
-        """Undispatched events come oldest first; pages filter and come newest first."""
+        """Undispatched events (and their heads) come oldest first; whole events come by id;
+        pages filter and come newest first."""
         at = datetime(2026, 1, 2, tzinfo=UTC)
 
         def write(uow: UnitOfWork) -> None:
@@ -757,6 +758,15 @@ class StorageContract:
         storage.run_sync(lambda uow: uow.outbox.mark_dispatched([e.id for e in first], at))
         rest = storage.run_sync(lambda uow: uow.outbox.undispatched(10))
         assert [e.id for e in rest] == ["evt_0003", "evt_0004", "evt_0009"]
+
+        heads = storage.run_sync(lambda uow: uow.outbox.undispatched_heads(10))
+        assert heads == [EventHead(e.id, e.company_id, e.type) for e in rest]
+        assert storage.run_sync(lambda uow: uow.outbox.undispatched_heads(1)) == heads[:1]
+        # Whole events by id, oldest first whatever the order asked; unknown ids left out.
+        wanted = ["evt_0009", "evt_nope", "evt_0001"]
+        whole = storage.run_sync(lambda uow: uow.outbox.get_many(wanted), write=False)
+        assert whole == [_event(1), _event(9, type_=EventType.WITHDRAWAL_FAILED)]
+        assert storage.run_sync(lambda uow: uow.outbox.get_many([]), write=False) == []
 
         page = storage.run_sync(
             lambda uow: uow.outbox.page(

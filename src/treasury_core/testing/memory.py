@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
-from treasury_core.events import Event
+from treasury_core.events import Event, EventHead
 from treasury_core.idempotency import IdempotencyRecord, IdempotencyState
 from treasury_core.jobs import Job, JobStatus
 from treasury_core.ledger import (
@@ -43,6 +43,7 @@ _MISSING: Any = object()
 
 
 _Events = list[Event]  # spelled here: inside the outbox classes, ``list`` is a method
+_EventHeads = list[EventHead]
 
 
 @dataclass
@@ -271,6 +272,13 @@ class _Outbox:
     def undispatched(self, limit: int) -> _Events:
         done = self._tx.state.dispatched
         return [e for e in self._tx.state.events if e.id not in done][:limit]
+
+    def undispatched_heads(self, limit: int) -> _EventHeads:
+        return [EventHead(e.id, e.company_id, e.type) for e in self.undispatched(limit)]
+
+    def get_many(self, event_ids: Sequence[str]) -> _Events:
+        wanted = set(event_ids)
+        return [e for e in self._tx.state.events if e.id in wanted]
 
     def mark_dispatched(self, event_ids: Sequence[str], at: datetime) -> None:
         for event_id in event_ids:
