@@ -213,6 +213,72 @@ async def test_only_events_that_may_make_a_delivery_are_read_whole(
         treasury.close()
 
 
+async def test_subscribers_hear_events_that_make_no_delivery(
+    sqlite_url: str, clock: FakeClock
+) -> None:
+    heard: list[Event] = []
+
+    class Subscriber:
+        @hookimpl
+        def treasury_event(self, event: Event) -> None:
+            heard.append(event)
+
+    pm = make_plugin_manager(plugins=[Subscriber()])
+    treasury = bootstrap(
+        TreasuryConfig(database_url=sqlite_url), plugins=pm, clock=clock, wall_clock=clock
+    )
+    try:
+        created = await treasury.companies.create_company("No endpoints")
+        intent = await treasury.payments.create(
+            created.company.id,
+            CreateIntentRequest(
+                account_id=created.merchant_account.id,
+                billing_amount=100,
+                billing_currency="USD",
+                payment_type=PaymentType.CARD_PAYMENT,
+            ),
+        )
+        assert await treasury.notifications.dispatch() == 1
+        assert [(e.type.value, e.data["object"]["id"]) for e in heard] == [
+            ("merchant_of_record.payment_intent.created", str(intent.id))
+        ]
+    finally:
+        treasury.close()
+
+
+async def test_an_endpoint_that_cannot_be_read_does_not_block_the_rest(
+    sqlite_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    from sqlalchemy import text
+
+    treasury = bootstrap(TreasuryConfig(database_url=sqlite_url), clock=clock, wall_clock=clock)
+    try:
+        broken, _ = await make_events(treasury, 1)
+        healthy, _ = await make_events(treasury, 1)
+
+        def corrupt(uow: UnitOfWork) -> None:
+            # As a newer version might have stored it: an event type this code does not know.
+            uow.connection.execute(  # type: ignore[attr-defined]
+                text(
+                    "UPDATE treasury_records SET body = json_set(body, '$.events',"
+                    " json_array('merchant_of_record.unknown')) WHERE kind = 'we'"
+                    " AND company_id = :company"
+                ),
+                {"company": broken},
+            )
+
+        await treasury.storage.run(corrupt)
+        sender = CountingSender()
+        treasury.notifications.sender = sender
+        await treasury.notifications.run_due()
+        assert await treasury.storage.run(lambda uow: uow.outbox.undispatched(10)) == []
+        events = await treasury.storage.run(lambda uow: uow.outbox.list(healthy), write=False)
+        assert sender.sent == Counter({e.id: 1 for e in events})
+        assert "cannot be fanned out" in caplog.text
+    finally:
+        treasury.close()
+
+
 @pytest.mark.parametrize("retention_days", [1])
 async def test_retention_is_configuration(
     sqlite_url: str, clock: FakeClock, retention_days: int
