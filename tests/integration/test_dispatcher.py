@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import text
 
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.events import Event
+from treasury_core.events import Event, EventType
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
 from treasury_core.notifications.schedule import RETRY_DELAYS
 from treasury_core.payments.intents import PaymentType
@@ -35,12 +36,17 @@ class CountingSender:
         return 200
 
 
-async def make_events(treasury: Treasury, count: int) -> tuple[int, list[str]]:
+async def make_events(
+    treasury: Treasury, count: int, *, endpoint: bool = True
+) -> tuple[int, list[str]]:
+    """A company (with an endpoint that takes every type, unless ``endpoint`` is false) and
+    ``count`` intents of it; the company's id and the intents' ids."""
     created = await treasury.companies.create_company("Acme")
     company, account = created.company.id, created.merchant_account.id
-    await treasury.notifications.create_endpoint(
-        company, CreateWebhookEndpointRequest(url="https://merchant.example/hooks")
-    )
+    if endpoint:
+        await treasury.notifications.create_endpoint(
+            company, CreateWebhookEndpointRequest(url="https://merchant.example/hooks")
+        )
     ids = []
     for n in range(count):
         intent = await treasury.payments.create(
@@ -151,10 +157,6 @@ async def test_subscribers_hear_every_dispatched_event(sqlite_url: str, clock: F
 async def test_only_events_that_may_make_a_delivery_are_read_whole(
     sqlite_url: str, clock: FakeClock
 ) -> None:
-    from sqlalchemy import text
-
-    from treasury_core.events import EventType
-
     treasury = bootstrap(TreasuryConfig(database_url=sqlite_url), clock=clock, wall_clock=clock)
     try:
         company, intents = await make_events(treasury, 2)  # an endpoint that takes every type
@@ -228,19 +230,10 @@ async def test_subscribers_hear_events_that_make_no_delivery(
         TreasuryConfig(database_url=sqlite_url), plugins=pm, clock=clock, wall_clock=clock
     )
     try:
-        created = await treasury.companies.create_company("No endpoints")
-        intent = await treasury.payments.create(
-            created.company.id,
-            CreateIntentRequest(
-                account_id=created.merchant_account.id,
-                billing_amount=100,
-                billing_currency="USD",
-                payment_type=PaymentType.CARD_PAYMENT,
-            ),
-        )
+        _, intents = await make_events(treasury, 1, endpoint=False)
         assert await treasury.notifications.dispatch() == 1
         assert [(e.type.value, e.data["object"]["id"]) for e in heard] == [
-            ("merchant_of_record.payment_intent.created", str(intent.id))
+            ("merchant_of_record.payment_intent.created", intents[0])
         ]
     finally:
         treasury.close()
@@ -249,8 +242,6 @@ async def test_subscribers_hear_events_that_make_no_delivery(
 async def test_an_endpoint_that_cannot_be_read_does_not_block_the_rest(
     sqlite_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from sqlalchemy import text
-
     treasury = bootstrap(TreasuryConfig(database_url=sqlite_url), clock=clock, wall_clock=clock)
     try:
         broken, _ = await make_events(treasury, 1)
@@ -383,8 +374,6 @@ async def test_a_sender_bug_is_a_failed_attempt_retried_on_the_schedule(
 async def test_an_event_that_cannot_be_fanned_out_does_not_block_the_rest(
     sqlite_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from treasury_core.events import EventType
-
     treasury = bootstrap(TreasuryConfig(database_url=sqlite_url), clock=clock, wall_clock=clock)
     try:
         company, _ = await make_events(treasury, 1)

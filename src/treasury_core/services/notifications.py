@@ -279,28 +279,25 @@ class NotificationService:
                 None,
             )
 
-    def _may_deliver(
+    def _read_whole(
         self, uow: UnitOfWork, head: EventHead, endpoints: dict[int, list[WebhookEndpoint]]
     ) -> bool:
         """Whether the event may make a delivery, so its payload must be read: a callback type
         (whether it goes depends on the payload's ``callback_url``) or a type some enabled
-        endpoint of its company takes. ``endpoints`` caches each company's for one batch."""
+        endpoint of its company takes. ``endpoints`` caches each company's for one batch.
+
+        True as well when the endpoints cannot be read (a stored endpoint this code does not
+        understand): the event then meets the same failure in the fan-out's own guard, which
+        logs it and goes on with the rest.
+        """
         if head.type in LEGACY_CALLBACK_TYPES or head.type in TOKENIZATION_EVENTS:
             return True
-        if head.company_id not in endpoints:
-            endpoints[head.company_id] = self._all_endpoints(uow, head.company_id)
-        return any(endpoint.takes(head.type) for endpoint in endpoints[head.company_id])
-
-    def _read_whole(
-        self, uow: UnitOfWork, head: EventHead, endpoints: dict[int, list[WebhookEndpoint]]
-    ) -> bool:
-        """:meth:`_may_deliver`, or true if that fails (a stored endpoint the code cannot read):
-        the event is then read whole and meets the same failure in the fan-out's own guard,
-        which logs it and goes on with the rest."""
         try:
-            return self._may_deliver(uow, head, endpoints)
+            if head.company_id not in endpoints:
+                endpoints[head.company_id] = self._all_endpoints(uow, head.company_id)
         except Exception:
             return True
+        return any(endpoint.takes(head.type) for endpoint in endpoints[head.company_id])
 
     async def dispatch(self, limit: int = 500) -> int:
         """Fan out up to ``limit`` undispatched events into deliveries; how many.
