@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from datetime import UTC, datetime
 
 import pytest
 
@@ -176,6 +177,37 @@ def test_a_busy_read_on_the_loop_is_retried_and_then_given_up(sqlite_url: str) -
         assert calls.count("once") == 2
         # As run_sync's rule: max_attempts in all, then given up.
         assert calls.count("always") == storage.max_attempts
+    finally:
+        storage.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_wallet_row_is_one_instance_however_it_is_read(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    from tests.conftest import make_storage
+
+    storage = make_storage(kind, request)
+    company = setup_company(storage)
+    made = [
+        make_wallet(f"wal_{n}", company, datetime(2026, 11, 25, 18, n, tzinfo=UTC))
+        for n in range(2)
+    ]
+    try:
+        for wallet in made:
+            storage.run_sync(lambda uow, w=wallet: uow.wallets.add(w))
+        first = storage.run_sync(lambda uow: uow.wallets.get(company, "wal_0"), write=False)
+        again = asyncio.run(storage.run(lambda uow: uow.wallets.get(company, "wal_0"), write=False))
+        listed = storage.run_sync(lambda uow: uow.wallets.list(company, 10, None), write=False)
+        # Every transfer reads both its wallets: each row is made (and validated) once.
+        assert first == made[0]
+        assert again is first
+        assert listed == made[::-1]
+        assert listed[1] is first
+        other = storage.run_sync(lambda uow: uow.wallets.get(company, "wal_1"), write=False)
+        assert other is listed[0]
+        stranger = company + 1
+        assert storage.run_sync(lambda uow: uow.wallets.get(stranger, "wal_0"), write=False) is None
     finally:
         storage.close()
 

@@ -1,10 +1,14 @@
+import random
 import threading
+import time
 from datetime import UTC
 
 import pytest
 
 from treasury_sandbox import SandboxClock
 from treasury_system import SystemClock, UlidIds
+
+CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
 def test_ulids_are_strictly_increasing_across_threads() -> None:
@@ -26,6 +30,29 @@ def test_ulids_are_strictly_increasing_across_threads() -> None:
     one_thread = [ids.new_id("trf") for _ in range(5000)]
     assert one_thread == sorted(one_thread)
     assert all(len(i) == len("wal_") + 26 for i in made)
+
+
+def test_a_ulid_is_its_128_bits_in_crockford_base32() -> None:
+    """The table-driven encoder against the ULID spec's arithmetic: 26 digits, 5 bits each,
+    most significant first, for the extremes and for random values."""
+    from treasury_system.ids import _encode
+
+    rng = random.Random(7)
+    for value in [0, 1, 31, 32, 1023, 1024, 2**80 - 1, 2**127, 2**128 - 1] + [
+        rng.getrandbits(128) for _ in range(2000)
+    ]:
+        encoded = _encode(value)
+        assert len(encoded) == 26
+        assert all(c in CROCKFORD for c in encoded)
+        assert sum(CROCKFORD.index(c) << 5 * (25 - i) for i, c in enumerate(encoded)) == value
+
+
+def test_a_ulid_starts_with_its_milliseconds() -> None:
+    before = time.time_ns() // 1_000_000
+    made = UlidIds().new_id("evt").removeprefix("evt_")
+    after = time.time_ns() // 1_000_000
+    millis = sum(CROCKFORD.index(c) << 5 * (9 - i) for i, c in enumerate(made[:10]))
+    assert before <= millis <= after
 
 
 def test_tokens_are_unguessable_and_distinct() -> None:

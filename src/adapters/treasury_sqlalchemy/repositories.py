@@ -268,7 +268,11 @@ def _posting(row: Row[Any]) -> Posting:
     )
 
 
-def _wallet(row: Sequence[Any]) -> Wallet:
+@lru_cache(maxsize=1024)
+def _wallet(row: tuple[Any, ...]) -> Wallet:
+    """The wallet stored as ``row``, made and validated once per distinct row: every transfer
+    reads both its wallets, and a ``Wallet`` is immutable (as is its row: the storage port has
+    no wallet update), so one instance serves every read of it. The row holds no secret."""
     m = dict(zip(_WALLET_COLUMNS, row, strict=True))
     return Wallet(
         id=m["id"],
@@ -299,12 +303,12 @@ class SqlWallets:
     def get(self, company_id: int, wallet_id: str) -> Wallet | None:
         params = {"wallet_id": wallet_id, "company_id": company_id}
         row = _WALLET_BY_ID.first(self._conn, params)
-        return _wallet(row) if row else None
+        return _wallet(tuple(row)) if row else None
 
     def list(self, company_id: int, limit: int, starting_after: str | None) -> list[Wallet]:
         query = select(t.wallets).where(t.wallets.c.company_id == company_id)
         query = _newest_first(query, t.wallets.c.id, limit, starting_after)
-        return [_wallet(r) for r in self._conn.execute(query)]
+        return [_wallet(tuple(r)) for r in self._conn.execute(query)]
 
 
 class SqlLedger:
