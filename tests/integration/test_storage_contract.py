@@ -18,6 +18,8 @@ from treasury_core.errors import ConflictRetryExhausted
 from treasury_core.ledger import BalanceRecord, Journal, Move
 from treasury_core.ports import UnitOfWork
 from treasury_core.testing.contract import (
+    NOW,
+    Boom,
     StorageContract,
     account,
     apply,
@@ -81,6 +83,59 @@ def test_a_failed_begin_leaves_the_worker_connection_usable(sqlite_url: str) -> 
         assert asyncio.run(scenario()) == 1
     finally:
         blocker.close()
+        storage.close()
+
+
+# A write on a thread that keeps its connection (the SQLite group writer, the PostgreSQL worker
+# threads) is begun and committed on the driver's connection (SqlStorage._write_here): it must
+# commit what either kind of statement wrote, and leave nothing of a failed function behind.
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_write_on_a_kept_connection_commits_all_or_nothing(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "postgres_url")
+    storage = SqlStorage(url, pool_size=1)  # one thread, one connection: every write shares it
+    storage.migrate()
+    company = setup_company(storage)
+    open_accounts(storage, world(), wallet_account("wal_a"))
+
+    def both(uow: UnitOfWork, wallet_id: str, journal_id: str) -> None:
+        uow.wallets.add(make_wallet(wallet_id, company))  # through SQLAlchemy's Connection
+        move = Move("world:USD", "wal_a", "USD", 10)
+        uow.ledger.apply(Journal(journal_id, (move,)), NOW)  # on the driver's cursor
+
+    def fails_after_both(uow: UnitOfWork) -> None:
+        both(uow, "wal_x", "j_failed")
+        raise Boom
+
+    def fails_after_the_cursor(uow: UnitOfWork) -> None:
+        move = Move("world:USD", "wal_a", "USD", 1000)
+        uow.ledger.apply(Journal("j_cursor_only", (move,)), NOW)
+        raise Boom
+
+    async def scenario() -> None:
+        await storage.run(lambda uow: both(uow, "wal_b", "j1"))  # the thread now keeps one
+        for failing in (fails_after_both, fails_after_the_cursor):
+            with pytest.raises(Boom):
+                await storage.run(failing)
+        # Left inside the failed transaction, the connection would commit its rows here.
+        await storage.run(lambda uow: both(uow, "wal_c", "j2"))
+        # Only the driver's cursor: nothing on SQLAlchemy's side to commit it.
+        move = Move("world:USD", "wal_a", "USD", 5)
+        await storage.run(lambda uow: uow.ledger.apply(Journal("j3", (move,)), NOW))
+
+    try:
+        asyncio.run(scenario())
+        listed = storage.run_sync(lambda uow: uow.wallets.list(company, 10, None), write=False)
+        assert [w.id for w in listed] == ["wal_c", "wal_b"]
+        assert account(storage, "wal_a").balance == 25
+        # The failed journals' ids are free: nothing of them was kept.
+        apply(storage, Journal("j_failed", (Move("world:USD", "wal_a", "USD", 1),)))
+        apply(storage, Journal("j_cursor_only", (Move("world:USD", "wal_a", "USD", 1),)))
+        assert account(storage, "wal_a").balance == 27
+    finally:
         storage.close()
 
 

@@ -239,12 +239,64 @@ class SqlStorage(Storage):
 
         return self._retrying(attempt)
 
+    def run_sync(
+        self, fn: Callable[[UnitOfWork], T], *, write: bool = True, snapshot: bool = False
+    ) -> T:
+        """As :meth:`Storage.run_sync`; a write on a thread that keeps its connection (the
+        group writer, the worker threads) takes :meth:`_write_here`'s shorter path."""
+        if not write:
+            return super().run_sync(fn, write=write, snapshot=snapshot)
+
+        def attempt() -> T:
+            # Looked up on every attempt: a failure may have given the connection up.
+            conn: Connection | None = getattr(self._local, "conn", None)
+            if conn is None or conn.closed or conn.invalidated:
+                with self.transaction(write=True) as uow:  # connects (and keeps, if it does)
+                    return fn(uow)
+            return self._write_here(conn, fn)
+
+        return self._retrying(attempt)
+
+    def _write_here(self, conn: Connection, fn: Callable[[UnitOfWork], T]) -> T:
+        """One write transaction on this thread's kept connection, begun and committed on the
+        driver's connection, without SQLAlchemy's transaction around it.
+
+        The same transaction as :meth:`transaction` (``BEGIN IMMEDIATE`` on SQLite, under the
+        in-process write lock; on PostgreSQL psycopg begins at the first statement), for a
+        fraction of its bookkeeping: the generic path cost 18 µs per transaction on top of the
+        driver's own 5, paid by every write that is not part of a group (a transfer awaited on
+        its own, every PostgreSQL write). A repository statement run through SQLAlchemy has
+        begun SQLAlchemy's side of the transaction, which then commits it; otherwise the
+        driver commits. Whatever fails, the connection leaves outside any transaction.
+        """
+        dbapi = conn.connection.dbapi_connection
+        assert dbapi is not None
+        sqlite = self.dialect == "sqlite"
+        lock = self._write_lock if self._write_lock is not None else nullcontext()
+        with lock:
+            committed = False
+            try:
+                if sqlite:
+                    dbapi.execute("BEGIN IMMEDIATE")
+                value = fn(SqlUnitOfWork(conn, lock_rows=not sqlite))
+                if conn.in_transaction():
+                    conn.commit()
+                else:
+                    dbapi.commit()
+                committed = True
+                return value
+            finally:
+                if not committed:
+                    self._abandon(conn)
+
     def _abandon(self, conn: Connection) -> None:
         try:
             conn.rollback()
             dbapi = conn.connection.dbapi_connection
-            if self.dialect == "sqlite" and dbapi is not None and dbapi.in_transaction:
-                dbapi.rollback()  # a failed COMMIT leaves pysqlite's own transaction open
+            if dbapi is not None and (self.dialect == "postgresql" or dbapi.in_transaction):
+                # A failed COMMIT leaves pysqlite's own transaction open, and a write begun on
+                # psycopg's connection directly is unknown to SQLAlchemy (_write_here).
+                dbapi.rollback()
         except Exception:
             conn.invalidate()
             if getattr(self._local, "conn", None) is conn:
