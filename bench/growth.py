@@ -59,6 +59,7 @@ import urllib.request
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -298,10 +299,12 @@ def seed_intents(path: Path, count: int) -> list[str]:
         # Event ids keep the original's prefix (its time part) with a counter for the rest.
         event_prefix = event_id[: len(event_id) - 10]
         samples: list[str] = []
+        # The copies' lookup ids carry the original's creation time, as their rows do.
+        made_at = datetime.fromisoformat(str(created_at)).replace(tzinfo=UTC)
 
         def copies() -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
             for n in range(1, count + 1):
-                new_lookup = new_lookup_id()
+                new_lookup = new_lookup_id(made_at)
                 new_id = first_id + n
                 body["payment_intent_lookup_id"] = new_lookup
                 body["merchant_reference"] = f"growth-seed-{n}"
