@@ -262,12 +262,13 @@ class SqlStorage(Storage):
         driver's connection, without SQLAlchemy's transaction around it.
 
         The same transaction as :meth:`transaction` (``BEGIN IMMEDIATE`` on SQLite, under the
-        in-process write lock; on PostgreSQL psycopg begins at the first statement), for a
-        fraction of its bookkeeping: the generic path cost 18 µs per transaction on top of the
-        driver's own 5, paid by every write that is not part of a group (a transfer awaited on
-        its own, every PostgreSQL write). A repository statement run through SQLAlchemy has
-        begun SQLAlchemy's side of the transaction, which then commits it; otherwise the
-        driver commits. Whatever fails, the connection leaves outside any transaction.
+        in-process write lock; on PostgreSQL psycopg begins at the first statement), for less
+        bookkeeping: an empty write transaction costs 7.4 µs this way against 12.3 µs through
+        :meth:`transaction` (the driver's own: 5), paid by every write that is not part of a
+        group (a transfer awaited on its own, every PostgreSQL write). A repository statement
+        run through SQLAlchemy has begun SQLAlchemy's side of the transaction, which then
+        commits it; otherwise the driver commits. Whatever fails, the connection leaves outside
+        any transaction.
         """
         dbapi = conn.connection.dbapi_connection
         assert dbapi is not None
