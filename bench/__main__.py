@@ -23,6 +23,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TypeVar
 
 from bench import (
@@ -31,6 +32,7 @@ from bench import (
     http_intents,
     kernel,
     ledger,
+    ledger_plan,
     machine,
     movements,
     peer_ledgers,
@@ -439,7 +441,7 @@ def _peers(run: Run) -> None:
         )
         run.rows.append(
             peer_row(
-                f"Peer SQLite: python-accounting Journal Entry, {peer_ledgers.WALLETS} wallets,"
+                f"Peer SQLite: python-accounting Journal Entry, {ledger_plan.WALLETS} wallets,"
                 f" {acc.count:,} transfers (ours: {opts.ledger_sqlite:,})",
                 acc,
                 run.ledger_sqlite,
@@ -463,7 +465,7 @@ def _peers(run: Run) -> None:
     )
     run.rows.append(
         peer_row(
-            f"Peer PostgreSQL: django-hordak Account.transfer_to, {peer_ledgers.WALLETS} wallets,"
+            f"Peer PostgreSQL: django-hordak Account.transfer_to, {ledger_plan.WALLETS} wallets,"
             f" {hordak.count:,} transfers (ours: {opts.ledger_postgres:,})",
             hordak,
             run.ledger_postgres,
@@ -583,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(opts, pg_problem)
     install_seconds, installed = _step("peer venvs", lambda: _install_peers(opts))
     for part in opts.parts:
-        _guarded(run, part, lambda part=part: PARTS[part](run))
+        _guarded(run, part, partial(PARTS[part], run))
     total = time.perf_counter() - started
     print("\n".join(machine.describe(pg_version)))
     print(f"Load average before: {load_before}; after: {machine.load()}")

@@ -45,7 +45,7 @@ def main() -> None:
     def no_dump(self: resources.Store) -> None:
         return None
 
-    resources.Store.dump_to_disk = no_dump if args.no_dump else dump_to_disk  # type: ignore[method-assign]
+    resources.Store.dump_to_disk = no_dump if args.no_dump else dump_to_disk
     # As localstripe's start(): every request logged to stderr.
     logger = logging.getLogger("aiohttp.access")
     logger.setLevel(logging.DEBUG)

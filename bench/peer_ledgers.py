@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("hordak", "accounting"), help="run one peer")
     args = parser.parse_args(argv)
     status = 0
-    jobs = {
+    jobs: dict[str, Callable[[], PeerRuns]] = {
         "hordak": lambda: bench_hordak(
             args.count or HORDAK_TRANSFERS, args.reps, args.postgres_url
         ),

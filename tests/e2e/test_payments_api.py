@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestClient
 
 from tests.e2e.conftest import Tenant
 from treasury_core import Treasury
+from treasury_core.services.payments import new_lookup_id
 from treasury_core.testing import check_invariants
 from treasury_core.testing.clock import FakeClock
 
@@ -195,6 +196,8 @@ async def test_create_automatic_intent(client: Client, tenant: Tenant) -> None:
     assert intent["cancellation_reason"] is None
     lookup_id = intent["payment_intent_lookup_id"]
     assert isinstance(lookup_id, str) and len(lookup_id) >= 20
+    # Its time part is the intent's creation time (the service's clock), as new_lookup_id makes.
+    assert lookup_id[:13] == new_lookup_id(ts(intent["created_at"]))[:13]
     assert lookup_id != str(intent["id"])
     other = await create(client, tenant)
     assert other["id"] != intent["id"]

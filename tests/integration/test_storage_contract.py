@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
+from sqlalchemy import text
 
 from treasury_core.errors import ConflictRetryExhausted
+from treasury_core.idempotency import IdempotencyRecord, IdempotencyState
 from treasury_core.ledger import BalanceRecord, Journal, Move
 from treasury_core.ports import UnitOfWork
 from treasury_core.testing.contract import (
@@ -29,6 +32,7 @@ from treasury_core.testing.contract import (
     wallet_account,
     world,
 )
+from treasury_sqlalchemy.repositories import SqlUnitOfWork
 from treasury_sqlalchemy.storage import SqlStorage
 
 
@@ -102,6 +106,10 @@ def test_a_write_on_a_kept_connection_commits_all_or_nothing(
     open_accounts(storage, world(), wallet_account("wal_a"))
 
     def both(uow: UnitOfWork, wallet_id: str, journal_id: str) -> None:
+        # The short path: SQLAlchemy's side of the transaction is not begun (transaction()
+        # begins it), until a statement runs through SQLAlchemy.
+        assert isinstance(uow, SqlUnitOfWork)
+        assert uow.connection.in_transaction() is (wallet_id == "wal_b")  # wal_b: the first
         uow.wallets.add(make_wallet(wallet_id, company))  # through SQLAlchemy's Connection
         move = Move("world:USD", "wal_a", "USD", 10)
         uow.ledger.apply(Journal(journal_id, (move,)), NOW)  # on the driver's cursor
@@ -135,6 +143,110 @@ def test_a_write_on_a_kept_connection_commits_all_or_nothing(
         apply(storage, Journal("j_failed", (Move("world:USD", "wal_a", "USD", 1),)))
         apply(storage, Journal("j_cursor_only", (Move("world:USD", "wal_a", "USD", 1),)))
         assert account(storage, "wal_a").balance == 27
+    finally:
+        storage.close()
+
+
+def _kept_storage(kind: str, request: pytest.FixtureRequest) -> tuple[SqlStorage, int]:
+    """A migrated storage whose calling thread keeps its connection, as a worker does."""
+    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "postgres_url")
+    storage = SqlStorage(url, pool_size=1)
+    storage.migrate()
+    company = setup_company(storage)
+    open_accounts(storage, world(), wallet_account("wal_a"))
+    storage._worker_started()
+    storage.run_sync(lambda uow: None)  # through transaction() once: connects and keeps
+    return storage, company
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_write_on_a_kept_connection_keeps_its_savepoints(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    storage, company = _kept_storage(kind, request)
+    record = IdempotencyRecord(company, "k1", "fp", IdempotencyState.IN_FLIGHT, "t", NOW, NOW)
+
+    def work(uow: UnitOfWork) -> None:
+        uow.ledger.apply(Journal("j1", (Move("world:USD", "wal_a", "USD", 3),)), NOW)
+        uow.ledger.ensure_account(world())  # there already: no savepoint
+        uow.ledger.ensure_account(wallet_account("wal_new"))  # a savepoint, released
+        assert uow.idempotency.insert(record) is True
+        assert uow.idempotency.insert(record) is False  # a savepoint, rolled back alone
+        uow.wallets.add(make_wallet("wal_sp", company))
+
+    try:
+        storage.run_sync(work)
+        assert account(storage, "wal_a").balance == 3
+        assert account(storage, "wal_new").balance == 0
+        assert storage.run_sync(lambda uow: uow.idempotency.get(company, "k1"), write=False)
+        assert storage.run_sync(lambda uow: uow.wallets.get(company, "wal_sp"), write=False)
+    finally:
+        storage.close()
+
+
+@pytest.mark.parametrize("through", ["sqlalchemy", "cursor"])
+def test_a_failed_commit_on_a_kept_connection_leaves_nothing(
+    through: str, request: pytest.FixtureRequest
+) -> None:
+    storage, company = _kept_storage("sqlite", request)
+    orphan = (
+        "INSERT INTO wallets (id, company_id, name, currency, status, created_at)"
+        " VALUES ('wal_orphan', 99999, 'x', 'USD', 'active', '2026-01-01 00:00:00')"
+    )
+
+    def fails_at_commit(uow: UnitOfWork) -> None:
+        assert isinstance(uow, SqlUnitOfWork)
+        dbapi = uow.connection.connection.dbapi_connection
+        assert dbapi is not None
+        dbapi.execute("PRAGMA defer_foreign_keys=ON")  # the missing company fails the COMMIT
+        if through == "sqlalchemy":
+            uow.connection.execute(text(orphan))
+        else:
+            dbapi.execute(orphan)
+
+    try:
+        with pytest.raises(Exception, match="FOREIGN KEY"):
+            storage.run_sync(fails_at_commit)
+        storage.run_sync(lambda uow: uow.wallets.add(make_wallet("wal_ok", company)))
+        listed = storage.run_sync(lambda uow: uow.wallets.list(company, 10, None), write=False)
+        assert [w.id for w in listed] == ["wal_ok"]
+        assert (
+            storage.run_sync(lambda uow: uow.wallets.get(99999, "wal_orphan"), write=False) is None
+        )
+    finally:
+        storage.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_function_on_a_kept_connection_cannot_start_another_transaction(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """The storage port's rule, refused loudly: on the shared connection a nested write would
+    commit the outer one's rows half way, and a nested read would end its transaction."""
+    storage, company = _kept_storage(kind, request)
+
+    def nests(inner: Callable[[], object]) -> Callable[[UnitOfWork], None]:
+        def outer(uow: UnitOfWork) -> None:
+            uow.ledger.apply(Journal("j_outer", (Move("world:USD", "wal_a", "USD", 7),)), NOW)
+            uow.wallets.add(make_wallet("wal_outer", company))
+            inner()
+
+        return outer
+
+    nested = (
+        lambda: storage.run_sync(lambda u: u.wallets.add(make_wallet("wal_inner", company))),
+        lambda: storage.run_sync(lambda u: u.wallets.get(company, "wal_a"), write=False),
+        lambda: storage.transaction(write=True).__enter__(),
+    )
+    try:
+        for inner in nested:
+            with pytest.raises(RuntimeError, match="another transaction"):
+                storage.run_sync(nests(inner))
+        assert storage.run_sync(lambda uow: uow.wallets.list(company, 10, None), write=False) == []
+        assert account(storage, "wal_a").balance == 0
+        storage.run_sync(lambda uow: uow.wallets.add(make_wallet("wal_after", company)))
+        listed = storage.run_sync(lambda uow: uow.wallets.list(company, 10, None), write=False)
+        assert [w.id for w in listed] == ["wal_after"]
     finally:
         storage.close()
 

@@ -157,6 +157,7 @@ class SqlStorage(Storage):
         A ``snapshot`` read runs REPEATABLE READ on PostgreSQL; SQLite's WAL readers always see
         one snapshot from their first read on.
         """
+        self._refuse_nesting()
         if not write and self.dialect == "sqlite":
             with self._sqlite_read() as uow:
                 yield uow
@@ -243,9 +244,11 @@ class SqlStorage(Storage):
         self, fn: Callable[[UnitOfWork], T], *, write: bool = True, snapshot: bool = False
     ) -> T:
         """As :meth:`Storage.run_sync`; a write on a thread that keeps its connection (the
-        group writer, the worker threads) takes :meth:`_write_here`'s shorter path."""
+        group writer, the worker threads, and the event loop's thread once it has read) takes
+        :meth:`_write_here`'s shorter path."""
         if not write:
             return super().run_sync(fn, write=write, snapshot=snapshot)
+        self._refuse_nesting()
 
         def attempt() -> T:
             # Looked up on every attempt: a failure may have given the connection up.
@@ -276,6 +279,7 @@ class SqlStorage(Storage):
         lock = self._write_lock if self._write_lock is not None else nullcontext()
         with lock:
             committed = False
+            self._local.writing = True
             try:
                 if sqlite:
                     dbapi.execute("BEGIN IMMEDIATE")
@@ -287,8 +291,20 @@ class SqlStorage(Storage):
                 committed = True
                 return value
             finally:
+                self._local.writing = False
                 if not committed:
                     self._abandon(conn)
+
+    def _refuse_nesting(self) -> None:
+        """A function run by :meth:`_write_here` must not start another transaction (the
+        storage port's rule). On this thread it would share the kept connection: SQLAlchemy
+        knows nothing of the open transaction, so a nested write would commit the outer one's
+        rows half way, and a nested read would end it. Refused instead, loudly."""
+        if getattr(self._local, "writing", False):
+            raise RuntimeError(
+                "a storage function started another transaction inside its own; a function "
+                "must do all its work through the unit of work it is given"
+            )
 
     def _abandon(self, conn: Connection) -> None:
         try:
