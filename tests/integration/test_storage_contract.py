@@ -95,15 +95,37 @@ def test_a_failed_begin_leaves_the_worker_connection_usable(sqlite_url: str) -> 
 # commit what either kind of statement wrote, and leave nothing of a failed function behind.
 
 
+def _one_connection_storage(kind: str, request: pytest.FixtureRequest) -> tuple[SqlStorage, int]:
+    """A migrated storage of one worker thread and connection (every write shares it), with a
+    company and the USD world and ``wal_a`` accounts open."""
+    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "postgres_url")
+    storage = SqlStorage(url, pool_size=1)
+    storage.migrate()
+    company = setup_company(storage)
+    open_accounts(storage, world(), wallet_account("wal_a"))
+    return storage, company
+
+
+def _kept_storage(kind: str, request: pytest.FixtureRequest) -> tuple[SqlStorage, int]:
+    """As :func:`_one_connection_storage`, and the calling thread keeps its connection, as a
+    worker does."""
+    storage, company = _one_connection_storage(kind, request)
+    storage._worker_started()
+    storage.run_sync(lambda uow: None)  # through transaction() once: connects and keeps
+    return storage, company
+
+
+def _wallet_ids(storage: SqlStorage, company: int) -> list[str]:
+    """The company's wallet ids as stored, newest first."""
+    listed = storage.run_sync(lambda uow: uow.wallets.list(company, 10, None), write=False)
+    return [w.id for w in listed]
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_a_write_on_a_kept_connection_commits_all_or_nothing(
     kind: str, request: pytest.FixtureRequest
 ) -> None:
-    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "postgres_url")
-    storage = SqlStorage(url, pool_size=1)  # one thread, one connection: every write shares it
-    storage.migrate()
-    company = setup_company(storage)
-    open_accounts(storage, world(), wallet_account("wal_a"))
+    storage, company = _one_connection_storage(kind, request)
 
     def both(uow: UnitOfWork, wallet_id: str, journal_id: str) -> None:
         # The short path: SQLAlchemy's side of the transaction is not begun (transaction()
@@ -136,8 +158,7 @@ def test_a_write_on_a_kept_connection_commits_all_or_nothing(
 
     try:
         asyncio.run(scenario())
-        listed = storage.run_sync(lambda uow: uow.wallets.list(company, 10, None), write=False)
-        assert [w.id for w in listed] == ["wal_c", "wal_b"]
+        assert _wallet_ids(storage, company) == ["wal_c", "wal_b"]
         assert account(storage, "wal_a").balance == 25
         # The failed journals' ids are free: nothing of them was kept.
         apply(storage, Journal("j_failed", (Move("world:USD", "wal_a", "USD", 1),)))
@@ -145,18 +166,6 @@ def test_a_write_on_a_kept_connection_commits_all_or_nothing(
         assert account(storage, "wal_a").balance == 27
     finally:
         storage.close()
-
-
-def _kept_storage(kind: str, request: pytest.FixtureRequest) -> tuple[SqlStorage, int]:
-    """A migrated storage whose calling thread keeps its connection, as a worker does."""
-    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "postgres_url")
-    storage = SqlStorage(url, pool_size=1)
-    storage.migrate()
-    company = setup_company(storage)
-    open_accounts(storage, world(), wallet_account("wal_a"))
-    storage._worker_started()
-    storage.run_sync(lambda uow: None)  # through transaction() once: connects and keeps
-    return storage, company
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
@@ -208,8 +217,7 @@ def test_a_failed_commit_on_a_kept_connection_leaves_nothing(
         with pytest.raises(Exception, match="FOREIGN KEY"):
             storage.run_sync(fails_at_commit)
         storage.run_sync(lambda uow: uow.wallets.add(make_wallet("wal_ok", company)))
-        listed = storage.run_sync(lambda uow: uow.wallets.list(company, 10, None), write=False)
-        assert [w.id for w in listed] == ["wal_ok"]
+        assert _wallet_ids(storage, company) == ["wal_ok"]
         assert (
             storage.run_sync(lambda uow: uow.wallets.get(99999, "wal_orphan"), write=False) is None
         )
@@ -242,11 +250,10 @@ def test_a_function_on_a_kept_connection_cannot_start_another_transaction(
         for inner in nested:
             with pytest.raises(RuntimeError, match="another transaction"):
                 storage.run_sync(nests(inner))
-        assert storage.run_sync(lambda uow: uow.wallets.list(company, 10, None), write=False) == []
+        assert _wallet_ids(storage, company) == []
         assert account(storage, "wal_a").balance == 0
         storage.run_sync(lambda uow: uow.wallets.add(make_wallet("wal_after", company)))
-        listed = storage.run_sync(lambda uow: uow.wallets.list(company, 10, None), write=False)
-        assert [w.id for w in listed] == ["wal_after"]
+        assert _wallet_ids(storage, company) == ["wal_after"]
     finally:
         storage.close()
 
