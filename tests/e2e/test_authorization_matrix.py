@@ -638,12 +638,22 @@ async def test_publishable_keys(
             )
             assert_error(status, payload, 404, "not_found", f"{where} of another company")
             assert_no_leak(ids, url + json.dumps(body), text, where)
-    # The publishable rules of a payment intent: automatic capture only.
+    # The publishable rules of a payment intent: automatic capture only, and never a saved card
+    # (its token and the publishable key are both in a browser's reach).
     body = {**_intent(ids), "capture_method": "manual"}
     status, payload, _ = await call(
         client, "POST", "/api/v1/payments/intent", body, tenant.publishable_auth
     )
     assert_error(status, payload, 403, "permission_error", "manual capture, publishable key")
+    status, payload, _ = await call(
+        client,
+        "POST",
+        "/api/v1/payments/intent",
+        {**_intent(ids), "card_token": ids["token_id"]},
+        tenant.publishable_auth,
+    )
+    assert_error(status, payload, 403, "permission_error", "saved card, publishable key")
+    assert payload["error"]["param"] == "card_token", payload
     body["capture_method"] = "automatic"
     status, payload, _ = await call(
         client, "POST", "/api/v1/payments/intent", body, tenant.publishable_auth

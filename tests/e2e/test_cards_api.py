@@ -302,6 +302,47 @@ async def test_saved_cards_charge_as_card_token(client: Client, tenant: Tenant) 
         assert intent["card_token"] == token
 
 
+async def test_a_publishable_key_cannot_charge_a_saved_card(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
+    """Issue 20: a ``pmt_`` id and the publishable key (both in a browser's reach) must not be
+    enough to charge the customer; charging a saved card needs the secret key."""
+    token = await tokenize(client, tenant)
+    body = {
+        "account_id": tenant.account_id,
+        "billing_amount": 99_999,
+        "billing_currency": "USD",
+        "payment_type": "Card Payment",
+        "merchant_reference": "not-yours",
+        "card_token": token,
+    }
+    refused = {
+        "error": {
+            "type": "permission_error",
+            "code": "secret_key_required",
+            "message": "card_token requires a secret key",
+            "param": "card_token",
+        }
+    }
+    for extra in ({}, {"capture_method": "automatic"}, {"capture_method": "manual"}):
+        response = await client.post(
+            INTENT, json={**body, **extra}, headers=tenant.publishable_auth
+        )
+        assert response.status == 403, extra
+        payload = await response.json()
+        if extra.get("capture_method") != "manual":  # manual capture is refused on its own
+            assert payload == refused, extra
+        assert payload["error"]["type"] == "permission_error", extra
+    # Nothing was created or charged ...
+    count = await client.get("/api/v1/payments/intents/count", headers=tenant.auth)
+    assert await count.json() == {"count": 0}
+    # ... and the secret key charges the same card with the same body.
+    response = await client.post(INTENT, json=body, headers=tenant.auth)
+    intent = await response.json()
+    assert response.status == 200, intent
+    assert intent["status"] == "PROCESSED"
+
+
 async def test_card_tokens_belong_to_their_company(
     client: Client, tenant: Tenant, other_tenant: Tenant
 ) -> None:

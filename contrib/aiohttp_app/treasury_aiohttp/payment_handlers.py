@@ -1,8 +1,9 @@
 """Endpoints of part 4.1 and the customer's payment call ``POST /pay/{lookup_id}``.
 
-Create and read-by-lookup accept a publishable key (manual capture then answers 403); capture,
-cancel, refund, list and count need a secret key. ``/pay/…`` carries no key: the unguessable
-lookup id addresses the intent, and the customer's card is the only other input.
+Create and read-by-lookup accept a publishable key (manual capture or a ``card_token`` then
+answers 403); capture, cancel, refund, list and count need a secret key. ``/pay/…`` carries no
+key: the unguessable lookup id addresses the intent, and the customer's card is the only other
+input.
 """
 
 from __future__ import annotations
@@ -244,7 +245,9 @@ ROUTES: tuple[Route, ...] = (
         body=CreateIntentRequest,
         response=PaymentIntentRecord,
         tags=_PAYMENTS,
-        description="A publishable key may create automatic-capture intents only.",
+        description=(
+            "A publishable key may create automatic-capture intents only, without `card_token`."
+        ),
     ),
     Route(
         "GET",

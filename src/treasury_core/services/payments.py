@@ -76,6 +76,22 @@ from treasury_core.validation import is_resource_id
 
 log = logging.getLogger("treasury.payments")
 
+
+def check_publishable_create(request: CreateIntentRequest) -> None:
+    """Raise :class:`PermissionDenied` (403) for an intent a publishable key may not create.
+
+    Manual capture needs a secret key (part 5). So does ``card_token``: a publishable key and a
+    ``pmt_`` id are both in a browser's reach, and together they must not charge the customer
+    whatever amount they name.
+    """
+    if request.capture_method is CaptureMethod.MANUAL:
+        raise PermissionDenied(
+            "capture_method manual requires a secret key", param="capture_method"
+        )
+    if request.card_token is not None:
+        raise PermissionDenied("card_token requires a secret key", param="card_token")
+
+
 #: Job kinds of the payments service (run by the job runner on the clock).
 EXPIRE_AUTHORIZATION = "expire_authorization"
 PAYOUT = "payout"
@@ -244,16 +260,15 @@ class PaymentService:
     ) -> PaymentIntent:
         """Create an intent (``INITIALIZED``); with ``card_token``, charge the saved card at once.
 
-        Raises :class:`PermissionDenied` for manual capture with a publishable key (part 5),
+        Raises :class:`PermissionDenied` for what a publishable key may not ask
+        (:func:`check_publishable_create`),
         :class:`ValidationFailed` for manual capture on a non-card type (part 4.1) and bad
         fields, :class:`NotFound` for another company's account or card token. A saved card
         that is declined leaves the intent ``INITIALIZED`` and raises the :class:`CardError`.
         """
         ctx = self._ctx
-        if publishable and request.capture_method is CaptureMethod.MANUAL:
-            raise PermissionDenied(
-                "capture_method manual requires a secret key", param="capture_method"
-            )
+        if publishable:
+            check_publishable_create(request)
         check_create_rules(request.payment_type, request.capture_method)
         billing = ctx.currencies.get(request.billing_currency, param="billing_currency").code
         processing = billing
