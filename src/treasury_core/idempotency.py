@@ -1,10 +1,16 @@
-"""Idempotency records: one stored response per (company, ``Idempotency-Key``).
+"""Idempotency records: one stored response per (company, key kind, ``Idempotency-Key``).
 
 Lifecycle: a request *claims* the key (an ``in_flight`` row with a lease, committed on its own so
 that other processes see it), the business transaction *completes* it with the response in the
 same commit as the change, and a replay within the retention window returns that response. A
 lease that runs out (its process died) lets the next request take the key over; completion checks
 the claim's token, so a late original cannot overwrite the new owner's result.
+
+A secret key's answer must never be replayed to a publishable key (it may hold what that key
+may not see, such as a manual-capture intent's lookup id), nor the other way round: the two
+kinds of key have separate key spaces. A secret key's ``Idempotency-Key`` is stored as given, so
+records stored before the split keep replaying to the key that can make every call; a
+publishable key's is stored as :func:`scoped_key` makes it, a name no presented key can take.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Generic, TypeVar
+
+from treasury_core.companies import KeyKind
 
 R = TypeVar("R")
 
@@ -58,6 +66,19 @@ class IdempotencyTicket(Generic[R]):
     key: str
     token: str
     render: Callable[[R], StoredResponse]
+
+
+def scoped_key(key: str, kind: KeyKind) -> str:
+    """The name under which ``key``, presented with a key of ``kind``, is stored.
+
+    A secret key's is ``key`` itself. A publishable key's starts with a control character, which
+    a presented key cannot hold (the service refuses keys that are not printable), so no
+    presented key names a publishable record; the rest is a digest because the stored name has
+    the same 255-character limit as a presented key. No schema change: storage sees a key.
+    """
+    if kind is KeyKind.SECRET:
+        return key
+    return f"\x1f{kind.value}:{hashlib.sha256(key.encode()).hexdigest()}"
 
 
 def fingerprint(method: str, path: str, body: bytes) -> str:

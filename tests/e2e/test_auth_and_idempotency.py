@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -10,7 +11,9 @@ from aiohttp.test_utils import TestClient
 
 from tests.e2e.conftest import Tenant
 from treasury_core import Treasury
-from treasury_core.idempotency import fingerprint
+from treasury_core.companies import KeyKind
+from treasury_core.idempotency import StoredResponse, fingerprint
+from treasury_core.services.idempotency import Claim
 
 Client = TestClient[Any, Any]
 ROUTES = [
@@ -215,3 +218,177 @@ async def test_each_key_is_rate_limited(tmp_path: Any, clock: Any) -> None:
             assert bad.status == 401
     finally:
         await client.close()
+
+
+# --- issue 20: a replay is authorized first, and keys are scoped to the key kind ---------------
+
+INTENT = "/api/v1/payments/intent"
+PMTI = "/api/v1/payment_method_token_intent"
+
+
+def intent_body(tenant: Tenant, **extra: Any) -> dict[str, Any]:
+    return {
+        "account_id": tenant.account_id,
+        "billing_amount": 1_000,
+        "billing_currency": "USD",
+        "payment_type": "Card Payment",
+        "merchant_reference": "order-1",
+        **extra,
+    }
+
+
+def pmti_body(tenant: Tenant) -> dict[str, Any]:
+    return {
+        "account_id": tenant.account_id,
+        "payment_type": "Tokenization",
+        "customer_email": "ada@example.com",
+        "customer_phone_number": "+447700900123",
+    }
+
+
+async def saved_card(client: Client, tenant: Tenant) -> str:
+    """A ``pmt_`` token of an approved card, saved through the PMTI's confirm URL."""
+    pmti = await (await client.post(PMTI, json=pmti_body(tenant), headers=tenant.auth)).json()
+    confirm = pmti["latest_version"]["confirm_endpoint_url"].split("://", 1)[1].split("/", 1)[1]
+    card = {
+        "cardholder_name": "Ada Lovelace",
+        "card_number": "4242424242424242",
+        "expiry_month": 12,
+        "expiry_year": 2030,
+        "cvc": "123",
+    }
+    result = await (await client.post("/" + confirm, json=card)).json()
+    assert result["status"] == "succeeded", result
+    token: str = result["payment_method_token"]
+    return token
+
+
+async def intent_count(client: Client, tenant: Tenant) -> int:
+    response = await client.get(f"{INTENT}s/count", headers=tenant.auth)
+    count: int = (await response.json())["count"]
+    return count
+
+
+async def assert_refused(response: Any, param: str | None, *hidden: str) -> None:
+    """A fresh 403, not a replay, and none of the first answer's secrets in it."""
+    text = await response.text()
+    assert response.status == 403, text
+    assert "Idempotent-Replayed" not in response.headers
+    error = (await response.json())["error"]
+    assert error["type"] == "permission_error", error
+    assert error.get("param") == param, error
+    for value in hidden:
+        assert value not in text
+
+
+async def test_a_publishable_key_cannot_replay_a_manual_capture_intent(
+    client: Client, tenant: Tenant
+) -> None:
+    """The secret key's answer holds the lookup id of an intent that authorizes, not charges."""
+    body = intent_body(tenant, capture_method="manual")
+    key = {"Idempotency-Key": "manual-1"}
+    first = await client.post(INTENT, json=body, headers={**tenant.auth, **key})
+    intent = await first.json()
+    assert first.status == 200, intent
+    replay = await client.post(INTENT, json=body, headers={**tenant.publishable_auth, **key})
+    await assert_refused(replay, "capture_method", intent["payment_intent_lookup_id"])
+    # The secret key still gets its own answer, and nothing else was created.
+    again = await client.post(INTENT, json=body, headers={**tenant.auth, **key})
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert await again.json() == intent
+    assert await intent_count(client, tenant) == 1
+
+
+async def test_a_publishable_key_cannot_replay_a_saved_card_charge(
+    client: Client, tenant: Tenant
+) -> None:
+    body = intent_body(tenant, card_token=await saved_card(client, tenant))
+    key = {"Idempotency-Key": "charge-1"}
+    first = await client.post(INTENT, json=body, headers={**tenant.auth, **key})
+    charged = await first.json()
+    assert first.status == 200 and charged["status"] == "PROCESSED", charged
+    replay = await client.post(INTENT, json=body, headers={**tenant.publishable_auth, **key})
+    await assert_refused(replay, "card_token", charged["payment_intent_lookup_id"])
+    assert await intent_count(client, tenant) == 1
+
+
+async def test_a_publishable_key_cannot_replay_a_secret_key_route(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
+    body = {"name": "Main", "currency_id": "USD"}
+    key = {"Idempotency-Key": "wallet-1"}
+    first = await client.post("/api/v1/wallet", json=body, headers={**tenant.auth, **key})
+    wallet = await first.json()
+    assert first.status == 200, wallet
+    replay = await client.post(
+        "/api/v1/wallet", json=body, headers={**tenant.publishable_auth, **key}
+    )
+    await assert_refused(replay, None, wallet["id"])
+    assert len((await treasury.wallets.list(tenant.company_id)).items) == 1
+
+
+async def test_a_publishable_key_does_not_get_the_secret_keys_pmti(
+    client: Client, tenant: Tenant
+) -> None:
+    """Either key may create a PMTI, but one key kind's answer (with its secret URLs) is never
+    the other's: the publishable key's request is a fresh one, replayed only to that kind."""
+    key = {"Idempotency-Key": "pmti-1"}
+    first = await client.post(PMTI, json=pmti_body(tenant), headers={**tenant.auth, **key})
+    secret_made = await first.json()
+    assert first.status == 200, secret_made
+    urls = secret_made["latest_version"]
+    fresh = await client.post(
+        PMTI, json=pmti_body(tenant), headers={**tenant.publishable_auth, **key}
+    )
+    made = await fresh.json()
+    assert fresh.status == 200, made
+    assert "Idempotent-Replayed" not in fresh.headers
+    assert made["id"] != secret_made["id"]
+    text = await fresh.text()
+    assert urls["confirm_endpoint_url"] not in text
+    assert urls["provider_tokenization_url"] not in text
+    # Each kind replays its own answer.
+    for auth, answer in ((tenant.publishable_auth, made), (tenant.auth, secret_made)):
+        again = await client.post(PMTI, json=pmti_body(tenant), headers={**auth, **key})
+        assert again.headers["Idempotent-Replayed"] == "true"
+        assert await again.json() == answer
+
+
+async def test_a_secret_key_does_not_get_the_publishable_keys_answer(
+    client: Client, tenant: Tenant
+) -> None:
+    body = intent_body(tenant)
+    key = {"Idempotency-Key": "checkout-1"}
+    first = await client.post(INTENT, json=body, headers={**tenant.publishable_auth, **key})
+    theirs = await first.json()
+    assert first.status == 200, theirs
+    second = await client.post(INTENT, json=body, headers={**tenant.auth, **key})
+    ours = await second.json()
+    assert second.status == 200, ours
+    assert "Idempotent-Replayed" not in second.headers
+    assert ours["id"] != theirs["id"]
+    assert await intent_count(client, tenant) == 2
+
+
+async def test_a_stored_answer_is_not_replayed_to_a_key_that_may_no_longer_ask(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
+    """A record the publishable key itself stored before issue 20 (a saved card it charged) is
+    not replayed: the request is authorized before any stored answer is looked at."""
+    body = json.dumps(intent_body(tenant, card_token=await saved_card(client, tenant))).encode()
+    claim = await treasury.idempotency.claim(
+        tenant.company_id,
+        "before-20",
+        fingerprint("POST", INTENT, body),
+        kind=KeyKind.PUBLISHABLE,
+    )
+    assert isinstance(claim, Claim)
+    stored = b'{"payment_intent_lookup_id": "pil_stored_answer"}'
+    await treasury.idempotency.complete(claim, StoredResponse(200, stored))
+    headers = {
+        **tenant.publishable_auth,
+        "Idempotency-Key": "before-20",
+        "Content-Type": "application/json",
+    }
+    response = await client.post(INTENT, data=body, headers=headers)
+    await assert_refused(response, "card_token", "pil_stored_answer")

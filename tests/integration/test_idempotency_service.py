@@ -6,7 +6,8 @@ import asyncio
 from dataclasses import replace
 
 from treasury_core import TreasuryConfig, bootstrap
-from treasury_core.idempotency import IdempotencyState, StoredResponse
+from treasury_core.companies import KeyKind
+from treasury_core.idempotency import MAX_KEY_LENGTH, IdempotencyState, StoredResponse, scoped_key
 from treasury_core.ports import Storage, UnitOfWork
 from treasury_core.services.idempotency import Claim, Replay, complete_in
 from treasury_core.testing.clock import FakeClock
@@ -60,3 +61,44 @@ def test_completion_rotates_the_token_so_a_stale_takeover_cannot_overwrite(
     took, again = asyncio.run(scenario())
     assert took is False
     assert again == Replay(StoredResponse(200, b"{}"))
+
+
+def test_each_key_kind_has_its_own_records(storage: Storage) -> None:
+    """Issue 20: a publishable key never gets a secret key's stored answer, nor the reverse; a
+    secret key's record is stored under the key as presented (records from before the split
+    replay as they did), and the longest presentable key fits in either space."""
+    clock = FakeClock()
+    service = bootstrap(
+        TreasuryConfig(database_url="memory://"), storage=storage, clock=clock, wall_clock=clock
+    ).idempotency
+
+    async def answer(key: str, kind: KeyKind, body: bytes) -> Claim | Replay:
+        claim = await service.claim(1, key, "f" * 64, kind=kind)
+        if isinstance(claim, Claim):
+            await service.complete(claim, StoredResponse(200, body))
+        return claim
+
+    async def scenario() -> None:
+        for key in ("k", "x" * MAX_KEY_LENGTH):
+            assert isinstance(await answer(key, KeyKind.SECRET, b"secret"), Claim)
+            assert isinstance(await answer(key, KeyKind.PUBLISHABLE, b"publishable"), Claim)
+            for kind, body in ((KeyKind.SECRET, b"secret"), (KeyKind.PUBLISHABLE, b"publishable")):
+                assert await service.claim(1, key, "f" * 64, kind=kind) == Replay(
+                    StoredResponse(200, body)
+                )
+            # The default kind is the secret key's, stored as presented.
+            assert await service.claim(1, key, "f" * 64) == Replay(StoredResponse(200, b"secret"))
+            stored = await storage.run(
+                lambda uow, key=key: uow.idempotency.get(1, key), write=False
+            )
+            assert stored is not None and stored.response == StoredResponse(200, b"secret")
+
+    asyncio.run(scenario())
+
+
+def test_no_presented_key_names_a_publishable_record() -> None:
+    """The publishable space starts with a character a presented key cannot hold."""
+    scoped = scoped_key("k", KeyKind.PUBLISHABLE)
+    assert not scoped.isprintable()
+    assert len(scoped_key("x" * MAX_KEY_LENGTH, KeyKind.PUBLISHABLE)) <= MAX_KEY_LENGTH
+    assert scoped_key("k", KeyKind.SECRET) == "k"

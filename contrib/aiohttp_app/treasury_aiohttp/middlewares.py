@@ -127,20 +127,32 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         limiter.check(principal.key_id)  # counted per key once it is known to be real
     if route.auth is Auth.SECRET and not principal.is_secret:
         raise PermissionDenied("This API call cannot be made with a publishable API key")
+    if route.authorize is not None:
+        # Here, not in the handler: the idempotency middleware below may answer from a stored
+        # response without calling the handler, and must only do so for an allowed request.
+        await route.authorize(request, principal)
     request[PRINCIPAL] = principal
     return await handler(request)
 
 
 @web.middleware
 async def idempotency_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """``Idempotency-Key`` on a POST: replay the stored response or record this one."""
+    """``Idempotency-Key`` on a POST: replay the stored response or record this one.
+
+    Runs after the auth middleware has authorized the request (a 403 is never a replay), and
+    keeps each key kind's records apart: a publishable key never gets a secret key's answer.
+    """
     key = request.headers.get("Idempotency-Key")
     if key is None or request.method != "POST" or PRINCIPAL not in request:
         return await handler(request)
     service = treasury(request).idempotency
     body = await request.read()
+    caller = request[PRINCIPAL]
     outcome = await service.claim(
-        request[PRINCIPAL].company_id, key, fingerprint(request.method, request.path_qs, body)
+        caller.company_id,
+        key,
+        fingerprint(request.method, request.path_qs, body),
+        kind=caller.kind,
     )
     if isinstance(outcome, Replay):
         body = outcome.response.body

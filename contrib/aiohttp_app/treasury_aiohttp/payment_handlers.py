@@ -26,6 +26,7 @@ from treasury_aiohttp.io import (
     treasury,
 )
 from treasury_aiohttp.routing import Auth, Route
+from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from treasury_core.payments import IntentFilter, IntentStatus, PaymentIntent, PaymentIntentRecord
@@ -38,7 +39,7 @@ from treasury_core.payments.requests import (
     RefundRequest,
 )
 from treasury_core.services.cards import card_data
-from treasury_core.services.payments import PaymentOutcome
+from treasury_core.services.payments import PaymentOutcome, check_publishable_create
 
 _MAX_INTENT_ID = 2**63 - 1
 
@@ -85,6 +86,20 @@ async def create_intent(request: web.Request) -> web.StreamResponse:
         idempotency=responder.ticket(),
     )
     return responder.respond(intent)
+
+
+async def authorize_create(request: web.Request, caller: Principal) -> None:
+    """A publishable key's limits on a new intent (manual capture, ``card_token``: 403), checked
+    on the body before an idempotent replay could answer it."""
+    if caller.is_secret:
+        return
+    try:
+        body = await parse_body(request, CreateIntentRequest)
+    except ValidationFailed:
+        # A body that does not parse asks for nothing yet; the handler refuses it under the
+        # idempotency key, as any bad body is.
+        return
+    check_publishable_create(body)
 
 
 async def get_intent(request: web.Request) -> web.StreamResponse:
@@ -242,6 +257,7 @@ ROUTES: tuple[Route, ...] = (
         create_intent,
         "Create a payment intent",
         auth=Auth.PUBLISHABLE,
+        authorize=authorize_create,
         body=CreateIntentRequest,
         response=PaymentIntentRecord,
         tags=_PAYMENTS,

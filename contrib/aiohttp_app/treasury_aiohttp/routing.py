@@ -9,7 +9,10 @@ from enum import StrEnum
 from aiohttp import web
 from pydantic import BaseModel
 
+from treasury_core.companies import Principal
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Authorize = Callable[[web.Request, Principal], Awaitable[None]]
 
 
 class Auth(StrEnum):
@@ -41,6 +44,10 @@ class Route:
     #: Completes a stored idempotent response before it is replayed (a route whose answer
     #: holds secrets stores it without them).
     replay: Callable[[web.Request, bytes], Awaitable[bytes]] | None = None
+    #: What the key may ask of this route beyond ``auth``, judged on the request (its body
+    #: included); raises :class:`~treasury_core.errors.PermissionDenied`. It runs with the
+    #: auth check, before an ``Idempotency-Key`` can replay a stored answer.
+    authorize: Authorize | None = None
 
     @property
     def operation_id(self) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TypeVar
 
+from treasury_core.companies import KeyKind
 from treasury_core.errors import IdempotencyError, IdempotencyInFlight, ValidationFailed
 from treasury_core.idempotency import (
     MAX_KEY_LENGTH,
@@ -14,6 +15,7 @@ from treasury_core.idempotency import (
     IdempotencyState,
     IdempotencyTicket,
     StoredResponse,
+    scoped_key,
 )
 from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
 
@@ -31,7 +33,11 @@ class Replay:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """The key is ours until completed or released; ``token`` proves it."""
+    """The key is ours until completed or released; ``token`` proves it.
+
+    ``key`` is the stored name (:func:`~treasury_core.idempotency.scoped_key`), not always the
+    presented one.
+    """
 
     company_id: int
     key: str
@@ -43,7 +49,7 @@ class Claim:
 
 
 class IdempotencyService:
-    """Keys are scoped to a company; responses are kept for ``ttl_seconds``."""
+    """Keys are scoped to a company and a key kind; responses are kept for ``ttl_seconds``."""
 
     def __init__(
         self, storage: Storage, clock: Clock, ids: IdSource, ttl_seconds: int, lease_seconds: int
@@ -54,17 +60,23 @@ class IdempotencyService:
         self._ttl = timedelta(seconds=ttl_seconds)
         self._lease = timedelta(seconds=lease_seconds)
 
-    async def claim(self, company_id: int, key: str, fingerprint: str) -> Claim | Replay:
-        """Take ``key`` for a request with ``fingerprint``, or say how to answer instead.
+    async def claim(
+        self, company_id: int, key: str, fingerprint: str, *, kind: KeyKind = KeyKind.SECRET
+    ) -> Claim | Replay:
+        """Take ``key``, presented with a key of ``kind``, for a request with ``fingerprint``, or
+        say how to answer instead. The other kind's records under the same ``key`` are not seen.
 
+        The caller authorizes the request first: a replay answers whoever presents the key.
         Raises :class:`IdempotencyError` (same key, other request) or
         :class:`IdempotencyInFlight` (same key, first request still running).
         """
+        # Checked before scoping: scoped_key relies on a presented key being printable.
         if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
             raise ValidationFailed(
                 f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable characters",
                 param="Idempotency-Key",
             )
+        key = scoped_key(key, kind)
         now = self._clock.now()
         token = self._ids.token(16)
 
