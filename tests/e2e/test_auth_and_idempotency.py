@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from aiohttp.test_utils import TestClient
@@ -249,7 +250,7 @@ def pmti_body(tenant: Tenant) -> dict[str, Any]:
 async def saved_card(client: Client, tenant: Tenant) -> str:
     """A ``pmt_`` token of an approved card, saved through the PMTI's confirm URL."""
     pmti = await (await client.post(PMTI, json=pmti_body(tenant), headers=tenant.auth)).json()
-    confirm = pmti["latest_version"]["confirm_endpoint_url"].split("://", 1)[1].split("/", 1)[1]
+    confirm = urlsplit(pmti["latest_version"]["confirm_endpoint_url"]).path
     card = {
         "cardholder_name": "Ada Lovelace",
         "card_number": "4242424242424242",
@@ -257,14 +258,14 @@ async def saved_card(client: Client, tenant: Tenant) -> str:
         "expiry_year": 2030,
         "cvc": "123",
     }
-    result = await (await client.post("/" + confirm, json=card)).json()
+    result = await (await client.post(confirm, json=card)).json()
     assert result["status"] == "succeeded", result
     token: str = result["payment_method_token"]
     return token
 
 
 async def intent_count(client: Client, tenant: Tenant) -> int:
-    response = await client.get(f"{INTENT}s/count", headers=tenant.auth)
+    response = await client.get("/api/v1/payments/intents/count", headers=tenant.auth)
     count: int = (await response.json())["count"]
     return count
 

@@ -29,7 +29,8 @@ What the contract covers, through the unit of work's repositories:
   applied once, postings in id order;
 - the outbox and deliveries: events committing with the change, dispatching once, paging,
   purging only finished old events, delivery claims under a lease;
-- idempotency records: insert once, replace by token, purge;
+- idempotency records: insert once, replace by token, purge; keys kept exactly (control
+  characters included);
 - payment intents: increasing ids, company scoping, every field round-tripping, lists and counts
   agreeing with the filter, rollbacks, unique lookup ids.
 
@@ -57,7 +58,13 @@ import pytest
 from treasury_core.companies import ApiKey, KeyKind
 from treasury_core.errors import InsufficientFunds, LedgerRejected
 from treasury_core.events import Event, EventHead, EventType
-from treasury_core.idempotency import IdempotencyRecord, IdempotencyState, StoredResponse
+from treasury_core.idempotency import (
+    MAX_KEY_LENGTH,
+    IdempotencyRecord,
+    IdempotencyState,
+    StoredResponse,
+    scoped_key,
+)
 from treasury_core.ledger import (
     Account,
     AccountKind,
@@ -466,6 +473,37 @@ class StorageContract:
         assert not storage.run_sync(lambda uow: uow.idempotency.delete(1, "k1", "nope"))
         assert storage.run_sync(lambda uow: uow.idempotency.purge(NOW + timedelta(seconds=1))) == 1
         assert storage.run_sync(lambda uow: uow.idempotency.get(1, "k1"), write=False) is None
+
+    def test_idempotency_keys_are_kept_exactly(self, storage: Storage) -> None:
+        """A key is stored and found as given, control characters included: a publishable key's
+        records live under a name that starts with one (:func:`scoped_key`), apart from the
+        printable names a secret key's records have."""
+        names = ["k1", scoped_key("k1", KeyKind.PUBLISHABLE), "x" * MAX_KEY_LENGTH]
+
+        def insert_all(uow: UnitOfWork) -> list[bool]:
+            return [
+                uow.idempotency.insert(
+                    IdempotencyRecord(
+                        company_id=1,
+                        key=name,
+                        fingerprint="f" * 64,
+                        state=IdempotencyState.IN_FLIGHT,
+                        token=f"t-{len(name)}",
+                        created_at=NOW,
+                        lease_until=NOW + timedelta(seconds=60),
+                    )
+                )
+                for name in names
+            ]
+
+        def read_all(uow: UnitOfWork) -> list[IdempotencyRecord | None]:
+            return [uow.idempotency.get(1, name) for name in names]
+
+        assert storage.run_sync(insert_all) == [True, True, True]
+        found = storage.run_sync(read_all, write=False)
+        assert [(r.key, r.token) if r else None for r in found] == [
+            (name, f"t-{len(name)}") for name in names
+        ]
 
     def test_async_run_does_not_block_and_commits(self, storage: Storage) -> None:
         """Concurrent ``run`` calls from one event loop all commit."""
