@@ -31,8 +31,10 @@ from decimal import Decimal
 
 from treasury_core.errors import (
     CardError,
+    InvalidRequestError,
     NotFound,
     PermissionDenied,
+    ProviderError,
     TreasuryError,
     ValidationFailed,
 )
@@ -113,6 +115,20 @@ DEFAULT_DELAYS: dict[str, float] = {
 #: Finds a saved card for ``(company_id, card_token)``; ``None`` when the company has no such
 #: token. Supplied by the card-on-file service (the vault); without one no token is known.
 SavedCards = Callable[[int, str], Awaitable[CardData | None]]
+
+
+#: The ``code`` of the 400 refusing what the card provider says it cannot do (decisions.md).
+CAPABILITY_UNSUPPORTED = "provider_capability_unsupported"
+
+
+def _unsupported(message: str, param: str | None = None) -> InvalidRequestError:
+    """The refusal of a request the card provider's ``*_supported()`` flags rule out.
+
+    Raised before the provider is called and before anything is written: the provider's
+    flags are its contract, and asking it anyway would move money (or hold it) in ways the
+    adapter has said it cannot follow through.
+    """
+    return InvalidRequestError(message, code=CAPABILITY_UNSUPPORTED, param=param)
 
 
 def intent_job_key(intent_id: int) -> str:
@@ -263,13 +279,17 @@ class PaymentService:
         Raises :class:`PermissionDenied` for what a publishable key may not ask
         (:func:`check_publishable_create`),
         :class:`ValidationFailed` for manual capture on a non-card type (part 4.1) and bad
-        fields, :class:`NotFound` for another company's account or card token. A saved card
-        that is declined leaves the intent ``INITIALIZED`` and raises the :class:`CardError`.
+        fields, :class:`InvalidRequestError` (``provider_capability_unsupported``) for manual
+        capture when the card provider cannot capture holds later, :class:`NotFound` for
+        another company's account or card token. A saved card that is declined leaves the
+        intent ``INITIALIZED`` and raises the :class:`CardError`.
         """
         ctx = self._ctx
         if publishable:
             check_publishable_create(request)
         check_create_rules(request.payment_type, request.capture_method)
+        if request.capture_method is CaptureMethod.MANUAL:
+            self._check_manual_capture(param="capture_method")
         billing = ctx.currencies.get(request.billing_currency, param="billing_currency").code
         processing = billing
         if request.processing_currency is not None:
@@ -362,6 +382,14 @@ class PaymentService:
         card = checked_card(card, self._ctx.clock.now().date())
         return await self._attempt(intent, card)
 
+    def _check_manual_capture(self, param: str | None = None) -> None:
+        if not self.provider.manual_capture_supported():
+            raise _unsupported(
+                "The card provider cannot capture a hold later, so capture_method manual is "
+                "not available",
+                param,
+            )
+
     def _check_payable(self, intent: PaymentIntent) -> None:
         if (intent.capture_method, intent.status, Trigger.PAY_SUCCEEDED) not in TRANSITIONS:
             raise IllegalTransition(
@@ -379,8 +407,12 @@ class PaymentService:
         async with self._lock(intent.id):
             intent = await self.get(intent.company_id, intent.id)
             self._check_payable(intent)
-            await self._abandon_challenge(intent)
             capture = intent.capture_method is CaptureMethod.AUTOMATIC
+            if not capture:
+                # An intent made before the provider lost the capability: a hold nobody can
+                # capture would only wait for its expiry.
+                self._check_manual_capture()
+            await self._abandon_challenge(intent)
             kind = TransactionType.SALE if capture else TransactionType.AUTHORIZATION
             try:
                 result = await self.provider.authorize(
@@ -391,6 +423,13 @@ class PaymentService:
                 await self._record_decline(intent, kind, declined, card)
                 raise
             if result.requires_action:
+                if not self.provider.three_d_secure_supported():
+                    # The provider broke its own contract; nothing here could finish the
+                    # challenge (complete_action is not called on such a provider).
+                    await self._undo(result.reference, None)
+                    raise ProviderError(
+                        "The card provider asked for 3-D Secure, which it says it does not support"
+                    )
                 return await self._record_challenge(intent, kind, result, card, idempotency)
             return await self._record_success(intent, kind, result, card.last4, idempotency)
 
@@ -563,6 +602,8 @@ class PaymentService:
             intent = await self.get(intent.company_id, intent.id)
             txn = await self._pending_challenge(intent)
             assert txn.provider_reference is not None  # a requires_action attempt keeps one
+            if not self.provider.three_d_secure_supported():
+                raise _unsupported("The card provider does not support 3-D Secure")
             failure: CardError | None = None
             result: CardProviderResult | None = None
             if passed:
@@ -657,13 +698,16 @@ class PaymentService:
         Refused with the interface's messages (400) unless ``AUTHORIZED`` and before
         ``authorization_expires_at``, whether or not the expiry job has run. A provider refusal
         is a 402 :class:`CardError` leaving the intent ``AUTHORIZED``; a hold gone at the
-        provider cancels the intent (reason ``expired``) and raises the 402 too.
+        provider cancels the intent (reason ``expired``) and raises the 402 too. A card provider
+        that no longer says it captures holds is not asked (400
+        ``provider_capability_unsupported``).
         """
         ctx = self._ctx
         async with self._lock(intent_id):
             intent = await self.get(company_id, intent_id)
             now = ctx.clock.now()
             check_capturable(intent, now)
+            self._check_manual_capture()
             assert intent.provider_reference is not None  # an AUTHORIZED intent has a charge
             txn = self._transaction(intent, TransactionType.CAPTURE, TransactionStatus.COMPLETED)
             try:
@@ -770,6 +814,9 @@ class PaymentService:
 
         The amount is reserved first (``refund.created``), then the provider refunds; a refusal
         marks the refund ``failed``, gives its amount back, and raises the :class:`CardError`.
+        A card provider without refunds, or without partial refunds for less than the captured
+        amount, is not asked: :class:`InvalidRequestError` (``provider_capability_unsupported``)
+        and nothing reserved.
         """
         ctx = self._ctx
         async with self._lock(intent_id):
@@ -783,7 +830,15 @@ class PaymentService:
                     raise NotFound(
                         f"No such payment intent: {intent_id}", param="payment_intent_id"
                     )
+                if not self.provider.refunds_supported():
+                    raise _unsupported("The card provider does not support refunds")
                 value = check_refundable(intent, amount)
+                if value < intent.billing_amount and not self.provider.partial_refunds_supported():
+                    raise _unsupported(
+                        "The card provider refunds only the whole captured amount "
+                        f"({intent.billing_amount}), in one refund",
+                        "amount",
+                    )
                 # Differenced against what earlier refunds actually took, so the shares add up
                 # to the processing amount even after a refund failed in between.
                 share = max(
@@ -913,8 +968,10 @@ class PaymentService:
         try:
             if captured is None:
                 await self.provider.void(reference)
-            else:
+            elif self.provider.refunds_supported():
                 await self.provider.refund(reference, captured)
+            else:
+                log.error("could not undo provider charge after a lost race: no refunds")
         except TreasuryError:
             log.exception("could not undo provider charge after a lost race")
 
