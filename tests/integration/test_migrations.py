@@ -34,7 +34,7 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage = SqlStorage(database_url)
     storage.migrate()
     storage.migrate()
-    assert current_revision(storage.engine) == head_revision() == "0006"
+    assert current_revision(storage.engine) == head_revision() == "0007"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
     storage.close()
@@ -103,7 +103,7 @@ def test_0006_keeps_an_index_built_beforehand(database_url: str) -> None:
         upgrade(engine, "0005")
         with engine.begin() as conn:
             conn.exec_driver_sql("CREATE INDEX ix_events_created_at ON events (created_at)")
-        upgrade(engine)
+        upgrade(engine, "0006")
         assert current_revision(engine) == "0006"
         assert "ix_events_created_at" in _index_names(engine, "events")
     finally:
@@ -159,3 +159,30 @@ def test_the_event_purge_searches_by_created_at_on_sqlite(sqlite_url: str) -> No
     events_steps = [step for step in plan if " events" in f" {step}"]
     assert any("ix_events_created_at" in step for step in events_steps), plan
     assert not any(step.startswith("SCAN events") for step in plan), plan
+
+
+def test_0007_keeps_the_sandbox_clock_offset_from_zero_on(database_url: str) -> None:
+    # A database of the previous revision, in use: after the upgrade the offset is zero (what
+    # every start assumed before) and advances are kept.
+    from datetime import timedelta
+
+    from treasury_core.testing.contract import setup_company
+
+    engine = create_engine(normalize_url(database_url))
+    try:
+        upgrade(engine, "0006")
+        assert "clock_offsets" not in inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+    storage = SqlStorage(database_url)
+    try:
+        with pytest.raises(Exception, match="clock_offsets"):
+            storage.run_sync(lambda uow: uow.clock_offset.get(), write=False)
+        setup_company(storage)
+        storage.migrate()
+        assert current_revision(storage.engine) == "0007"
+        assert storage.run_sync(lambda uow: uow.clock_offset.get(), write=False) == timedelta(0)
+        day = timedelta(days=1)
+        assert storage.run_sync(lambda uow: uow.clock_offset.advance(day)) == day
+    finally:
+        storage.close()

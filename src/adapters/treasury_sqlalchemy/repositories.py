@@ -6,7 +6,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Generic, TypeVar, overload
 
@@ -1095,6 +1095,51 @@ class SqlJobs:
         return int(result.rowcount)
 
 
+_MICROSECOND = timedelta(microseconds=1)
+
+
+class SqlClockOffset:
+    """The sandbox clock's offset: one row, created by the first advance."""
+
+    _NAME = "sandbox"
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def get(self) -> timedelta:
+        stored = self._conn.execute(
+            select(t.clock_offsets.c.offset_us).where(t.clock_offsets.c.name == self._NAME)
+        ).scalar()
+        return timedelta(microseconds=stored or 0)
+
+    def _add(self, micros: int) -> bool:
+        # One statement that reads and writes the row: it waits for another transaction's
+        # advance (PostgreSQL's row lock; SQLite's one writer) and then adds to its result.
+        result = self._conn.execute(
+            update(t.clock_offsets)
+            .where(t.clock_offsets.c.name == self._NAME)
+            .values(offset_us=t.clock_offsets.c.offset_us + micros)
+        )
+        return result.rowcount == 1
+
+    def advance(self, by: timedelta) -> timedelta:
+        if by < timedelta(0):
+            raise ValueError("the clock offset only grows")
+        micros = by // _MICROSECOND
+        if not self._add(micros):
+            # The first advance ever. A concurrent first advance may insert the row first; a
+            # savepoint keeps the unique-key failure from aborting ours, and we add to its row.
+            try:
+                with self._conn.begin_nested():
+                    self._conn.execute(
+                        insert(t.clock_offsets), [{"name": self._NAME, "offset_us": micros}]
+                    )
+            except IntegrityError:
+                if not self._add(micros):  # pragma: no cover - the row was just inserted
+                    raise
+        return self.get()
+
+
 _R = TypeVar("_R")
 
 
@@ -1127,7 +1172,7 @@ class _made_on_first_use(Generic[_R]):  # lower case: a decorator, like cached_p
 
 class SqlUnitOfWork:
     """One transaction's repositories, each made when first used (most transactions touch two
-    or three of the nine, and a read on the request path is short enough for this to show)."""
+    or three of the ten, and a read on the request path is short enough for this to show)."""
 
     def __init__(self, conn: Connection, *, lock_rows: bool) -> None:
         self.connection = conn
@@ -1168,3 +1213,7 @@ class SqlUnitOfWork:
     @_made_on_first_use
     def deliveries(self) -> SqlDeliveries:
         return SqlDeliveries(self.connection, self._lock_rows)
+
+    @_made_on_first_use
+    def clock_offset(self) -> SqlClockOffset:
+        return SqlClockOffset(self.connection)

@@ -265,3 +265,12 @@ payment_intents = Table(
     Index("ix_payment_intents_company_id_status_id", "company_id", "status", "id"),
     Index("ix_payment_intents_company_id_created_at", "company_id", "created_at"),
 )
+
+# The sandbox clock's offset over wall time (one row, ``name`` ``sandbox``), in microseconds, so
+# that every process over the database and every restart tell the same business time.
+clock_offsets = Table(
+    "clock_offsets",
+    metadata,
+    Column("name", String(32), primary_key=True),
+    Column("offset_us", BigInteger, nullable=False),
+)

@@ -24,6 +24,7 @@ from treasury_core.ports.fx import FxQuote, FxRates
 from treasury_core.ports.ids import IdSource
 from treasury_core.ports.notifier import DeliveryFailed, WebhookSender
 from treasury_core.ports.storage import (
+    ClockOffsetRepository,
     CompanyRepository,
     DeliveryRepository,
     IdempotencyRepository,
@@ -50,6 +51,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "CardProviderStatus",
     "ChargebackOutcome",
     "Clock",
+    "ClockOffsetRepository",
     "CompanyRepository",
     "DeliveryFailed",
     "DeliveryRepository",

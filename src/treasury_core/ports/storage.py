@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
@@ -389,6 +389,27 @@ class JobRepository(Protocol):
         ...
 
 
+class ClockOffsetRepository(Protocol):
+    """How far the sandbox clock runs ahead of wall time, kept so that every process over the
+    database, and every restart, tells the same business time.
+
+    There is one offset; it starts at zero and only grows.
+    """
+
+    def get(self) -> timedelta:
+        """The stored offset (zero until the first advance)."""
+        ...
+
+    def advance(self, by: timedelta) -> timedelta:
+        """Add ``by`` to the stored offset and return the new offset.
+
+        The offset is locked until the transaction ends, so concurrent advances (from other
+        processes too) add up and none is lost. A negative ``by`` raises ``ValueError`` and
+        writes nothing.
+        """
+        ...
+
+
 class UnitOfWork(Protocol):
     """One transaction's view of storage (read-only attributes, so adapters may narrow them)."""
 
@@ -435,6 +456,11 @@ class UnitOfWork(Protocol):
     @property
     def deliveries(self) -> DeliveryRepository:
         """Deliveries of events."""
+        ...
+
+    @property
+    def clock_offset(self) -> ClockOffsetRepository:
+        """The sandbox clock's offset."""
         ...
 
 

@@ -32,7 +32,9 @@ What the contract covers, through the unit of work's repositories:
 - idempotency records: insert once, replace by token, purge; keys kept exactly (control
   characters included);
 - payment intents: increasing ids, company scoping, every field round-tripping, lists and counts
-  agreeing with the filter, rollbacks, unique lookup ids.
+  agreeing with the filter, rollbacks, unique lookup ids;
+- the sandbox clock's offset: zero at first, advanced to the microsecond and rolled back with
+  its transaction, never by a negative amount, concurrent advances adding up.
 
 Not covered, because it depends on the backend: snapshot isolation of
 ``transaction(snapshot=True)`` against concurrent writers, and recovery from the backend's own
@@ -919,3 +921,45 @@ class StorageContract:
         assert storage.run_sync(lambda uow: uow.deliveries.get("dlv_0001"), write=False) is None
         assert storage.run_sync(lambda uow: uow.deliveries.get("dlv_0002"), write=False) is not None
         assert storage.run_sync(lambda uow: uow.outbox.purge(cutoff)) == 0
+
+    def test_the_clock_offset_only_grows_and_commits_with_its_transaction(
+        self, storage: Storage
+    ) -> None:
+        """The sandbox clock's stored offset: zero at first, advanced to the microsecond in a
+        transaction (rolled back with it), never by a negative amount, read in any later one."""
+        assert storage.run_sync(lambda uow: uow.clock_offset.get(), write=False) == timedelta(0)
+        step = timedelta(days=3, microseconds=7)
+        assert storage.run_sync(lambda uow: uow.clock_offset.advance(step)) == step
+        assert storage.run_sync(lambda uow: uow.clock_offset.advance(step)) == 2 * step
+        assert storage.run_sync(lambda uow: uow.clock_offset.advance(timedelta(0))) == 2 * step
+
+        def advance_then_fail(uow: UnitOfWork) -> None:
+            assert uow.clock_offset.advance(timedelta(hours=1)) == 2 * step + timedelta(hours=1)
+            raise Boom
+
+        with pytest.raises(Boom):
+            storage.run_sync(advance_then_fail)
+        with pytest.raises(ValueError):  # noqa: PT011 - the port fixes the type, not the words
+            storage.run_sync(lambda uow: uow.clock_offset.advance(timedelta(seconds=-1)))
+        assert storage.run_sync(lambda uow: uow.clock_offset.get(), write=False) == 2 * step
+
+    def test_concurrent_clock_advances_add_up(self, storage: Storage) -> None:
+        """Advances from several threads (as from several processes) lose none of each other."""
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            try:
+                for _ in range(10):
+                    storage.run_sync(lambda uow: uow.clock_offset.advance(timedelta(seconds=1)))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert storage.run_sync(lambda uow: uow.clock_offset.get(), write=False) == timedelta(
+            seconds=40
+        )

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
@@ -66,6 +66,8 @@ class _State:
     # payment_intent_lookup_id -> intent id, the unique index of the SQL table.
     intent_lookup_ids: dict[str, int] = field(default_factory=dict)
     sequences: dict[str, itertools.count[int]] = field(default_factory=dict)
+    # The sandbox clock's offset under one key, so put() can undo an advance.
+    clock_offset: dict[str, timedelta] = field(default_factory=dict)
 
 
 class _Tx:
@@ -552,6 +554,21 @@ class _Jobs:
         return len(pending)
 
 
+class _ClockOffset:
+    def __init__(self, tx: _Tx) -> None:
+        self._tx = tx
+
+    def get(self) -> timedelta:
+        return self._tx.state.clock_offset.get("sandbox", timedelta(0))
+
+    def advance(self, by: timedelta) -> timedelta:
+        if by < timedelta(0):
+            raise ValueError("the clock offset only grows")
+        offset = self.get() + by
+        self._tx.put(self._tx.state.clock_offset, "sandbox", offset)
+        return offset
+
+
 class _MemoryUnitOfWork:
     def __init__(self, tx: _Tx) -> None:
         self.wallets = _Wallets(tx)
@@ -563,6 +580,7 @@ class _MemoryUnitOfWork:
         self.jobs = _Jobs(tx)
         self.intents = _Intents(tx)
         self.deliveries = _Deliveries(tx)
+        self.clock_offset = _ClockOffset(tx)
 
 
 class MemoryStorage(Storage):
