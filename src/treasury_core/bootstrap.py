@@ -33,7 +33,7 @@ from treasury_core.services.deposits import DepositService
 from treasury_core.services.notifications import NotificationService
 from treasury_core.services.payment_jobs import PaymentJobs
 from treasury_core.services.payments import PaymentService
-from treasury_core.services.sandbox import SandboxService
+from treasury_core.services.sandbox import SandboxService, load_clock_offset
 from treasury_core.services.settlement import SettlementService
 from treasury_core.services.support import TreasuryContext
 from treasury_core.services.transfers import TransferService
@@ -113,6 +113,8 @@ def bootstrap(
     storage = storage or _build(pm, "storage", config.storage_name, config)
     if migrate:
         storage.migrate()
+    # Business time as it was left: the sandbox clock's offset is kept in storage.
+    load_clock_offset(storage, clock)
     fx = fx or _build(pm, "fx_rates", config.fx_rates, config, clock)
     chosen_rail = rail
 

@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,35 @@ def test_serve_then_restart_keeps_everything(workdir: Path) -> None:
         assert again == wallet
         status, balance = call(server.port, "GET", f"/api/v1/wallet/{wallet['id']}/balance", key)
         assert balance["currency_code"] == "GBP"
+    finally:
+        server.stop()
+
+
+def test_the_sandbox_clock_survives_a_restart(workdir: Path) -> None:
+    """Business time advanced through one server is not set back by the next one."""
+    database = str(workdir / "clock.db")
+    created = json.loads(
+        run_cli("companies", "create", "Acme", "--database", database, cwd=workdir).stdout
+    )
+    key = created["secret_key"]
+    server = Server(workdir, "--database", database)
+    try:
+        status, advanced = call(
+            server.port, "POST", "/api/v1/sandbox/clock/advance", key, {"seconds": 30 * 86400}
+        )
+        assert status == 200, advanced
+    finally:
+        server.stop()
+
+    server = Server(workdir, "--database", database)
+    try:
+        status, wallet = call(
+            server.port, "POST", "/api/v1/wallet", key, {"name": "Main", "currency_id": "GBP"}
+        )
+        assert status == 200, wallet
+        assert datetime.fromisoformat(wallet["created_at"]) >= datetime.fromisoformat(
+            advanced["now"]
+        )
     finally:
         server.stop()
 

@@ -39,6 +39,9 @@ async def work_loop(
         try:
             # Kept off the event loop by storages that can (a purge may take a while).
             with background_writes():
+                # Business time as another process may have advanced it (the sandbox clock's
+                # offset is kept in the database), so what it made due is done now.
+                await treasury.sandbox.sync_clock()
                 await treasury.settlement.run_all_due(stopping=stop.is_set)
                 await treasury.notifications.run_due(stopping=stop.is_set)
                 if time.monotonic() >= next_purge and not stop.is_set():

@@ -1,4 +1,12 @@
-"""Sandbox controls: business time that tests and demos can move forward."""
+"""Sandbox controls: business time that tests and demos can move forward.
+
+With a clock whose offset is kept in storage (:class:`SharedOffsetClock`, the sandbox clock), an
+advance adds to the stored offset in one transaction and this process's clock then takes the
+result. Other processes over the same database take it when they next read it: at start
+(``bootstrap``) and before each pass of the background loop (:meth:`SandboxService.sync_clock`),
+so a ``treasury worker`` settles what another process's advance made due on its next pass, one
+``job_poll_seconds`` later at most.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from treasury_core.errors import NotFound, ValidationFailed
+from treasury_core.ports import Clock, Storage, UnitOfWork
 from treasury_core.services.notifications import NotificationService
 from treasury_core.services.settlement import SettlementService
 from treasury_core.services.support import TreasuryContext
@@ -27,6 +36,31 @@ class AdvanceableClock(Protocol):
         ...
 
 
+@runtime_checkable
+class SharedOffsetClock(Protocol):
+    """A clock that runs ``offset`` ahead of wall time and takes the offset storage keeps."""
+
+    def now(self) -> datetime:
+        """The current business time."""
+        ...
+
+    @property
+    def offset(self) -> timedelta:
+        """How far business time runs ahead of wall time."""
+        ...
+
+    def catch_up(self, offset: timedelta) -> datetime:
+        """Take ``offset`` if it is ahead of the clock's own (never moving back); the new now."""
+        ...
+
+
+def load_clock_offset(storage: Storage, clock: Clock) -> None:
+    """Bring ``clock`` up to the offset ``storage`` keeps, if it is a :class:`SharedOffsetClock`
+    (blocking; ``bootstrap`` calls it at start so a restart never sets business time back)."""
+    if isinstance(clock, SharedOffsetClock):
+        clock.catch_up(storage.run_sync(lambda uow: uow.clock_offset.get(), write=False))
+
+
 class SandboxService:
     """Moves the sandbox clock and runs everything that falls due."""
 
@@ -45,22 +79,55 @@ class SandboxService:
         """Whether sandbox controls are on (sandbox mode)."""
         return self._ctx.config.sandbox
 
+    async def sync_clock(self) -> None:
+        """Take the clock offset storage keeps, which another process may have advanced
+        (the background loop calls this before each pass). A no-op for other clocks."""
+        clock = self._ctx.clock
+        if isinstance(clock, SharedOffsetClock):
+            offset = await self._ctx.storage.run(lambda uow: uow.clock_offset.get(), write=False)
+            clock.catch_up(offset)
+
     async def advance(self, seconds: int) -> datetime:
         """Advance the clock by ``seconds`` and run every job due by then, webhook retries
-        included; the new now."""
+        included; the new now.
+
+        A :class:`SharedOffsetClock` is advanced through storage: the stored offset grows in
+        one transaction (so advances by other processes add up, and the year limit is checked
+        against what is stored), then this process's clock takes it.
+        """
         clock = self._ctx.clock
-        if not self.enabled or not isinstance(clock, AdvanceableClock):
+        shared = isinstance(clock, SharedOffsetClock)
+        if not self.enabled or not (shared or isinstance(clock, AdvanceableClock)):
             raise NotFound("Sandbox controls are off", code="sandbox_disabled")
         if clock.now() + timedelta(seconds=seconds) > _LATEST:
-            # Business time has to stay representable, settlement delays included.
-            raise ValidationFailed(
-                f"The sandbox clock cannot be advanced past {_LATEST.year}", param="seconds"
-            )
+            raise _too_far()
         notifications = self._notifications
         # Time moves only between passes over deliveries (NotificationService.exclusive).
         async with notifications.exclusive() if notifications else contextlib.nullcontext():
-            clock.advance(seconds)
+            if isinstance(clock, SharedOffsetClock):
+                await self._advance_stored(clock, timedelta(seconds=seconds))
+            else:
+                assert isinstance(clock, AdvanceableClock)  # checked above
+                clock.advance(seconds)
             await self._settlement.run_all_due()
             if notifications is not None:
                 await notifications.run_due_exclusively()
         return clock.now()
+
+    async def _advance_stored(self, clock: SharedOffsetClock, by: timedelta) -> None:
+        wall = clock.now() - clock.offset
+
+        def write(uow: UnitOfWork) -> timedelta:
+            offset = uow.clock_offset.advance(by)
+            if wall + offset > _LATEST:
+                raise _too_far()  # rolls the advance back
+            return offset
+
+        clock.catch_up(await self._ctx.storage.run(write))
+
+
+def _too_far() -> ValidationFailed:
+    # Business time has to stay representable, settlement delays included.
+    return ValidationFailed(
+        f"The sandbox clock cannot be advanced past {_LATEST.year}", param="seconds"
+    )
