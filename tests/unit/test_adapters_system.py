@@ -1,7 +1,7 @@
 import random
 import threading
 import time
-from datetime import UTC
+from datetime import UTC, timedelta
 
 import pytest
 
@@ -70,3 +70,15 @@ def test_clocks_are_aware_utc() -> None:
     assert (after - before).days == 7
     with pytest.raises(ValueError, match="forward"):
         clock.advance(-1)
+
+
+def test_the_sandbox_clock_catches_up_but_never_goes_back() -> None:
+    clock = SandboxClock()
+    assert clock.offset == timedelta(0)
+    clock.catch_up(timedelta(days=2))
+    assert clock.offset == timedelta(days=2)
+    # An offset read before this process's own advance committed is older: it is ignored.
+    before = clock.now()
+    clock.catch_up(timedelta(days=1))
+    assert clock.offset == timedelta(days=2)
+    assert clock.now() >= before
