@@ -193,6 +193,16 @@ def test_refunds_are_refused_when_the_provider_cannot_refund(world: World) -> No
     assert world.run(world.treasury.payments.refunds(world.company, intent.id)) == []
 
 
+def test_a_refund_the_intent_itself_forbids_says_so_first(world: World) -> None:
+    """The interface's own refusal (an uncaptured hold cannot be refunded) outranks the
+    provider's capability: the caller learns what is wrong with the request itself."""
+    world.provider.refunds = False
+    intent = world.paid(CaptureMethod.MANUAL)
+    with pytest.raises(InvalidRequestError) as excinfo:
+        world.run(world.treasury.payments.refund(world.company, intent.id))
+    assert excinfo.value.code == "refund_not_allowed"
+
+
 def test_partial_refunds_are_refused_but_full_ones_pass(world: World) -> None:
     world.provider.partial_refunds = False
     intent = world.paid()

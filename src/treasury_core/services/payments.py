@@ -830,9 +830,11 @@ class PaymentService:
                     raise NotFound(
                         f"No such payment intent: {intent_id}", param="payment_intent_id"
                     )
+                # The intent's own state first: a refund the interface refuses anyway says why
+                # in its terms, whatever the provider could do.
+                value = check_refundable(intent, amount)
                 if not self.provider.refunds_supported():
                     raise _unsupported("The card provider does not support refunds")
-                value = check_refundable(intent, amount)
                 if value < intent.billing_amount and not self.provider.partial_refunds_supported():
                     raise _unsupported(
                         "The card provider refunds only the whole captured amount "
