@@ -1,7 +1,7 @@
 """Sandbox adapters: an advanceable clock, a bank rail, FX rates and a card provider.
 
-``SandboxBankRail`` is imported on first use: it needs schwifty (the ``server`` extra), while
-the others need nothing beyond the standard library.
+``SandboxBankRail`` is imported on first use: it loads schwifty and its bank and country
+registries, which a process that never touches bank details need not pay for.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ and BIC through schwifty) — and every detail the rail hands out (deposit instr
 account coordinates) passes those same checks. Settlement is simulated: movements settle after
 configurable delays on the treasury's clock (decisions.md, "Sandbox controls").
 
-schwifty comes with the ``server`` extra; this module needs it, :mod:`treasury_sandbox` itself
-does not.
+schwifty is a dependency of every install (the core's bank calls reach this rail); only this
+module imports it, so importing :mod:`treasury_sandbox` does not load its registries.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ def _sandbox_clock(config: TreasuryConfig) -> Clock:
 
 
 def _sandbox_bank_rail(config: TreasuryConfig, clock: Clock) -> BankRail:
-    # Imported here: the rail needs schwifty (the ``server`` extra), registering it does not.
+    # Imported here: the rail loads schwifty's registries, registering it should not.
     from treasury_sandbox.bank_rail import SandboxBankRail
 
     rail = SandboxBankRail()

@@ -29,8 +29,8 @@ _WALLET_CACHE_MAX = 100_000
 class TreasuryContext:
     """The adapters and settings every treasury service needs.
 
-    The bank rail is built on first use: the sandbox rail needs schwifty (the ``server`` extra),
-    and an application that never touches bank details should not need it.
+    The bank rail is built on first use: the sandbox rail loads schwifty's registries, and an
+    application that never touches bank details should not pay for them.
     """
 
     config: TreasuryConfig

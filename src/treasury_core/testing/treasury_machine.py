@@ -44,8 +44,7 @@ test case from a factory::
 
 The factory returns a migrated, empty :class:`~treasury_core.ports.storage.Storage` (closed after
 each run) or a context manager yielding one (exited after each run). The machine does not migrate
-it. The default FX adapter and bank rail are the sandbox's (``treasury_sandbox``; the rail needs
-schwifty, the ``server`` extra).
+it. The default FX adapter and bank rail are the sandbox's (``treasury_sandbox``).
 
 This module needs Hypothesis (a test dependency).
 """
