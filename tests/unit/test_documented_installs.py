@@ -15,8 +15,9 @@ import os
 import subprocess
 import sys
 import tomllib
-from importlib import metadata
+from importlib import metadata, util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from packaging.requirements import Requirement
@@ -162,12 +163,38 @@ def test_core_calls_without_extras(tmp_path: Path) -> None:
 
 def test_pytest_fixtures_without_extras(tmp_path: Path) -> None:
     """treasury_memory needs no extra (docs/guides/pytest-plugin.md): with pytest alone."""
-    args = ["-m", "pytest", "-p", "treasury_pytest.plugin", "-p", "no:cacheprovider"]
-    args += ["-q", "--rootdir", str(tmp_path), str(CHECKS / "test_pytest_fixtures.py")]
-    run_in_install(tmp_path, {"treasury-core": set(), "pytest": set()}, args, tmp_path)
+    # Copied out of the tree, so that pytest reads no configuration of this project's.
+    tests = tmp_path / "test_pytest_fixtures.py"
+    tests.write_text((CHECKS / tests.name).read_text())
+    args = ["-m", "pytest", "-p", "treasury_pytest.plugin", "-p", "no:cacheprovider", "-q"]
+    result = run_in_install(
+        tmp_path, {"treasury-core": set(), "pytest": set()}, [*args, tests.name], tmp_path
+    )
+    assert "1 passed" in result.stdout
 
 
 @pytest.mark.parametrize("example", ["async_services.py", "sync_backend.py"])
 def test_examples_with_the_sql_extra(tmp_path: Path, example: str) -> None:
     """docs/guides/embedding.md: 'treasury-core[sql]' for the core and SQLite storage."""
     run_in_install(tmp_path, {"treasury-core": {"sql"}}, [str(EXAMPLES / example)], ROOT)
+
+
+def _check_installs_module() -> ModuleType:
+    """tools/check_installs.py, which is a script, not a package."""
+    spec = util.spec_from_file_location("check_installs", ROOT / "tools" / "check_installs.py")
+    assert spec is not None and spec.loader is not None
+    module = util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_embedding_guide_programs_with_the_sql_extra(tmp_path: Path) -> None:
+    """The guide's complete programs, picked as tools/check_installs.py picks them."""
+    guide = ROOT / "docs" / "guides" / "embedding.md"
+    runnable, fragments = _check_installs_module().guide_snippets(guide.read_text())
+    assert len(runnable) == 4 and len(fragments) == 2  # a block added to the guide: decide which
+    for number, code in enumerate(runnable):
+        program = tmp_path / f"snippet{number}.py"
+        program.write_text(code)
+        run_in_install(tmp_path, {"treasury-core": {"sql"}}, [str(program)], tmp_path)

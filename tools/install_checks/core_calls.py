@@ -5,11 +5,15 @@ bank-account registration, withdrawals, virtual accounts), the FX rates (a cross
 transfer) and the sandbox clock. ``tools/check_installs.py`` runs it in a fresh virtual
 environment per documented install, and ``tests/unit/test_documented_installs.py`` runs it with
 every module outside an install's requirements unimportable. Prints ``core calls: ok``.
+
+``python core_calls.py [DATABASE_URL]``: ``memory://`` unless a URL is given (the check of the
+``postgres`` extra passes a PostgreSQL one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 
 from treasury_core import (
     CreateDepositRequest,
@@ -24,9 +28,9 @@ from treasury_core import (
 )
 
 
-async def main() -> None:
+async def main(database_url: str) -> None:
     """Run the calls; any error (a missing module included) propagates and exits non-zero."""
-    treasury = bootstrap(TreasuryConfig(database_url="memory://"))
+    treasury = bootstrap(TreasuryConfig(database_url=database_url))
     try:
         company_id = (await treasury.companies.create_company("Acme")).company.id
         usd = await treasury.wallets.create(
@@ -77,4 +81,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "memory://"))
