@@ -167,6 +167,7 @@ def test_pytest_fixtures_without_extras(tmp_path: Path) -> None:
     tests = tmp_path / "test_pytest_fixtures.py"
     tests.write_text((CHECKS / tests.name).read_text())
     args = ["-m", "pytest", "-p", "treasury_pytest.plugin", "-p", "no:cacheprovider", "-q"]
+    args += ["-k", "memory"]
     result = run_in_install(
         tmp_path, {"treasury-core": set(), "pytest": set()}, [*args, tests.name], tmp_path
     )
