@@ -199,3 +199,14 @@ def test_embedding_guide_programs_with_the_sql_extra(tmp_path: Path) -> None:
         program = tmp_path / f"snippet{number}.py"
         program.write_text(code)
         run_in_install(tmp_path, {"treasury-core": {"sql"}}, [str(program)], tmp_path)
+
+
+def test_property_testing_example_without_extras(tmp_path: Path) -> None:
+    """docs/guides/property-testing.md: the kit needs no extra, only Hypothesis beside it."""
+    for source in (EXAMPLES / "property_testing").glob("*.py"):
+        (tmp_path / source.name).write_text(source.read_text())
+    # The machine on the shop's first storage fails by design (tests/examples_property).
+    args = ["-m", "pytest", "-p", "no:cacheprovider", "-q", "-k", "not TestShopLedger", "."]
+    roots: dict[str, set[str]] = {"treasury-core": set(), "pytest": set(), "hypothesis": set()}
+    result = run_in_install(tmp_path, roots, args, tmp_path)
+    assert "2 passed" in result.stdout
