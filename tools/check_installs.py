@@ -7,7 +7,8 @@ directory, what the docs say that install runs:
 
 - ``tools/install_checks/core_calls.py``: the core's calls on ``memory://``, every install;
 - ``tools/install_checks/test_pytest_fixtures.py`` under pytest: the plugin's fixtures that the
-  pytest guide says the install covers (pytest itself is the user's, installed beside);
+  pytest guide says the install covers pass, and the others fail with the command that installs
+  their extra, as the guide says (pytest itself is the user's, installed beside);
 - with the postgres extra, the same calls on PostgreSQL when ``TREASURY_TEST_POSTGRES_URL`` is
   set (``.ci/run`` sets it), in a schema of their own;
 - without extras, ``examples/property_testing`` (its passing tests) with Hypothesis beside;
@@ -72,7 +73,8 @@ INSTALLS = (
     # docs/guides/embedding.md: "the core and SQLite/PostgreSQL storage".
     Install(("sql",), ("async_services.py", "sync_backend.py"), guide_snippets=True),
     # README and embedding.md: a postgresql:// URL needs the postgres extra (sql and psycopg).
-    Install(("postgres",), ("async_services.py",)),
+    # Its SQLite programs are the sql install's; its own check is the calls on PostgreSQL.
+    Install(("postgres",)),
     # embedding.md: "plus the aiohttp app"; README and quickstart: `treasury serve`.
     Install(
         ("server",),
@@ -202,6 +204,32 @@ def check_property_example(python: str, cwd: Path, name: str) -> None:
         sys.exit(f"FAILED: {name}: examples/property_testing ran other tests\n{output}")
 
 
+#: docs/guides/pytest-plugin.md's "Needs" column: fixture -> the extra (None: none needed).
+FIXTURE_EXTRAS = {"memory": None, "sqlite": "sql", "server": "server"}
+#: The extras that bring each of those (postgres and server include sql).
+_COVERS = {"sql": {"sql", "postgres", "server"}, "server": {"server"}}
+
+
+def check_pytest_fixtures(python: str, cwd: Path, install: Install) -> None:
+    """Each fixture the install covers passes; each other fails naming the extra to install."""
+    # Copied out of the tree, so that pytest reads no configuration of this project's.
+    tests = cwd / "test_pytest_fixtures.py"
+    tests.write_text((CHECKS / tests.name).read_text())
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests.name, "-k"]
+    for fixture, extra in FIXTURE_EXTRAS.items():
+        what = f"{install.name}: treasury_{fixture}"
+        if extra is None or _COVERS[extra] & set(install.extras):
+            run([*pytest, fixture], cwd, what)
+            continue
+        # The plugin's promise for a missing extra: the test fails with the command to run.
+        result = subprocess.run(  # noqa: S603 (this environment's pytest on our own file)
+            [*pytest, fixture], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_SECONDS
+        )
+        hint = f"install it with pip install 'treasury-core[{extra}]'"
+        if result.returncode != 1 or hint not in result.stdout:
+            sys.exit(f"FAILED: {what} should fail with {hint!r}\n{result.stdout}{result.stderr}")
+
+
 def check(install: Install, wheel: Path, work: Path) -> None:
     """Install ``install`` into a fresh environment under ``work`` and run what it documents."""
     started = time.monotonic()
@@ -224,15 +252,7 @@ def check(install: Install, wheel: Path, work: Path) -> None:
     # Copied out of the tree, so that pytest reads no configuration of this project's.
     tests = cwd / "test_pytest_fixtures.py"
     tests.write_text((CHECKS / tests.name).read_text())
-    # What docs/guides/pytest-plugin.md says each fixture needs (every extra here but the
-    # bare install brings sql).
-    wanted = "memory" if not install.extras else "memory or sqlite"
-    wanted = "memory or sqlite or server" if "server" in install.extras else wanted
-    run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", wanted, tests.name],
-        cwd,
-        f"{install.name}: pytest fixtures",
-    )
+    check_pytest_fixtures(python, cwd, install)
     if "postgres" in install.extras:
         check_postgres(python, cwd, install.name)
     if install.property_example:
