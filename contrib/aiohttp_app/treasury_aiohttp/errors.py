@@ -26,6 +26,11 @@ _HTTP_ERRORS: dict[int, tuple[str, str, str]] = {
         "request_too_large",
         "The request body is larger than the limit",
     ),
+    415: (
+        "invalid_request_error",
+        "unsupported_media_type",
+        "The request body must be JSON, sent with Content-Type: application/json",
+    ),
 }
 
 

@@ -47,11 +47,38 @@ def principal(request: web.Request) -> Principal:
     return request[PRINCIPAL]
 
 
+def is_empty(raw: bytes) -> bool:
+    """Whether a body holds nothing but whitespace (it is then read as ``{}``)."""
+    return not raw or raw.isspace()
+
+
+def require_json(request: web.Request) -> None:
+    """Refuse (415) a body whose ``Content-Type`` is not ``application/json``, with a UTF-8
+    charset or none.
+
+    Call it only for a body that is there: an empty body needs no ``Content-Type`` (``curl -X
+    POST`` sends none), as in Stripe-like APIs.
+    """
+    # aiohttp lower-cases the media type; a missing header reads as application/octet-stream.
+    if request.content_type != JSON:
+        raise web.HTTPUnsupportedMediaType()
+    charset = request.charset
+    if charset is not None and charset.lower() != "utf-8":
+        raise web.HTTPUnsupportedMediaType()
+
+
 async def parse_body(request: web.Request, model: type[M]) -> M:
-    """The body validated strictly against ``model``; an empty body counts as ``{}``."""
+    """The body validated strictly against ``model``; an empty body counts as ``{}``.
+
+    A body that is not declared JSON is refused with 415 (see :func:`require_json`).
+    """
     raw = await request.read()
+    if is_empty(raw):
+        raw = b"{}"
+    else:
+        require_json(request)
     try:
-        return model.model_validate_json(raw if raw.strip() else b"{}", strict=True)
+        return model.model_validate_json(raw, strict=True)
     except ValidationError as exc:
         raise validation_failed(exc) from None
 

@@ -219,7 +219,7 @@ async def pay(request: web.Request) -> web.StreamResponse:
     A decline answers 402 with ``failure_reason`` and leaves the intent payable; a 3-D Secure
     card answers ``next_action``. A browser posting the hosted form gets pages back instead.
     """
-    if wants_html(request) and await is_form(request):
+    if wants_html(request) and is_form(request):
         return await hosted_pages.pay_from_form(request)  # checks the origin and CSRF itself
     check_same_origin(request)
     body, _ = await json_or_form(request, PayRequest, int_fields=CARD_INT_FIELDS)
@@ -231,7 +231,7 @@ async def pay(request: web.Request) -> web.StreamResponse:
 
 async def complete_challenge(request: web.Request) -> web.StreamResponse:
     """The customer's 3-D Secure answer: ``pass`` completes the payment, ``fail`` declines it."""
-    if wants_html(request) and await is_form(request):
+    if wants_html(request) and is_form(request):
         return await hosted_pages.challenge_from_form(request)  # checks origin and CSRF itself
     check_same_origin(request)
     body, _ = await json_or_form(request, ChallengeRequest)
