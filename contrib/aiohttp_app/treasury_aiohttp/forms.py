@@ -56,8 +56,19 @@ def form_model(
 ) -> M:
     """``model`` from the form's text fields; ``int_fields`` are read as whole numbers.
 
-    Unknown fields are refused as in JSON bodies (the CSRF token aside).
+    Unknown and repeated fields are refused as in JSON bodies (the CSRF token aside).
     """
+    # len() counts every field, iteration each name once (multidict's views).
+    if len(set(form)) < len(form):
+        seen: set[str] = set()
+        for name, _ in form.items():
+            if name in seen:
+                raise ValidationFailed(
+                    f"Received duplicate parameter: {name}",
+                    code="parameter_duplicated",
+                    param=name,
+                )
+            seen.add(name)
     unknown = sorted(set(form) - set(model.model_fields) - {CSRF_FIELD})
     if unknown:
         raise ValidationFailed(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
@@ -67,10 +68,52 @@ def require_json(request: web.Request) -> None:
         raise web.HTTPUnsupportedMediaType()
 
 
+class _RepeatedName(Exception):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _refuse_repeats(pairs: list[tuple[str, Any]]) -> None:
+    # Called for every object of the body, with its members in order and their names decoded
+    # ("n\u0061me" is "name"). Nothing is built: the check needs the names only.
+    if len(pairs) > 1 and len({name for name, _ in pairs}) < len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _RepeatedName(name)
+            seen.add(name)
+
+
+# One decoder for all requests: ``json.loads(..., object_pairs_hook=…)`` builds a new one per
+# call, which costs more than the parse itself.
+_REPEATS = json.JSONDecoder(object_pairs_hook=_refuse_repeats)
+
+
+def refuse_repeated_names(raw: bytes) -> None:
+    """Refuse (400 ``parameter_duplicated``) a JSON body that names a member twice in an object.
+
+    pydantic, like most parsers, keeps the last value silently; a body meant as one amount
+    must not move another. Run it on a body pydantic accepted: that is valid UTF-8 JSON, not
+    deeply nested, and (request models being flat) its repeated names are parameters.
+    """
+    try:
+        _REPEATS.decode(raw.decode())
+    except _RepeatedName as repeated:
+        raise ValidationFailed(
+            f"Received duplicate parameter: {repeated.name}",
+            code="parameter_duplicated",
+            param=repeated.name,
+        ) from None
+    except (ValueError, RecursionError):
+        # Not reachable for a body pydantic accepted; refused rather than let through unchecked.
+        raise ValidationFailed("The request body is not valid JSON", code="body_invalid") from None
+
+
 async def parse_body(request: web.Request, model: type[M]) -> M:
     """The body validated strictly against ``model``; an empty body counts as ``{}``.
 
-    A body that is not declared JSON is refused with 415 (see :func:`require_json`).
+    A body that is not declared JSON is refused with 415 (see :func:`require_json`), one that
+    names a parameter twice with 400 (see :func:`refuse_repeated_names`).
     """
     raw = await request.read()
     if is_empty(raw):
@@ -78,9 +121,14 @@ async def parse_body(request: web.Request, model: type[M]) -> M:
     else:
         require_json(request)
     try:
-        return model.model_validate_json(raw, strict=True)
+        parsed = model.model_validate_json(raw, strict=True)
     except ValidationError as exc:
         raise validation_failed(exc) from None
+    # After validation, not before: a malformed body gets pydantic's own error, not the
+    # standard library's idea of it. The extra parse costs about 2.7 us on a create-intent body
+    # (pydantic's parse and validation 7.5 us, the whole request some 250 us).
+    refuse_repeated_names(raw)
+    return parsed
 
 
 def timestamp_query(request: web.Request, name: str) -> datetime | None:
