@@ -37,6 +37,7 @@ from treasury_aiohttp.middlewares import (
 from treasury_aiohttp.notifier import HttpSender
 from treasury_aiohttp.openapi import build_openapi
 from treasury_aiohttp.routing import Auth, Handler, Route
+from treasury_aiohttp.server import SERVER_HEADER
 from treasury_aiohttp.worker import work_loop
 from treasury_core import Treasury
 from treasury_core.ratelimit import RateLimiter
@@ -91,6 +92,7 @@ def create_app(
     )
     app[TREASURY_KEY] = treasury
     app[MAX_BODY_KEY] = max_body
+    app.on_response_prepare.append(_server_header)
     app[FORM_KEY] = FormKey(treasury.config)
     if treasury.config.rate_limit_per_second > 0:
         app[RATE_LIMITER_KEY] = RateLimiter(
@@ -129,6 +131,12 @@ def create_app(
 
 
 _OPENAPI_PATH = "/api/v1/openapi.json"
+
+
+async def _server_header(_request: web.Request, response: web.StreamResponse) -> None:
+    # aiohttp would send "Python/3.x aiohttp/3.y": versions tell an attacker which advisories
+    # apply. (It fills the header only when the response has none.)
+    response.headers["Server"] = SERVER_HEADER
 
 
 async def _openapi(request: web.Request) -> web.StreamResponse:

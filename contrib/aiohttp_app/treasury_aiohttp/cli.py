@@ -103,10 +103,9 @@ def main() -> None:
 @LOG_FORMAT
 def serve(host: str, port: int, database: str | None, log_format: str) -> None:
     """Apply migrations and serve the HTTP interface."""
-    from aiohttp import web
-
     from treasury_aiohttp.access_log import RedactingAccessLogger
     from treasury_aiohttp.app import create_app
+    from treasury_aiohttp.server import serve as serve_app
 
     logs.configure(json_lines=log_format == "json")
     treasury = _bootstrap(database)
@@ -116,14 +115,17 @@ def serve(host: str, port: int, database: str | None, log_format: str) -> None:
     )
     app = create_app(treasury, close_treasury=True, run_jobs=True)
     _tune_collector()
-    web.run_app(
-        app,
-        host=host,
-        port=port,
-        print=None,
-        # Client, request (bearer secrets in URLs blanked), status, size, duration; the log
-        # line already starts with the time.
-        access_log_class=RedactingAccessLogger,
+    # Not web.run_app: its runner answers malformed requests with aiohttp's plain text and an
+    # ERROR traceback each (see treasury_aiohttp.server).
+    asyncio.run(
+        serve_app(
+            app,
+            host,
+            port,
+            # Client, request (bearer secrets in URLs blanked), status, size, duration; the
+            # log line already starts with the time.
+            access_log_class=RedactingAccessLogger,
+        )
     )
 
 

@@ -50,6 +50,13 @@ def treasury_error_response(error: TreasuryError) -> web.Response:
     return error_response(error.http_status, error.to_body(), headers)
 
 
+def http_error_body(status: int) -> dict[str, Any]:
+    """The documented body of an HTTP-level error (400 the request could not be parsed, 404,
+    405, 408, 413, 415), as the table above words it."""
+    error_type, code, message = _HTTP_ERRORS[status]
+    return {"error": {"type": error_type, "code": code, "message": message}}
+
+
 def http_exception_response(exc: web.HTTPException, max_body: int) -> web.Response:
     """The response for aiohttp's own HTTP errors (unknown route, wrong method, too large)."""
     error_type, code, message = _HTTP_ERRORS.get(
