@@ -120,3 +120,17 @@ async def test_the_pay_call_takes_json_or_a_form_and_nothing_else(
     assert response.status == 400
     assert (await response.json())["error"]["code"] == "parameter_unknown"
     assert (await lookup(client, tenant, intent))["status"] == "INITIALIZED"
+
+
+async def test_the_openapi_document_says_json_and_415(client: Client) -> None:
+    document = await (await client.get("/api/v1/openapi.json")).json()
+    with_body = [
+        operation
+        for item in document["paths"].values()
+        for operation in item.values()
+        if "requestBody" in operation
+    ]
+    assert with_body
+    for operation in with_body:
+        assert set(operation["requestBody"]["content"]) == {"application/json"}
+        assert "415" in operation["responses"], operation["operationId"]

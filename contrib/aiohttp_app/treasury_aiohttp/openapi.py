@@ -187,6 +187,8 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
                 responses["409"] = _error("A request with this Idempotency-Key is in progress")
             responses["408"] = _error("The request body did not arrive in time")
             responses["413"] = _error("Request body too large")
+            if route.body is not None:
+                responses["415"] = _error("A body not sent as `application/json`")
         if route.auth is not Auth.NONE:
             responses["429"] = _error(
                 "Too many requests with this API key",
