@@ -17,7 +17,8 @@ def warm_imports(tmp_path_factory: pytest.TempPathFactory) -> None:
     (cryptography's and SQLAlchemy's compiled parts then fail their own type checks in the next
     run). Imported here first, they are part of what is put back.
     """
-    import treasury_aiohttp.app  # noqa: F401
+    import treasury_aiohttp.app
+    import treasury_aiohttp.server  # noqa: F401
     from treasury_core import TreasuryConfig, bootstrap
 
     path: Path = tmp_path_factory.mktemp("warm") / "warm.db"

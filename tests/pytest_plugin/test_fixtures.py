@@ -153,7 +153,9 @@ def test_the_server_serves_a_company_over_http_and_shares_the_clock(
     users: pytest.Pytester,
 ) -> None:
     users.makepyfile(
-        """
+        r"""
+        import json
+        import socket
         from datetime import timedelta
 
         from helpers import call, intent_body
@@ -186,9 +188,25 @@ def test_the_server_serves_a_company_over_http_and_shares_the_clock(
                 treasury_server.treasury.companies.merchant_accounts(treasury_server.company_id)
             )
             assert [a.id for a in accounts] == [treasury_server.account_id]
+
+
+        def test_a_malformed_request_gets_the_servers_json_answer(treasury_server):
+            # treasury serve's runner, not aiohttp's: the parser's refusal is the JSON error
+            # body, nothing echoed.
+            host, port = treasury_server.base_url.removeprefix("http://").split(":")
+            with socket.create_connection((host, int(port)), timeout=10) as sock:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Secret: ab\x00cd\r\n\r\n")
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.split(b" ")[1] == b"400", head
+            assert b"application/json" in head
+            assert json.loads(body)["error"]["type"] == "invalid_request_error"
+            assert b"ab" not in body
         """
     )
-    users.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=3)
+    users.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=4)
 
 
 def test_a_webhook_reaches_the_receiver_signed_and_is_retried_on_the_clock(

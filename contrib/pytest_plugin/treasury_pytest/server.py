@@ -134,9 +134,8 @@ class TreasuryServer:
 
         The treasury is not closed by :meth:`close`: whoever built it closes it.
         """
-        from aiohttp import web
-
         from treasury_aiohttp import create_app
+        from treasury_aiohttp.server import AppRunner
 
         server = cls(treasury, clock)
         try:
@@ -144,7 +143,8 @@ class TreasuryServer:
             # job_poll_seconds; the event tells when its first pass is over.
             first_pass = server._first_pass_done = asyncio.Event()
             app = create_app(treasury, run_jobs=True, after_jobs_pass=first_pass.set)
-            runner = web.AppRunner(app, shutdown_timeout=5.0)
+            # treasury serve's runner: malformed requests get the same JSON answer as there.
+            runner = AppRunner(app, shutdown_timeout=5.0)
             server._runner = runner
             port = server.call(server._listen(runner, host))
             server.base_url = f"http://{host}:{port}"
