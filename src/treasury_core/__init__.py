@@ -12,7 +12,7 @@ and the errors they raise, all deriving from :class:`TreasuryError` (the hierarc
 from treasury_core.bootstrap import AdapterNotFound, Treasury, bootstrap
 from treasury_core.cards.tokens import CreateTokenIntentRequest
 from treasury_core.companies import KeyKind, Principal
-from treasury_core.config import TreasuryConfig, config_from_env
+from treasury_core.config import TreasuryConfig
 from treasury_core.currency import Currency, CurrencyRegistry
 from treasury_core.errors import (
     AuthenticationFailed,
@@ -48,6 +48,7 @@ from treasury_core.payments.intents import (
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.services.companies import CreatedCompany
+from treasury_core.settings import config_from_env
 from treasury_core.sync import BlockingTreasury
 from treasury_core.treasury.records import (
     BankAccount,

@@ -1,14 +1,13 @@
 """Configuration of a treasury: which adapters, which currencies, which limits.
 
-Plain data with defaults fit for the sandbox; :func:`config_from_env` reads ``TREASURY_*``
-variables for the command line. Nothing here opens a connection.
+Plain data with defaults fit for the sandbox, built in code by an embedding application;
+:func:`treasury_core.settings.config_from_env` builds one from ``TREASURY_*`` variables for the
+command line. Nothing here reads the environment or opens a connection.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import (
     BaseModel,
@@ -190,68 +189,3 @@ class TreasuryConfig(BaseModel):
         return CurrencyRegistry.from_codes(
             self.currencies, self.vban_currencies, exponents=self.currency_exponents
         )
-
-
-#: Config fields that name an adapter (a plugin registered under the ``treasury`` entry points).
-_ADAPTER_FIELDS = (
-    "storage",
-    "clock",
-    "ids",
-    "bank_rail",
-    "fx_rates",
-    "card_provider",
-    "vault",
-    "webhook_sender",
-)
-
-
-def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) -> TreasuryConfig:
-    """A config from ``TREASURY_*`` variables, then ``overrides`` (which win)."""
-    env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    if "TREASURY_DATABASE_URL" in env:
-        values["database_url"] = env["TREASURY_DATABASE_URL"]
-    if "TREASURY_SANDBOX" in env:
-        values["sandbox"] = env["TREASURY_SANDBOX"].lower() not in ("0", "false", "no", "off")
-    if "TREASURY_CURRENCIES" in env:
-        values["currencies"] = tuple(
-            c.strip() for c in env["TREASURY_CURRENCIES"].split(",") if c.strip()
-        )
-    if "TREASURY_VBAN_CURRENCIES" in env:
-        values["vban_currencies"] = tuple(
-            c.strip() for c in env["TREASURY_VBAN_CURRENCIES"].split(",") if c.strip()
-        )
-    if "TREASURY_VAULT_KEY" in env:
-        values["vault_key"] = SecretStr(env["TREASURY_VAULT_KEY"])
-    if "TREASURY_PUBLIC_URL" in env:
-        values["public_url"] = env["TREASURY_PUBLIC_URL"]
-    if "TREASURY_FORM_KEY" in env:
-        values["form_key"] = SecretStr(env["TREASURY_FORM_KEY"])
-    if "TREASURY_VAULT_OLD_KEYS" in env:
-        values["vault_old_keys"] = tuple(
-            SecretStr(k) for k in env["TREASURY_VAULT_OLD_KEYS"].replace(",", " ").split()
-        )
-    if "TREASURY_ALLOW_PRIVATE_DESTINATIONS" in env:
-        flag = env["TREASURY_ALLOW_PRIVATE_DESTINATIONS"].lower()
-        values["allow_private_destinations"] = flag not in ("0", "false", "no", "off")
-    if "TREASURY_FRAME_ANCESTORS" in env:
-        values["frame_ancestors"] = tuple(env["TREASURY_FRAME_ANCESTORS"].split())
-    for name in (
-        "webhook_timeout_seconds",
-        "delivery_lease_seconds",
-        "job_poll_seconds",
-        "rate_limit_per_second",
-        "body_timeout_seconds",
-    ):
-        if f"TREASURY_{name.upper()}" in env:
-            values[name] = float(env[f"TREASURY_{name.upper()}"])
-    if "TREASURY_RATE_LIMIT_BURST" in env:
-        values["rate_limit_burst"] = int(env["TREASURY_RATE_LIMIT_BURST"])
-    if "TREASURY_POOL_SIZE" in env:
-        values["pool_size"] = int(env["TREASURY_POOL_SIZE"])
-    # Adapter names, so `treasury serve` can run a third-party plugin's adapter unchanged.
-    for name in _ADAPTER_FIELDS:
-        if f"TREASURY_{name.upper()}" in env:
-            values[name] = env[f"TREASURY_{name.upper()}"]
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return TreasuryConfig(**values)

@@ -26,10 +26,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def clean_env(**variables: str) -> dict[str, str]:
+    """This process's environment without its TREASURY_* variables, plus ``variables``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TREASURY_")}
+    return {**env, **variables}
+
+
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*TREASURY, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+        [*TREASURY, *args],
+        cwd=cwd,
+        env=clean_env() if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -50,9 +62,9 @@ def call(
 
 
 class Server:
-    def __init__(self, cwd: Path, *args: str) -> None:
+    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TREASURY_")}
+        env = clean_env() if env is None else env
         self.process = subprocess.Popen(
             [*TREASURY, "serve", "--port", str(self.port), *args],
             cwd=cwd,
@@ -265,3 +277,22 @@ def test_json_logs_are_scrubbed(workdir: Path) -> None:
     assert all({"time", "level", "logger", "message"} <= set(e) for e in entries)
     assert lookup not in output
     assert created["secret_key"] not in output
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The single line a refused command printed on stderr (asserted to be one)."""
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("value", ["False ", "flase", "disabled"])
+def test_a_sandbox_flag_that_is_not_a_boolean_stops_the_server(workdir: Path, value: str) -> None:
+    # Each of these turned sandbox mode on, where any secret key credits money from nowhere.
+    result = run_cli(
+        "serve", "--port", str(free_port()), cwd=workdir, env=clean_env(TREASURY_SANDBOX=value)
+    )
+    line = one_line_error(result)
+    assert f"TREASURY_SANDBOX={value!r}" in line
+    assert not (workdir / "treasury.db").exists()  # refused before anything was opened

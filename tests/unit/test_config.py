@@ -2,6 +2,7 @@ import pytest
 from pydantic import ValidationError
 
 from treasury_core import TreasuryConfig, config_from_env
+from treasury_core.settings import BadSetting, TreasurySettings
 
 
 def test_env_and_overrides() -> None:
@@ -93,3 +94,104 @@ def test_adapter_names_from_the_environment() -> None:
     assert (config.webhook_sender, config.clock, config.ids) == ("queue", "system", "uuid7")
     assert config.storage_name == "dynamo"
     assert config_from_env({}).card_provider == "sandbox"
+
+
+# --- The environment, read by one settings model (issue 20, item 8) ---------------------------
+
+
+@pytest.mark.parametrize("value", ["False ", "0 ", " off", "flase", "disabled", "", "2"])
+def test_a_sandbox_flag_that_is_not_a_boolean_is_refused_with_one_line(value: str) -> None:
+    # Each of these used to turn sandbox mode ON, where any secret key credits money from
+    # nowhere. Padding is refused too rather than guessed at: the flag is never silently on.
+    with pytest.raises(BadSetting) as refused:
+        config_from_env({"TREASURY_SANDBOX": value})
+    message = refused.value.message
+    assert "TREASURY_SANDBOX" in message
+    assert repr(value) in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("value", "sandbox"),
+    [
+        *[("false", False), ("FALSE", False), ("0", False), ("no", False), ("off", False)],
+        *[("true", True), ("True", True), ("1", True), ("yes", True), ("on", True)],
+    ],
+)
+def test_the_sandbox_flag_accepts_the_usual_booleans(value: str, sandbox: bool) -> None:
+    assert config_from_env({"TREASURY_SANDBOX": value}).sandbox is sandbox
+
+
+def test_every_setting_has_a_variable() -> None:
+    # A setting added to TreasuryConfig without a variable would be unreachable from the
+    # command line, as the withdrawal fee table was (so `treasury serve` always charged 0).
+    assert set(TreasurySettings.model_fields) == set(TreasuryConfig.model_fields)
+
+
+def test_tables_come_from_the_environment_as_json() -> None:
+    config = config_from_env(
+        {
+            "TREASURY_WITHDRAWAL_FEES": '{"*": [0, 0], "EUR": [25, 50]}',
+            "TREASURY_CURRENCY_EXPONENTS": '{"JPY": 0}',
+            "TREASURY_SETTLEMENT_DELAYS_SECONDS": '{"deposit": 5}',
+            "TREASURY_PAYMENT_DELAYS_SECONDS": '{"payout": 60.5}',
+            "TREASURY_MAX_AMOUNT": "1000000",
+            "TREASURY_API_KEY_CACHE_SECONDS": "0",
+            "TREASURY_EVENT_RETENTION_DAYS": "7",
+            "TREASURY_IDEMPOTENCY_TTL_SECONDS": "3600",
+        }
+    )
+    assert config.withdrawal_fee("EUR") == (25, 50)
+    assert config.withdrawal_fee("USD") == (0, 0)
+    assert config.currency_exponents == {"JPY": 0}
+    assert config.settlement_delays_seconds == {"deposit": 5.0}
+    assert config.payment_delays_seconds == {"payout": 60.5}
+    assert (config.max_amount, config.api_key_cache_seconds) == (1_000_000, 0)
+    assert (config.event_retention_days, config.idempotency_ttl_seconds) == (7, 3600)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("TREASURY_POOL_SIZE", "eight", "integer"),
+        ("TREASURY_POOL_SIZE", "0", "greater than or equal to 1"),
+        ("TREASURY_JOB_POLL_SECONDS", "soon", "number"),
+        ("TREASURY_API_KEY_CACHE_SECONDS", "inf", "finite"),
+        ("TREASURY_WITHDRAWAL_FEES", "{nope", "JSON"),
+        ("TREASURY_WITHDRAWAL_FEES", '{"EUR": [25]}', "EUR"),
+        ("TREASURY_ALLOW_PRIVATE_DESTINATIONS", "maybe", "boolean"),
+        ("TREASURY_FRAME_ANCESTORS", "javascript:alert(1)", "pattern"),
+    ],
+)
+def test_a_bad_value_names_its_variable_and_value(name: str, value: str, says: str) -> None:
+    with pytest.raises(BadSetting) as refused:
+        config_from_env({name: value})
+    message = refused.value.message
+    assert message.startswith(f"{name}={value!r}")
+    assert says in message
+    assert "\n" not in message
+
+
+def test_a_bad_override_is_not_blamed_on_a_variable() -> None:
+    with pytest.raises(BadSetting, match=r"^pool_size") as refused:
+        config_from_env({"TREASURY_POOL_SIZE": "4"}, pool_size=0)
+    assert "TREASURY_POOL_SIZE" not in refused.value.message
+
+
+def test_other_treasury_variables_are_left_alone() -> None:
+    # TREASURY_LOG_FORMAT belongs to the command line, TREASURY_TEST_POSTGRES_URL to the tests.
+    config = config_from_env({"TREASURY_LOG_FORMAT": "json", "TREASURY_TEST_POSTGRES_URL": "x"})
+    assert config == TreasuryConfig()
+
+
+def test_the_process_environment_is_read_when_no_mapping_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TREASURY_SANDBOX", "off")
+    monkeypatch.setenv("TREASURY_WITHDRAWAL_FEES", '{"*": [100, 0]}')
+    config = config_from_env()
+    assert config.sandbox is False
+    assert config.withdrawal_fee("GBP") == (100, 0)
+    monkeypatch.setenv("TREASURY_SANDBOX", "flase")
+    with pytest.raises(BadSetting, match="TREASURY_SANDBOX='flase'"):
+        config_from_env()
