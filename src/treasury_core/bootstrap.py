@@ -74,12 +74,16 @@ class Treasury:
         self.storage.close()
 
 
-def _build(pm: pluggy.PluginManager, kind: str, name: str, *args: Any) -> Any:
+def _require(pm: pluggy.PluginManager, kind: str, name: str) -> None:
     factories = collect_factories(pm, kind)
     if name not in factories:
         known = ", ".join(sorted(factories)) or "none"
         raise AdapterNotFound(f"No {kind} adapter named {name!r} (registered: {known})")
-    return factories[name](*args)
+
+
+def _build(pm: pluggy.PluginManager, kind: str, name: str, *args: Any) -> Any:
+    _require(pm, kind, name)
+    return collect_factories(pm, kind)[name](*args)
 
 
 def bootstrap(
@@ -107,6 +111,32 @@ def bootstrap(
     """
     config = config or TreasuryConfig()
     pm = plugins or make_plugin_manager()
+    # Every configured name is checked before anything is built: the bank rail is built on first
+    # use, so an unknown rail would otherwise surface as a 500 on the first deposit, and a name
+    # found wrong after the storage would leave a migrated database behind.
+    chosen = {
+        "clock": clock,
+        "id_source": ids,
+        "storage": storage,
+        "fx_rates": fx,
+        "bank_rail": rail,
+        "card_provider": card_provider,
+        "vault": vault,
+        "notifier": sender,
+    }
+    names = {
+        "clock": config.clock_name,
+        "id_source": config.ids,
+        "storage": config.storage_name,
+        "fx_rates": config.fx_rates,
+        "bank_rail": config.bank_rail,
+        "card_provider": config.card_provider,
+        "vault": config.vault,
+        "notifier": config.webhook_sender,
+    }
+    for kind, name in names.items():
+        if chosen[kind] is None and name is not None:
+            _require(pm, kind, name)
     currencies = config.currency_registry()
     clock = clock or _build(pm, "clock", config.clock_name, config)
     ids = ids or _build(pm, "id_source", config.ids, config)

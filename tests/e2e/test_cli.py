@@ -296,3 +296,13 @@ def test_a_sandbox_flag_that_is_not_a_boolean_stops_the_server(workdir: Path, va
     line = one_line_error(result)
     assert f"TREASURY_SANDBOX={value!r}" in line
     assert not (workdir / "treasury.db").exists()  # refused before anything was opened
+
+
+def test_an_adapter_no_plugin_registers_is_refused_at_start(workdir: Path) -> None:
+    # The bank rail is built on first use: this used to start, then answer the first deposit 500.
+    result = run_cli(
+        "serve", "--port", str(free_port()), cwd=workdir, env=clean_env(TREASURY_BANK_RAIL="nope")
+    )
+    line = one_line_error(result)
+    assert "No bank_rail adapter named 'nope'" in line
+    assert not (workdir / "treasury.db").exists()

@@ -2,6 +2,7 @@
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -112,6 +113,31 @@ def test_bootstrap_picks_adapters_by_configured_name() -> None:
 def test_unknown_adapter_name_is_a_clear_error() -> None:
     with pytest.raises(AdapterNotFound, match="No storage adapter named 'nope'"):
         bootstrap(TreasuryConfig(storage="nope"))
+
+
+@pytest.mark.parametrize(
+    "setting", ["bank_rail", "fx_rates", "card_provider", "vault", "webhook_sender", "clock", "ids"]
+)
+def test_every_adapter_name_is_checked_before_anything_is_built(
+    tmp_path: Path, setting: str
+) -> None:
+    # The bank rail is built on first use, so an unknown rail used to start fine and answer
+    # the first deposit with a 500. No name may wait that long, nor leave a database behind.
+    database = tmp_path / "t.db"
+    config = TreasuryConfig(database_url=f"sqlite:///{database}", **{setting: "nope"})
+    with pytest.raises(AdapterNotFound, match="adapter named 'nope'"):
+        bootstrap(config)
+    assert not database.exists()
+
+
+def test_an_adapter_passed_in_needs_no_registered_name() -> None:
+    from treasury_sandbox import SandboxBankRail, SandboxClock
+
+    clock = SandboxClock()
+    rail = SandboxBankRail()
+    config = TreasuryConfig(database_url="memory://", bank_rail="nope", clock="nope")
+    treasury = bootstrap(config, rail=rail, clock=clock)
+    assert treasury.context.rail is rail
 
 
 def test_sandbox_mode_uses_the_advanceable_clock() -> None:
