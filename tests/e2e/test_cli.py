@@ -118,6 +118,7 @@ def test_companies_create_prints_one_json_line(workdir: Path) -> None:
 
 
 def test_serve_then_restart_keeps_everything(workdir: Path) -> None:
+    (workdir / "data").mkdir()
     database = str(workdir / "data" / "t.db")
     assert run_cli("migrate", "--database", database, cwd=workdir).returncode == 0
     created = json.loads(
@@ -306,3 +307,37 @@ def test_an_adapter_no_plugin_registers_is_refused_at_start(workdir: Path) -> No
     line = one_line_error(result)
     assert "No bank_rail adapter named 'nope'" in line
     assert not (workdir / "treasury.db").exists()
+
+
+NO_PSYCOPG = """
+import importlib.abc, sys
+
+class _NotInstalled(importlib.abc.MetaPathFinder):
+    # As if the postgres extra were not installed: psycopg cannot be found.
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("psycopg", "psycopg_binary", "psycopg_c"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _NotInstalled())
+"""
+
+
+def test_a_postgres_url_without_psycopg_names_the_extra(workdir: Path) -> None:
+    hooks = workdir / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(NO_PSYCOPG)
+    env = clean_env(PYTHONPATH=str(hooks))
+    result = run_cli(
+        "migrate", "--database", "postgresql://u:p@127.0.0.1:1/db", cwd=workdir, env=env
+    )
+    line = one_line_error(result)
+    assert "pip install 'treasury-core[postgres]'" in line
+
+
+def test_migrate_refuses_a_directory_that_does_not_exist(workdir: Path) -> None:
+    result = run_cli("migrate", "--database", str(workdir / "typo" / "t.db"), cwd=workdir)
+    line = one_line_error(result)
+    assert "typo" in line
+    assert "does not exist" in line
+    assert not (workdir / "typo").exists()

@@ -115,7 +115,12 @@ class SqlStorage(Storage):
             database = parsed.database or ""
             if database in ("", ":memory:"):
                 raise ValueError("SqlStorage needs an SQLite file; use the memory storage instead")
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            directory = Path(database).expanduser().parent
+            # A mistyped path must not quietly become a new, empty database in a new directory.
+            if not directory.is_dir():
+                raise ValueError(
+                    f"the directory of the SQLite database does not exist: {directory}"
+                )
             self._write_lock = threading.Lock()
             self.engine: Engine = create_engine(
                 self.url,
@@ -125,7 +130,16 @@ class SqlStorage(Storage):
             )
             event.listen(self.engine, "connect", _sqlite_on_connect)
         elif self.dialect == "postgresql":
-            self.engine = create_engine(self.url, echo=echo, **pool)
+            try:
+                self.engine = create_engine(self.url, echo=echo, **pool)
+            except ModuleNotFoundError as exc:
+                if not (exc.name or "").startswith("psycopg"):
+                    raise
+                # SQLAlchemy imports the driver here; say which extra brings it.
+                raise ModuleNotFoundError(
+                    "PostgreSQL needs the psycopg driver: pip install 'treasury-core[postgres]'",
+                    name=exc.name,
+                ) from exc
         else:
             raise ValueError(f"unsupported database: {self.dialect} (use sqlite or postgresql)")
 
