@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from aiohttp.test_utils import make_mocked_request
 from pydantic import SecretStr
 
 from treasury_aiohttp.hosted_security import (
     CSRF_TOKEN_SECONDS,
+    MSG_FORM_KEY_RANDOM,
     FormKey,
+    FormKeyMissing,
     check_same_origin,
     page_headers,
 )
@@ -97,3 +101,23 @@ def test_frame_ancestors_cannot_smuggle_directives(bad: str) -> None:
 
     with pytest.raises(ValidationError):
         TreasuryConfig(frame_ancestors=(bad,))
+
+
+@pytest.mark.parametrize("secret", [None, "", "   ", "short"])
+def test_outside_sandbox_a_form_key_is_required(secret: str | None) -> None:
+    # Several processes, each with a random key, refuse each other's forms.
+    config = TreasuryConfig(
+        sandbox=False, form_key=SecretStr(secret) if secret is not None else None
+    )
+    with pytest.raises(FormKeyMissing, match="TREASURY_FORM_KEY"):
+        FormKey(config)
+    FormKey(TreasuryConfig(sandbox=False, form_key=SecretStr("k" * 16)))
+
+
+def test_in_sandbox_mode_a_missing_form_key_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="treasury.hosted"):
+        key(None)
+    assert [r.getMessage() for r in caplog.records] == [MSG_FORM_KEY_RANDOM]
+    caplog.clear()
+    key("form-key")
+    assert caplog.records == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import secrets
 import time
 from urllib.parse import urlsplit
@@ -24,7 +25,9 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from treasury_core.config import TreasuryConfig
-from treasury_core.errors import PermissionDenied
+from treasury_core.errors import PermissionDenied, TreasuryError
+
+logger = logging.getLogger("treasury.hosted")
 
 #: How long a served form may be posted.
 CSRF_TOKEN_SECONDS = 3600
@@ -33,11 +36,51 @@ FORM_REFUSED = "This form could not be accepted; reload the page and try again"
 CROSS_SITE_REFUSED = "Cross-site submissions are not accepted"
 
 
+#: The shortest form key accepted outside sandbox mode (an empty one would sign for anyone).
+FORM_KEY_MIN_LENGTH = 16
+
+MSG_FORM_KEY_MISSING = (
+    "A form key is required outside sandbox mode: set TREASURY_FORM_KEY to the same random "
+    f"value (at least {FORM_KEY_MIN_LENGTH} characters; `treasury vault-key` prints one) "
+    "in every server process"
+)
+MSG_FORM_KEY_RANDOM = (
+    "no form key configured (TREASURY_FORM_KEY): this process signs hosted forms with a "
+    "random key, so another server process refuses them"
+)
+
+
+class FormKeyMissing(TreasuryError):
+    """No usable form key outside sandbox mode: a deployment error, found at start."""
+
+    default_code = "form_key_missing"
+
+
+def require_form_key(config: TreasuryConfig) -> None:
+    """Raise :class:`FormKeyMissing` outside sandbox mode unless a usable form key is set.
+
+    Every process behind one address must sign forms alike, or a form served by one fails its
+    CSRF check on another; a random key per process is only good enough for the sandbox.
+    """
+    if config.sandbox:
+        return
+    secret = config.form_key.get_secret_value() if config.form_key else ""
+    if len(secret.strip()) < FORM_KEY_MIN_LENGTH:
+        raise FormKeyMissing(MSG_FORM_KEY_MISSING)
+
+
 class FormKey:
-    """Signs and checks CSRF tokens (``config.form_key``, or a random per-process key)."""
+    """Signs and checks CSRF tokens (``config.form_key``, or a random per-process key).
+
+    Raises :class:`FormKeyMissing` outside sandbox mode without a form key; in sandbox mode a
+    missing one is a warning and a random key.
+    """
 
     def __init__(self, config: TreasuryConfig) -> None:
+        require_form_key(config)
         secret = config.form_key.get_secret_value().encode() if config.form_key else None
+        if secret is None:
+            logger.warning(MSG_FORM_KEY_RANDOM)
         self._key = hashlib.sha256(b"treasury hosted forms\0" + (secret or secrets.token_bytes(32)))
 
     def token(self, scope: str, now: float | None = None) -> str:
