@@ -228,6 +228,7 @@ def test_outside_sandbox_the_server_refuses_to_start_without_a_vault_key(workdir
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("TREASURY_")},
         "TREASURY_SANDBOX": "0",
+        "TREASURY_FORM_KEY": "k" * 32,  # checked first
     }
     result = subprocess.run(
         [*TREASURY, "serve", "--port", str(free_port())],
@@ -307,6 +308,58 @@ def test_an_adapter_no_plugin_registers_is_refused_at_start(workdir: Path) -> No
     line = one_line_error(result)
     assert "No bank_rail adapter named 'nope'" in line
     assert not (workdir / "treasury.db").exists()
+
+
+# --- treasury serve's start (issue 20, items 8, 9 and 12) -------------------------------------
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line(workdir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "--port", str(port), cwd=workdir)
+    line = one_line_error(result)
+    assert f"127.0.0.1:{port}" in line
+    assert "in use" in line
+    assert "serving on" not in result.stdout  # it never served
+
+
+def test_serve_says_loudly_that_sandbox_mode_is_on(workdir: Path) -> None:
+    server = Server(workdir)
+    output = server.stop()
+    loud = [line for line in output.splitlines() if "SANDBOX MODE" in line]
+    assert len(loud) == 1
+    assert "any secret key can credit money" in loud[0]
+    # Without a form key each process signs its own forms; sandbox mode only warns.
+    assert "TREASURY_FORM_KEY" in output
+
+
+def _production_env(**variables: str) -> dict[str, str]:
+    from treasury_vault.aesgcm import generate_key
+
+    return clean_env(TREASURY_SANDBOX="false", TREASURY_VAULT_KEY=generate_key(), **variables)
+
+
+def test_outside_sandbox_the_server_refuses_to_start_without_a_form_key(workdir: Path) -> None:
+    # Behind one address, a form served by one process would fail its CSRF check on another.
+    result = run_cli("serve", "--port", str(free_port()), cwd=workdir, env=_production_env())
+    line = one_line_error(result)
+    assert "TREASURY_FORM_KEY" in line
+    assert not (workdir / "treasury.db").exists()
+
+    server = Server(workdir, env=_production_env(TREASURY_FORM_KEY="k" * 32))
+    output = server.stop()
+    assert "SANDBOX MODE" not in output
+    assert "serving on" in output
+
+
+def test_version(workdir: Path) -> None:
+    from importlib.metadata import version
+
+    result = run_cli("--version", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"treasury-core {version('treasury-core')}"
 
 
 NO_PSYCOPG = """

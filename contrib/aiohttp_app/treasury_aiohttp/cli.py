@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import json
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,18 +36,74 @@ def _database_url(value: str | None) -> str | None:
 
 
 def _config(database: str | None, **overrides: Any) -> TreasuryConfig:
-    return config_from_env(database_url=_database_url(database), **overrides)
-
-
-def _bootstrap(database: str | None) -> Treasury:
+    """The config from ``TREASURY_*`` and ``--database``; one line on a bad value."""
     try:
-        return bootstrap(_config(database))
+        return config_from_env(database_url=_database_url(database), **overrides)
+    except TreasuryError as exc:
+        raise click.ClickException(exc.message) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    # Driver errors run to several lines (a hint, a link to SQLAlchemy's docs): the first says it.
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _open(config: TreasuryConfig) -> Treasury:
+    try:
+        return bootstrap(config)
     except TreasuryError as exc:
         raise click.ClickException(exc.message) from exc
     except Exception as exc:
-        # A bad URL, an unreachable server, an unwritable path, a malformed setting: say what,
+        # A bad URL, an unreachable server, an unwritable path, a missing driver: say what,
         # not where in the code.
-        raise click.ClickException(f"cannot open the treasury: {exc}") from exc
+        raise click.ClickException(f"cannot open the treasury: {_first_line(exc)}") from exc
+
+
+def _bootstrap(database: str | None) -> Treasury:
+    return _open(_config(database))
+
+
+SANDBOX_WARNING = (
+    "SANDBOX MODE: any secret key can credit money from nowhere and move business time; "
+    "set TREASURY_SANDBOX=false in production"
+)
+
+
+def _bind(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to ``host:port`` (every address it resolves to), not yet listening.
+
+    Bound before anything else starts, so a busy port is one line and exit status 1 rather than
+    "serving on …" and a traceback. They start listening when the app serves, so a client that
+    connects earlier is refused rather than kept waiting through the migrations.
+    """
+    where = f"{host}:{port}"
+    try:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise click.ClickException(f"cannot listen on {where}: {exc.strerror}") from exc
+    bound: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            bound.append(sock)
+            # As asyncio's create_server does: a restart may reuse a port in TIME_WAIT, and an
+            # IPv6 socket does not also claim the IPv4 address another entry binds.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as exc:
+        for sock in bound:
+            sock.close()
+        reason = (
+            "the address is in use (is another server running?)"
+            if exc.errno == errno.EADDRINUSE
+            else exc.strerror or str(exc)
+        )
+        raise click.ClickException(f"cannot listen on {where}: {reason}") from exc
+    return bound
 
 
 #: The garbage collector's thresholds in ``treasury serve`` and ``treasury worker`` on CPython
@@ -85,6 +143,9 @@ LOG_FORMAT = click.option(
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    package_name="treasury-core", prog_name="treasury-core", message="%(prog)s %(version)s"
+)
 def main() -> None:
     """treasury-core: payments and treasury server and tools.
 
@@ -105,23 +166,37 @@ def serve(host: str, port: int, database: str | None, log_format: str) -> None:
     """Apply migrations and serve the HTTP interface."""
     from treasury_aiohttp.access_log import RedactingAccessLogger
     from treasury_aiohttp.app import create_app
+    from treasury_aiohttp.hosted_security import require_form_key
     from treasury_aiohttp.server import serve as serve_app
 
     logs.configure(json_lines=log_format == "json")
-    treasury = _bootstrap(database)
+    config = _config(database)
+    try:
+        require_form_key(config)
+    except TreasuryError as exc:
+        raise click.ClickException(exc.message) from exc
+    sockets = _bind(host, port)
+    try:
+        treasury = _open(config)
+        app = create_app(treasury, close_treasury=True, run_jobs=True)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    if config.sandbox:
+        click.secho(SANDBOX_WARNING, err=True, fg="yellow", bold=True)
+    bound_port = sockets[0].getsockname()[1]
     click.echo(
-        f"treasury-core serving on http://{host}:{port}"
-        f" (database {_redacted(treasury.config.database_url)})"
+        f"treasury-core serving on http://{host}:{bound_port}"
+        f" (database {_redacted(config.database_url)})"
     )
-    app = create_app(treasury, close_treasury=True, run_jobs=True)
     _tune_collector()
     # Not web.run_app: its runner answers malformed requests with aiohttp's plain text and an
     # ERROR traceback each (see treasury_aiohttp.server).
     asyncio.run(
         serve_app(
             app,
-            host,
-            port,
+            sockets,
             # Client, request (bearer secrets in URLs blanked), status, size, duration; the
             # log line already starts with the time.
             access_log_class=RedactingAccessLogger,

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
+from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
@@ -106,8 +108,11 @@ class AppRunner(web.AppRunner):
         )
 
 
-async def serve(app: web.Application, host: str, port: int, **runner_kwargs: Any) -> None:
-    """Serve ``app`` on ``host:port`` through :class:`AppRunner` until SIGINT or SIGTERM, then
+async def serve(
+    app: web.Application, sockets: Sequence[socket.socket], **runner_kwargs: Any
+) -> None:
+    """Serve ``app`` on ``sockets`` (bound, not yet listening: ``treasury serve`` binds before
+    it opens anything) through :class:`AppRunner` until SIGINT or SIGTERM, then
     stop as ``aiohttp.web.run_app`` does: no new connections, requests in flight answered,
     the app's cleanup run. ``runner_kwargs`` go to the runner (``access_log_class``, …)."""
     stop = asyncio.Event()
@@ -118,7 +123,8 @@ async def serve(app: web.Application, host: str, port: int, **runner_kwargs: Any
     runner = AppRunner(app, **{"keepalive_timeout": 75.0, **runner_kwargs})
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        for sock in sockets:
+            await web.SockSite(runner, sock).start()
         await stop.wait()
     finally:
         await runner.cleanup()
