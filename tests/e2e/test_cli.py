@@ -394,3 +394,96 @@ def test_migrate_refuses_a_directory_that_does_not_exist(workdir: Path) -> None:
     assert "typo" in line
     assert "does not exist" in line
     assert not (workdir / "typo").exists()
+
+
+# --- treasury companies list / rotate-key / revoke-key (issue 20, item 12) --------------------
+
+
+def test_companies_list_rotate_key_and_revoke_key(workdir: Path) -> None:
+    database = str(workdir / "t.db")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("companies", *args, "--database", database, cwd=workdir)
+
+    acme = json.loads(cli("create", "Acme").stdout)
+    beta = json.loads(cli("create", "Beta").stdout)
+
+    listed = cli("list")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(r["company_id"], r["name"]) for r in rows] == [
+        (acme["company_id"], "Acme"),
+        (beta["company_id"], "Beta"),
+    ]
+    assert rows[0]["account_ids"] == [acme["account_id"]]
+    keys = {k["kind"]: k for k in rows[0]["keys"]}
+    assert set(keys) == {"secret", "publishable"}
+    assert keys["secret"]["prefix"] == acme["secret_key"][:7]
+    assert keys["secret"]["revoked_at"] is None
+    # Keys are shown once, when made: a listing has their ids and prefixes only.
+    assert acme["secret_key"] not in listed.stdout
+    assert acme["publishable_key"] not in listed.stdout
+
+    rotated = cli("rotate-key", str(acme["company_id"]))
+    assert rotated.returncode == 0, rotated.stderr
+    assert len(rotated.stdout.splitlines()) == 1
+    new = json.loads(rotated.stdout)
+    assert new["company_id"] == acme["company_id"]
+    assert new["kind"] == "secret"
+    assert new["key"].startswith("sk_")
+    assert new["revoked_key_ids"] == [keys["secret"]["id"]]
+
+    kept = json.loads(
+        cli("rotate-key", str(acme["company_id"]), "--kind", "publishable", "--keep-old").stdout
+    )
+    assert kept["key"].startswith("pk_")
+    assert kept["revoked_key_ids"] == []
+
+    # No key cache in the server, so a revocation by another process counts at once.
+    server = Server(
+        workdir, "--database", database, env=clean_env(TREASURY_API_KEY_CACHE_SECONDS="0")
+    )
+    try:
+        assert call(server.port, "GET", "/api/v1/wallets", acme["secret_key"])[0] == 401
+        assert call(server.port, "GET", "/api/v1/wallets", new["key"])[0] == 200
+        assert call(server.port, "GET", "/api/v1/wallets", beta["secret_key"])[0] == 200
+        revoked = cli("revoke-key", beta_secret_id(cli, beta["company_id"]))
+        assert revoked.returncode == 0, revoked.stderr
+        assert json.loads(revoked.stdout)["revoked_at"]
+        assert call(server.port, "GET", "/api/v1/wallets", beta["secret_key"])[0] == 401
+    finally:
+        server.stop()
+
+
+def beta_secret_id(cli: Any, company_id: int) -> str:
+    rows = [json.loads(line) for line in cli("list").stdout.splitlines()]
+    row = next(r for r in rows if r["company_id"] == company_id)
+    return str(next(k["id"] for k in row["keys"] if k["kind"] == "secret"))
+
+
+def error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The error a refused command printed last (after any warnings of the start-up)."""
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_companies_key_commands_refuse_what_does_not_exist(workdir: Path) -> None:
+    database = str(workdir / "t.db")
+    acme = json.loads(
+        run_cli("companies", "create", "Acme", "--database", database, cwd=workdir).stdout
+    )
+    line = error_line(
+        run_cli("companies", "rotate-key", "999", "--database", database, cwd=workdir)
+    )
+    assert "No such company: 999" in line
+    line = error_line(
+        run_cli("companies", "revoke-key", "key_nope", "--database", database, cwd=workdir)
+    )
+    assert "No such API key: key_nope" in line
+    # Nothing changed: Acme's two keys are as they were.
+    listed = run_cli("companies", "list", "--database", database, cwd=workdir).stdout
+    (row,) = [json.loads(line) for line in listed.splitlines()]
+    assert row["company_id"] == acme["company_id"]
+    assert [k["revoked_at"] for k in row["keys"]] == [None, None]

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from treasury_core.companies import hash_api_key
-from treasury_core.errors import AuthenticationFailed
+from treasury_core.companies import KeyKind, hash_api_key
+from treasury_core.errors import AuthenticationFailed, NotFound
 from treasury_core.services import CompanyService
 from treasury_core.testing import FakeClock, MemoryStorage, SequentialIds
 
@@ -86,5 +86,44 @@ def test_a_lookup_that_straddles_a_revocation_is_not_cached() -> None:
         storage.gate = None
         with pytest.raises(AuthenticationFailed):
             await service.authenticate(created.secret_key)
+
+    asyncio.run(scenario())
+
+
+def test_rotating_a_key_ends_the_old_ones_of_its_kind_here_at_once() -> None:
+    async def scenario() -> None:
+        service = _service(MemoryStorage(), 3600)
+        created = await service.create_company("Acme")
+        company_id = created.company.id
+        old = await service.authenticate(created.secret_key)  # now cached
+        rotated = await service.rotate_api_key(company_id, KeyKind.SECRET)
+        assert rotated.revoked_key_ids == (old.key_id,)
+        assert rotated.raw_key.startswith("sk_")
+        with pytest.raises(AuthenticationFailed):
+            await service.authenticate(created.secret_key)
+        assert (await service.authenticate(rotated.raw_key)).company_id == company_id
+        # The publishable key is another kind: untouched.
+        await service.authenticate(created.publishable_key)
+        # Keeping the old keys issues a second live key of the kind.
+        kept = await service.rotate_api_key(company_id, KeyKind.SECRET, revoke_old=False)
+        assert kept.revoked_key_ids == ()
+        await service.authenticate(rotated.raw_key)
+        keys = await service.api_keys(company_id)
+        live = [k.id for k in keys if k.kind is KeyKind.SECRET and k.revoked_at is None]
+        assert live == [rotated.key.id, kept.key.id]
+        assert [c.name for c in await service.list_companies()] == ["Acme"]
+
+    asyncio.run(scenario())
+
+
+def test_rotating_for_a_company_that_does_not_exist_changes_nothing() -> None:
+    async def scenario() -> None:
+        storage = MemoryStorage()
+        service = _service(storage, 0)
+        created = await service.create_company("Acme")
+        with pytest.raises(NotFound, match="No such company: 999"):
+            await service.rotate_api_key(999, KeyKind.SECRET)
+        assert await service.api_keys(999) == []
+        assert len(await service.api_keys(created.company.id)) == 2
 
     asyncio.run(scenario())

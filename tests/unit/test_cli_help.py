@@ -34,6 +34,9 @@ def test_the_tree_has_every_command() -> None:
         "treasury vault-key",
         "treasury companies",
         "treasury companies create",
+        "treasury companies list",
+        "treasury companies rotate-key",
+        "treasury companies revoke-key",
         "treasury ledger",
         "treasury ledger verify",
     } <= names

@@ -8,13 +8,15 @@ import gc
 import json
 import socket
 import sys
+from collections.abc import Callable, Coroutine
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from treasury_aiohttp import logs
-from treasury_core import Treasury, TreasuryError, bootstrap, config_from_env
+from treasury_core import KeyKind, Treasury, TreasuryError, bootstrap, config_from_env
 from treasury_core.config import TreasuryConfig
 from treasury_core.ports import Storage
 
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from treasury_core.ledger.audit import AuditProgress
+
+T = TypeVar("T")
 
 DATABASE_HELP = (
     "Database URL (sqlite:///path, postgresql://…) or an SQLite file path."
@@ -437,6 +441,123 @@ def create_company(name: str, database: str | None) -> None:
         )
         + "\n"
     )
+
+
+def _run_on(database: str | None, work: Callable[[Treasury], Coroutine[Any, Any, T]]) -> T:
+    """Open the treasury, run ``work`` on it, close it; a TreasuryError is one line."""
+    treasury = _bootstrap(database)
+    try:
+        return asyncio.run(work(treasury))
+    except TreasuryError as exc:
+        raise click.ClickException(exc.message) from exc
+    finally:
+        treasury.close()
+
+
+def _json_line(value: Any) -> None:
+    sys.stdout.write(json.dumps(value) + "\n")
+
+
+def _when(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+@companies.command("list")
+@click.option("--database", default=None, help=DATABASE_HELP)
+def list_companies(database: str | None) -> None:
+    """Print every company and its keys as JSON lines.
+
+    One line per company, oldest first, with the company's id, name and creation time, its
+    merchant account ids and its keys: id, kind, prefix (the first 7 characters), creation and
+    revocation times. The keys themselves cannot be shown: the database keeps only their
+    digests.
+    """
+
+    async def listing(treasury: Treasury) -> list[dict[str, Any]]:
+        rows = []
+        for company in await treasury.companies.list_companies():
+            accounts = await treasury.companies.merchant_accounts(company.id)
+            keys = await treasury.companies.api_keys(company.id)
+            rows.append(
+                {
+                    "company_id": company.id,
+                    "name": company.name,
+                    "created_at": _when(company.created_at),
+                    "account_ids": [a.id for a in accounts],
+                    "keys": [
+                        {
+                            "id": k.id,
+                            "kind": k.kind.value,
+                            "prefix": k.prefix,
+                            "created_at": _when(k.created_at),
+                            "revoked_at": _when(k.revoked_at),
+                        }
+                        for k in keys
+                    ],
+                }
+            )
+        return rows
+
+    for row in _run_on(database, listing):
+        _json_line(row)
+
+
+@companies.command("rotate-key")
+@click.argument("company_id", type=int)
+@click.option(
+    "--kind",
+    type=click.Choice([k.value for k in KeyKind]),
+    default=KeyKind.SECRET.value,
+    show_default=True,
+    help="The kind of key to issue.",
+)
+@click.option(
+    "--keep-old",
+    is_flag=True,
+    help="Leave the company's other keys of this kind working (revoke them later with "
+    "revoke-key), so the new key can be deployed first.",
+)
+@click.option("--database", default=None, help=DATABASE_HELP)
+def rotate_key(company_id: int, kind: str, keep_old: bool, database: str | None) -> None:
+    """Issue a new key; revoke the old ones of its kind.
+
+    Issues a key of --kind for company COMPANY_ID and revokes the company's other live keys of
+    that kind, unless --keep-old. Prints one JSON line: the company id, the new key's id, kind
+    and the key itself, shown only this once, and the ids of the keys revoked. Issuing and
+    revoking are one transaction. Server processes stop accepting a revoked key within
+    TREASURY_API_KEY_CACHE_SECONDS (2 s).
+    """
+    rotated = _run_on(
+        database,
+        lambda treasury: treasury.companies.rotate_api_key(
+            company_id, KeyKind(kind), revoke_old=not keep_old
+        ),
+    )
+    _json_line(
+        {
+            "company_id": rotated.key.company_id,
+            "key_id": rotated.key.id,
+            "kind": rotated.key.kind.value,
+            "key": rotated.raw_key,
+            "revoked_key_ids": list(rotated.revoked_key_ids),
+        }
+    )
+
+
+@companies.command("revoke-key")
+@click.argument("key_id")
+@click.option("--database", default=None, help=DATABASE_HELP)
+def revoke_key(key_id: str, database: str | None) -> None:
+    """Revoke the API key KEY_ID.
+
+    KEY_ID is a key's id as "treasury companies list" shows it. Prints one JSON line with the
+    key id and the time of revocation. A key that does not exist or is already revoked is an
+    error and changes nothing. Server processes stop accepting the key within
+    TREASURY_API_KEY_CACHE_SECONDS (2 s).
+    """
+
+    revoked_at = _run_on(database, lambda treasury: treasury.companies.revoke_api_key(key_id))
+    _json_line({"key_id": key_id, "revoked_at": _when(revoked_at)})
 
 
 def _redacted(url: str) -> str:

@@ -549,6 +549,20 @@ class SqlCompanies:
         )
         return result.rowcount == 1
 
+    def list_companies(self) -> list[Company]:
+        rows = self._conn.execute(select(t.companies).order_by(t.companies.c.id))
+        return [Company.model_validate(dict(r._mapping)) for r in rows]
+
+    def api_keys(self, company_id: int) -> list[ApiKey]:
+        rows = self._conn.execute(
+            select(t.api_keys)
+            .where(t.api_keys.c.company_id == company_id)
+            .order_by(t.api_keys.c.created_at, t.api_keys.c.id)
+        )
+        return [
+            ApiKey.model_validate({**r._mapping, "kind": KeyKind(r._mapping["kind"])}) for r in rows
+        ]
+
 
 class SqlOutbox:
     """The events table, written in the business transaction."""

@@ -182,6 +182,14 @@ class CompanyRepository(Protocol):
         """Revoke a key; ``False`` when there is no such live key."""
         ...
 
+    def list_companies(self) -> list[Company]:
+        """Every company, oldest first (an operator's listing; there is no paging)."""
+        ...
+
+    def api_keys(self, company_id: int) -> list[ApiKey]:
+        """A company's keys (digests, never secrets), revoked ones too, oldest first."""
+        ...
+
 
 class OutboxRepository(Protocol):
     """Events written with the change they report."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -32,6 +33,16 @@ class CreatedCompany:
     merchant_account: MerchantAccount
     secret_key: str
     publishable_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class RotatedKey:
+    """A key issued by :meth:`CompanyService.rotate_api_key`; the raw key is shown only here."""
+
+    key: ApiKey
+    raw_key: str
+    #: The ids of the keys the rotation revoked (none with ``revoke_old=False``).
+    revoked_key_ids: tuple[str, ...]
 
 
 #: At most this many keys are cached at once.
@@ -102,16 +113,65 @@ class CompanyService:
 
         return await self._storage.run(create)
 
-    async def revoke_api_key(self, key_id: str) -> None:
-        """Revoke a key at once."""
+    async def rotate_api_key(
+        self, company_id: int, kind: KeyKind, *, revoke_old: bool = True
+    ) -> RotatedKey:
+        """Issue a new key of ``kind`` and, unless ``revoke_old`` is false, revoke the company's
+        other live keys of that kind, in one transaction.
+
+        With ``revoke_old=False`` the old keys keep working until :meth:`revoke_api_key`, so the
+        new one can be deployed first. Other processes stop accepting a revoked key within
+        their ``api_key_cache_seconds``.
+        """
+        now = self._clock.now()
+
+        def rotate(uow: UnitOfWork) -> RotatedKey:
+            if uow.companies.get_company(company_id) is None:
+                raise NotFound(f"No such company: {company_id}", param="company_id")
+            old = [
+                k.id
+                for k in uow.companies.api_keys(company_id)
+                if k.kind is kind and k.revoked_at is None
+            ]
+            key, raw = self._new_key(company_id, kind)
+            uow.companies.add_api_key(key)
+            revoked: list[str] = []
+            if revoke_old:
+                revoked = [k for k in old if uow.companies.revoke_api_key(k, now)]
+            return RotatedKey(key, raw, tuple(revoked))
+
+        rotated = await self._storage.run(rotate)
+        if rotated.revoked_key_ids:
+            self._forget_keys(set(rotated.revoked_key_ids))
+        return rotated
+
+    async def revoke_api_key(self, key_id: str) -> datetime:
+        """Revoke a key at once; the time of revocation, as stored.
+
+        :class:`NotFound` for a key that does not exist or is already revoked."""
         now = self._clock.now()
         revoked = await self._storage.run(lambda uow: uow.companies.revoke_api_key(key_id, now))
-        self._revocations += 1
-        self._key_cache = {
-            digest: entry for digest, entry in self._key_cache.items() if entry[0].key_id != key_id
-        }
+        self._forget_keys({key_id})
         if not revoked:
             raise NotFound(f"No such API key: {key_id}", param="key_id")
+        return now
+
+    def _forget_keys(self, key_ids: set[str]) -> None:
+        self._revocations += 1
+        self._key_cache = {
+            digest: entry
+            for digest, entry in self._key_cache.items()
+            if entry[0].key_id not in key_ids
+        }
+
+    async def list_companies(self) -> list[Company]:
+        """Every company, oldest first."""
+        return await self._storage.run(lambda uow: uow.companies.list_companies(), write=False)
+
+    async def api_keys(self, company_id: int) -> list[ApiKey]:
+        """A company's keys, revoked ones too, oldest first: ids, kinds and prefixes, no
+        secrets (only their digests are stored)."""
+        return await self._storage.run(lambda uow: uow.companies.api_keys(company_id), write=False)
 
     async def authenticate(self, raw_key: str) -> Principal:
         """The principal for a presented key; :class:`AuthenticationFailed` for anything else."""

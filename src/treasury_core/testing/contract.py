@@ -435,6 +435,36 @@ class StorageContract:
         assert company_row is not None
         assert company_row.name == "Acme"
 
+    def test_companies_and_their_keys_are_listed(self, storage: Storage) -> None:
+        """Every company, oldest first; a company's keys, revoked ones too, oldest first."""
+        first = setup_company(storage)
+        second = storage.run_sync(lambda uow: uow.companies.add_company("Beta", NOW)).id
+        listed = storage.run_sync(lambda uow: uow.companies.list_companies(), write=False)
+        assert [(c.id, c.name) for c in listed] == [(first, "Acme"), (second, "Beta")]
+        keys = [
+            ApiKey(
+                id=f"key_{n}",
+                company_id=first,
+                kind=kind,
+                key_hash=f"{n:064x}",
+                prefix=kind.prefix + "abcd",
+                created_at=NOW,
+            )
+            for n, kind in enumerate([KeyKind.SECRET, KeyKind.PUBLISHABLE, KeyKind.SECRET])
+        ]
+        for key in keys:
+
+            def add(uow: UnitOfWork, key: ApiKey = key) -> None:
+                uow.companies.add_api_key(key)
+
+            storage.run_sync(add)
+        assert storage.run_sync(lambda uow: uow.companies.revoke_api_key("key_0", NOW))
+        found = storage.run_sync(lambda uow: uow.companies.api_keys(first), write=False)
+        assert [k.id for k in found] == ["key_0", "key_1", "key_2"]
+        assert found[0].revoked_at == NOW
+        assert [k.kind for k in found] == [KeyKind.SECRET, KeyKind.PUBLISHABLE, KeyKind.SECRET]
+        assert storage.run_sync(lambda uow: uow.companies.api_keys(second), write=False) == []
+
     def test_outbox_events_commit_with_the_change(self, storage: Storage) -> None:
         """Events added in a transaction are stored, listed by company."""
         company = setup_company(storage)

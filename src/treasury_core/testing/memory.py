@@ -259,6 +259,13 @@ class _Companies:
         )
         return True
 
+    def list_companies(self) -> list[Company]:
+        return sorted(self._tx.state.companies.values(), key=lambda c: c.id)
+
+    def api_keys(self, company_id: int) -> list[ApiKey]:
+        rows = [k for k in self._tx.state.api_keys.values() if k.company_id == company_id]
+        return sorted(rows, key=lambda k: (k.created_at, k.id))
+
 
 class _Outbox:
     def __init__(self, tx: _Tx) -> None:
