@@ -180,11 +180,17 @@ def openapi_document() -> dict[str, Any]:
     from treasury_aiohttp.keys import OPENAPI_KEY
     from treasury_core import TreasuryConfig, bootstrap
 
-    # A throwaway vault key: without one the sandbox vault warns that it falls back to its
-    # public key, and this treasury never seals a card anyway.
+    # Throwaway vault and form keys: without them the sandbox warns that it falls back to its
+    # public vault key and to a random form key, and this treasury never seals a card or
+    # serves a form anyway.
     key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
     treasury = bootstrap(
-        TreasuryConfig(database_url="memory://", sandbox=True, vault_key=SecretStr(key))
+        TreasuryConfig(
+            database_url="memory://",
+            sandbox=True,
+            vault_key=SecretStr(key),
+            form_key=SecretStr(secrets.token_urlsafe(32)),
+        )
     )
     try:
         document: dict[str, Any] = create_app(treasury)[OPENAPI_KEY]

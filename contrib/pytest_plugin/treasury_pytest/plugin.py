@@ -95,10 +95,14 @@ def treasury_config() -> TreasuryConfig:
 
     from treasury_core import TreasuryConfig
 
-    # A key of this test's own rather than the public sandbox key (and its warning in every
-    # test's log).
+    # Keys of this test's own rather than the public sandbox vault key and a random form key
+    # (and their warnings in every test's log).
     key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
-    return TreasuryConfig(sandbox=True, vault_key=SecretStr(key))
+    return TreasuryConfig(
+        sandbox=True,
+        vault_key=SecretStr(key),
+        form_key=SecretStr(secrets.token_urlsafe(32)),
+    )
 
 
 @pytest.fixture
