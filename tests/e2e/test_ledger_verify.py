@@ -303,6 +303,15 @@ def test_cannot_run_is_exit_two_and_creates_nothing(tmp_path: Path) -> None:
     assert "treasury migrate" in result.stderr
 
 
+def test_a_bad_setting_is_exit_two(sqlite_ledger: tuple[Path, Ledger]) -> None:
+    # The audit did not run, which exit status 1 ("differences found") would claim.
+    path, _ = sqlite_ledger
+    result = verify(str(path), env={"TREASURY_POOL_SIZE": "eight"})
+    assert result.returncode == 2, result.stderr
+    assert "TREASURY_POOL_SIZE='eight'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
 def test_postgres_sound_then_damaged(postgres_url: str) -> None:
     ledger = build_ledger(postgres_url)
     result = verify(postgres_url)

@@ -389,7 +389,8 @@ def _open_storage(database: str | None) -> Storage:
     from treasury_core.plugins import collect_factories, make_plugin_manager
 
     try:
-        config = _config(database)
+        # Not _config: a bad setting here means the audit could not run (exit status 2).
+        config = config_from_env(database_url=_database_url(database))
         url = config.database_url
         if config.storage_name == "sqlalchemy" and url.startswith("sqlite:"):
             from sqlalchemy.engine import make_url
