@@ -9,6 +9,8 @@ and the errors they raise, all deriving from :class:`TreasuryError` (the hierarc
 :mod:`treasury_core.errors`). Deeper modules are for adapters and tests.
 """
 
+from typing import TYPE_CHECKING
+
 from treasury_core.bootstrap import AdapterNotFound, Treasury, bootstrap
 from treasury_core.cards.tokens import CreateTokenIntentRequest
 from treasury_core.companies import KeyKind, Principal
@@ -48,7 +50,6 @@ from treasury_core.payments.intents import (
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.services.companies import CreatedCompany
-from treasury_core.settings import config_from_env
 from treasury_core.sync import BlockingTreasury
 from treasury_core.treasury.records import (
     BankAccount,
@@ -127,3 +128,17 @@ __all__ = [
     "convert",
     "round_minor",
 ]
+
+if TYPE_CHECKING:
+    from treasury_core.settings import config_from_env
+else:
+
+    def __getattr__(name: str) -> object:
+        # Imported on first use: pydantic-settings (and python-dotenv, which it imports) are only
+        # needed by code that reads the environment, not by an application that builds its
+        # TreasuryConfig in code.
+        if name == "config_from_env":
+            from treasury_core.settings import config_from_env
+
+            return config_from_env
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

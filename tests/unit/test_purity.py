@@ -33,3 +33,20 @@ def test_bootstrap_of_memory_storage_imports_no_sqlalchemy() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def test_importing_the_core_does_not_load_the_environment_reader() -> None:
+    # pydantic-settings (and python-dotenv with it) load only when config_from_env is used.
+    script = (
+        "import sys, treasury_core;"
+        "from treasury_core import TreasuryConfig, bootstrap;"
+        "bootstrap(TreasuryConfig(database_url='memory://'));"
+        "before = 'pydantic_settings' in sys.modules;"
+        "from treasury_core import config_from_env;"
+        "config_from_env({});"
+        "print(before, 'pydantic_settings' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False True"
