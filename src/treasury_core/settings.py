@@ -167,10 +167,11 @@ def _variable(field: str) -> str:
 def _one_line(
     error: ErrorDetails, environ: Mapping[str, str], from_env: set[str]
 ) -> tuple[str, str]:
-    """(the variable or setting and value, what is wrong) for the first error of a validation."""
+    """(the variable and value, or the setting, or "" for a rule across settings; what is wrong)
+    for the first error of a validation."""
     if not error["loc"]:
         # A rule across settings (the delivery lease against the webhook timeout).
-        return "the settings", error["msg"].removeprefix("Value error, ")
+        return "", error["msg"].removeprefix("Value error, ")
     field = str(error["loc"][0])
     where = ".".join(str(part) for part in error["loc"][1:])
     problem = error["msg"] + (f" (at {where})" if where else "")
@@ -180,6 +181,13 @@ def _one_line(
     raw = next((v for k, v in environ.items() if k.upper() == variable), "")
     shown = "(hidden)" if field in _SECRET_FIELDS else repr(raw)
     return f"{variable}={shown}", problem
+
+
+def _bad(exc: ValidationError, environ: Mapping[str, str], from_env: set[str]) -> BadSetting:
+    name, problem = _one_line(exc.errors()[0], environ, from_env)
+    if not name:
+        return BadSetting(f"The settings are not valid: {problem}")
+    return BadSetting(f"{name} is not valid: {problem}")
 
 
 def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) -> TreasuryConfig:
@@ -193,12 +201,10 @@ def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) 
     try:
         settings = TreasurySettings.from_environ(environ)
     except ValidationError as exc:
-        name, problem = _one_line(exc.errors()[0], env, set(TreasurySettings.model_fields))
-        raise BadSetting(f"{name} is not valid: {problem}") from None
+        raise _bad(exc, env, set(TreasurySettings.model_fields)) from None
     values = settings.model_dump(exclude_unset=True)
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return TreasuryConfig(**{**values, **given})
     except ValidationError as exc:
-        name, problem = _one_line(exc.errors()[0], env, set(values) - set(given))
-        raise BadSetting(f"{name} is not valid: {problem}") from None
+        raise _bad(exc, env, set(values) - set(given)) from None

@@ -172,6 +172,17 @@ def test_a_bad_value_names_its_variable_and_value(name: str, value: str, says: s
     assert "\n" not in message
 
 
+def test_a_rule_across_settings_is_one_line_too() -> None:
+    with pytest.raises(BadSetting) as refused:
+        config_from_env(
+            {"TREASURY_WEBHOOK_TIMEOUT_SECONDS": "30", "TREASURY_DELIVERY_LEASE_SECONDS": "60"}
+        )
+    assert refused.value.message == (
+        "The settings are not valid: "
+        "delivery_lease_seconds must be more than twice webhook_timeout_seconds"
+    )
+
+
 def test_a_bad_override_is_not_blamed_on_a_variable() -> None:
     with pytest.raises(BadSetting, match=r"^pool_size") as refused:
         config_from_env({"TREASURY_POOL_SIZE": "4"}, pool_size=0)
