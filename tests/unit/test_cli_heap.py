@@ -4,6 +4,7 @@ collector's thresholds before they run."""
 from __future__ import annotations
 
 import gc
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from aiohttp import web
 from click.testing import CliRunner
 
-from treasury_aiohttp import worker
+from treasury_aiohttp import server, worker
 from treasury_aiohttp.cli import GC_THRESHOLDS, main
 from treasury_aiohttp.keys import TREASURY_KEY
 from treasury_core import Treasury
@@ -40,18 +41,18 @@ def test_serve_freezes_the_heap_once_the_app_is_built(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    def run_app(app: web.Application, **options: Any) -> None:
+    async def serve(app: web.Application, sockets: list[socket.socket], **options: Any) -> None:
         seen["frozen"] = gc.get_freeze_count()
         # Frozen objects are out of the collector's sight: the app was built before the freeze.
         seen["app_tracked"] = any(o is app for o in gc.get_objects())
         seen["thresholds"] = gc.get_threshold()
-        # The command bound its sockets before it built anything; run_app only listens.
-        seen["port"] = options["sock"][0].getsockname()[1]
-        for sock in options["sock"]:
+        # The command bound its sockets before it built anything; serving only listens.
+        seen["port"] = sockets[0].getsockname()[1]
+        for sock in sockets:
             sock.close()
         app[TREASURY_KEY].close()  # what the app's cleanup would have done
 
-    monkeypatch.setattr(web, "run_app", run_app)
+    monkeypatch.setattr(server, "serve", serve)
     database = tmp_path / "t.db"
     result = CliRunner().invoke(main, ["serve", "--port", "0", "--database", str(database)])
     assert result.exit_code == 0, result.output
