@@ -1,52 +1,135 @@
 """Input hygiene shared by every request model and service.
 
 Text that reaches storage must be valid Unicode without NUL or other control characters
-(PostgreSQL refuses NUL in text, and lone surrogates cannot be encoded at all). Ids must look
-like ids before they are used in a lookup, so a hostile path or cursor is simply "not found"
-or "invalid", never a driver error.
+(PostgreSQL refuses NUL in text, and lone surrogates cannot be encoded at all), and text shown
+to a person must display in the order it is stored: bidirectional embeddings, overrides and
+isolates are refused ("Trojan Source": ``"Payroll\\u202egpj.exe"`` shows as
+``Payrollexe.jpg``). :data:`REFUSED_RANGES` is the one list of refused characters; the request
+models, the patterns of the OpenAPI document and the sandbox bank rail's field formats are all
+built from it. Ids must look like ids before they are used in a lookup, so a hostile path or
+cursor is simply "not found" or "invalid", never a driver error.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, StringConstraints
-from pydantic_core import PydanticCustomError
+from pydantic import AfterValidator, GetJsonSchemaHandler, StringConstraints
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
+#: Characters no text field accepts, as inclusive ``(first, last)`` code point ranges: the C0
+#: and C1 controls (DEL among them), the line and paragraph separators (a line break that most
+#: displays honour but a one-line field must not hold), the bidirectional embeddings and
+#: overrides (U+202A–U+202E) and the bidirectional isolates (U+2066–U+2069).
+REFUSED_RANGES: tuple[tuple[int, int], ...] = (
+    (0x0000, 0x001F),
+    (0x007F, 0x009F),
+    (0x2028, 0x2029),
+    (0x202A, 0x202E),
+    (0x2066, 0x2069),
+)
+#: What multi-line text (descriptions) may hold of the refused characters.
+MULTILINE_ALLOWED = "\t\n\r"
+
+
+def refused_class(allowed: str = "") -> str:
+    r"""The refused characters, less ``allowed``, as the inside of a regex character class.
+
+    Written with ``\uXXXX`` escapes, so the same text works in Python and in ECMA-262 (the
+    regex dialect of JSON Schema): ``f"^[^{refused_class()}]*$"`` matches acceptable text.
+    """
+    keep = {ord(char) for char in allowed}
+    parts: list[str] = []
+    for first, last in REFUSED_RANGES:
+        start: int | None = None
+        for code in range(first, last + 2):
+            inside = code <= last and code not in keep
+            if inside and start is None:
+                start = code
+            elif not inside and start is not None:
+                end = code - 1
+                parts.append(f"\\u{start:04X}" if start == end else f"\\u{start:04X}-\\u{end:04X}")
+                start = None
+    return "".join(parts)
+
+
+#: One line of text: none of the refused characters (JSON Schema and Python alike).
+SINGLE_LINE_PATTERN = f"^[^{refused_class()}]*$"
+#: Multi-line text: as one line, but tabs and line breaks are allowed.
+MULTILINE_PATTERN = f"^[^{refused_class(MULTILINE_ALLOWED)}]*$"
+
+_REFUSED = re.compile(f"[{refused_class()}]")
+_REFUSED_MULTILINE = re.compile(f"[{refused_class(MULTILINE_ALLOWED)}]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _ID = re.compile(r"[a-z]{2,5}_[0-9A-Za-z]{1,64}")
-_MULTILINE_ALLOWED = frozenset("\n\r\t")
 
 
-def _clean(value: str, allowed: frozenset[str]) -> str:
-    for char in value:
-        category = unicodedata.category(char)
-        if (category == "Cc" and char not in allowed) or category == "Cs":
-            raise PydanticCustomError(
-                "string_unsafe", "must not contain control characters or invalid Unicode"
-            )
+def _clean(value: str, refused: re.Pattern[str]) -> str:
+    if refused.search(value) is not None or _SURROGATE.search(value) is not None:
+        raise PydanticCustomError(
+            "string_unsafe",
+            "must not contain control characters, bidirectional controls or invalid Unicode",
+        )
     return value
 
 
 def _single_line(value: str) -> str:
-    return _clean(value, frozenset())
+    return _clean(value, _REFUSED)
 
 
 def _multi_line(value: str) -> str:
-    return _clean(value, _MULTILINE_ALLOWED)
+    return _clean(value, _REFUSED_MULTILINE)
 
 
-#: One line of text: no control characters.
-SingleLine = Annotated[str, AfterValidator(_single_line)]
-#: A one-line name: 1–255 characters, trimmed, no control characters.
+@dataclass(frozen=True, slots=True)
+class SchemaPattern:
+    """Annotation metadata that adds ``pattern`` to a field's JSON Schema only.
+
+    For rules a validator enforces with its own, clearer message: the document states the rule
+    without pydantic enforcing it a second time.
+    """
+
+    pattern: str
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The wrapped type's schema with :attr:`pattern`."""
+        schema: dict[str, Any] = handler(core_schema)
+        schema["pattern"] = self.pattern
+        return schema
+
+
+#: The characters ``str.strip()`` removes that are not refused anyway (the refused ones are
+#: tabs, line breaks and other controls), as the inside of a regex character class. Spelled
+#: out rather than ``\s``, whose members differ between Python and ECMA-262.
+WHITESPACE_CLASS = "\\u0020\\u00A0\\u1680\\u2000-\\u200A\\u202F\\u205F\\u3000"
+
+#: A name: at least one character that is neither whitespace nor refused (names are trimmed,
+#: and a blank one is refused), none refused.
+NAME_PATTERN = f"^[^{refused_class()}]*[^{refused_class()}{WHITESPACE_CLASS}][^{refused_class()}]*$"
+
+
+#: One line of text: no control characters, no bidirectional controls, valid Unicode.
+SingleLine = Annotated[str, AfterValidator(_single_line), SchemaPattern(SINGLE_LINE_PATTERN)]
+#: A one-line name: 1–255 characters, trimmed, no control or bidirectional characters.
 Name = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=255),
     AfterValidator(_single_line),
+    SchemaPattern(NAME_PATTERN),
 ]
-#: Free text up to 1000 characters; newlines and tabs allowed, other control characters not.
-Description = Annotated[str, StringConstraints(max_length=1000), AfterValidator(_multi_line)]
+#: Free text up to 1000 characters; tabs and line breaks allowed, other control characters and
+#: bidirectional controls not.
+Description = Annotated[
+    str,
+    StringConstraints(max_length=1000),
+    AfterValidator(_multi_line),
+    SchemaPattern(MULTILINE_PATTERN),
+]
 #: A three-letter code as sent; whether it is an enabled currency is checked by the registry.
 CurrencyCode = Annotated[str, StringConstraints(min_length=3, max_length=3)]
 

@@ -9,6 +9,7 @@ from aiohttp.test_utils import TestClient
 
 from tests.e2e.conftest import Tenant
 from treasury_core import Treasury
+from treasury_core.errors import ValidationFailed
 
 Client = TestClient[Any, Any]
 
@@ -156,3 +157,64 @@ async def test_amounts_above_the_configured_maximum_are_400(
         )
     events = await treasury.storage.run(lambda uow: uow.outbox.list(tenant.company_id))
     assert events == []  # nothing was created
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/api/v1/wallet", {"name": "Payroll\u202egpj.exe", "currency_id": "USD"}, "name"),
+        (
+            "/api/v1/wallet",
+            {"name": "Payroll", "currency_id": "USD", "description": "a\u2066b"},
+            "description",
+        ),
+        (
+            "/api/v1/payments/intent",
+            {
+                "billing_amount": 100,
+                "billing_currency": "USD",
+                "payment_type": "Card Payment",
+                "merchant_reference": "order\u202d42",
+            },
+            "merchant_reference",
+        ),
+        (
+            "/api/v1/payments/intent",
+            {
+                "billing_amount": 100,
+                "billing_currency": "USD",
+                "payment_type": "Card Payment",
+                "customer": "Jane\u202bDoe",
+            },
+            "customer",
+        ),
+    ],
+)
+async def test_free_text_refuses_bidirectional_controls(
+    client: Client,
+    tenant: Tenant,
+    treasury: Treasury,
+    path: str,
+    body: dict[str, Any],
+    param: str,
+) -> None:
+    if path == "/api/v1/payments/intent":
+        body = {"account_id": tenant.account_id, **body}
+    response = await client.post(path, json=body, headers=tenant.auth)
+    assert response.status == 400
+    error = (await response.json())["error"]
+    assert (error["type"], error["code"], error["param"]) == (
+        "invalid_request_error",
+        "parameter_invalid",
+        param,
+    )
+    assert "bidirectional" in error["message"]
+    assert await wallet_count(treasury, tenant) == 0
+    intents = await client.get("/api/v1/payments/intents/count", headers=tenant.auth)
+    assert (await intents.json())["count"] == 0
+
+
+async def test_company_names_refuse_bidirectional_controls(treasury: Treasury) -> None:
+    with pytest.raises(ValidationFailed) as caught:
+        await treasury.companies.create_company("Acme\u202e")
+    assert caught.value.param == "name"

@@ -1,5 +1,7 @@
+import json
+
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from treasury_core.validation import is_resource_id
 from treasury_core.wallets import CreateWalletRequest
@@ -43,3 +45,81 @@ def test_names_are_trimmed_and_unicode_is_welcome() -> None:
 )
 def test_resource_id_shape(value: object, prefix: str | None, expected: bool) -> None:
     assert is_resource_id(value, prefix) is expected
+
+
+#: The bidirectional embeddings, overrides and isolates: each makes text display in another
+#: order than it is stored ("Trojan Source"), so a name could read as someone else's.
+BIDI_CONTROLS = [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+
+#: Request fields that hold codes, ids, numbers or enumerations: never shown as text. Every
+#: other string field of a request body is free text and must refuse bidirectional controls.
+NOT_FREE_TEXT = frozenset(
+    {
+        "billing_currency",
+        "card_number",
+        "card_token",
+        "currency_id",
+        "cvc",
+        "from_currency_id",
+        "from_wallet_id",
+        "outcome",
+        "payment_type",
+        "capture_method",
+        "processing_currency",
+        "source_currency",
+        "to_currency_id",
+        "to_wallet_id",
+        "wallet_id",
+        "bank_account_id",
+        "events",
+    }
+)
+
+
+def _request_models() -> list[type[BaseModel]]:
+    from treasury_aiohttp import (
+        card_handlers,
+        handlers,
+        notification_handlers,
+        payment_handlers,
+        sandbox_handlers,
+        treasury_handlers,
+    )
+
+    routes = (
+        handlers.ROUTES
+        + treasury_handlers.ROUTES
+        + payment_handlers.ROUTES
+        + card_handlers.ROUTES
+        + notification_handlers.ROUTES
+        + sandbox_handlers.ROUTES
+    )
+    return sorted({route.body for route in routes if route.body is not None}, key=str)
+
+
+def _text_fields() -> list[tuple[type[BaseModel], str]]:
+    return [
+        (model, name)
+        for model in _request_models()
+        for name in model.model_fields
+        if name not in NOT_FREE_TEXT
+        and "string" in json.dumps(model.model_json_schema()["properties"][name])
+    ]
+
+
+def test_the_free_text_fields_are_found() -> None:
+    names = {name for _, name in _text_fields()}
+    assert {"name", "description", "merchant_reference", "customer", "bank_name"} <= names
+
+
+@pytest.mark.parametrize(
+    ("model", "field"), _text_fields(), ids=lambda x: getattr(x, "__name__", x)
+)
+@pytest.mark.parametrize("control", BIDI_CONTROLS, ids=lambda c: f"U+{ord(c):04X}")
+def test_every_free_text_field_refuses_bidirectional_controls(
+    model: type[BaseModel], field: str, control: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate({field: f"evil{control}txt.exe"})
+    refusals = [error for error in caught.value.errors() if error["loc"][:1] == (field,)]
+    assert refusals, f"{model.__name__}.{field} accepted U+{ord(control):04X}"

@@ -9,7 +9,8 @@ pattern locally. Checksums (ABA, IBAN) and registry look-ups (IBAN and BIC count
 enforced by the rail on top of the pattern. Patterns use ``[0-9]`` rather than ``\\d`` so that
 non-ASCII digits never match, and are written to work unchanged in Python and JavaScript.
 
-This module imports nothing beyond the standard library: schwifty is loaded by the rail only.
+This module imports nothing beyond the standard library and the core's list of refused
+characters: schwifty is loaded by the rail only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
+
+from treasury_core.validation import refused_class
 
 
 class Check(StrEnum):
@@ -63,21 +66,25 @@ class CurrencyFormat:
 
 # --- Field shapes shared by several currencies ------------------------------------------------
 
-#: bank_name and account_name: 1–255 characters, no control characters, no bidi overrides,
-#: no line separators. Checked on the value with surrounding whitespace removed (NFC-normalized).
-TEXT_PATTERN = (
-    "^[^\\u0000-\\u001F\\u007F-\\u009F\\u2028\\u2029\\u202A-\\u202E\\u2066-\\u2069]{1,255}$"
-)
 TEXT_MAX_LENGTH = 255
+#: bank_name and account_name: 1–255 characters, none of the characters every text field
+#: refuses (controls, line separators, bidirectional controls: the core's one list). Checked on
+#: the value with surrounding whitespace removed (NFC-normalized).
+TEXT_PATTERN = f"^[^{refused_class()}]{{1,{TEXT_MAX_LENGTH}}}$"
 
 BANK_NAME = FieldSpec(
     pattern=TEXT_PATTERN,
-    description="Name of the bank holding the account: 1–255 characters, no control characters.",
+    description=(
+        "Name of the bank holding the account: 1–255 characters, no control or "
+        "bidirectional characters."
+    ),
     example="Example Bank",
 )
 ACCOUNT_NAME = FieldSpec(
     pattern=TEXT_PATTERN,
-    description="Name of the account holder: 1–255 characters, no control characters.",
+    description=(
+        "Name of the account holder: 1–255 characters, no control or bidirectional characters."
+    ),
     example="Jane Doe",
 )
 

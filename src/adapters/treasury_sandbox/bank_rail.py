@@ -109,7 +109,9 @@ def _text(value: object, param: str, spec: FieldSpec) -> str:
     if len(text) > TEXT_MAX_LENGTH:
         raise ValidationFailed(f"{param} must be at most {TEXT_MAX_LENGTH} characters", param=param)
     if not re.fullmatch(spec.pattern, text):
-        raise ValidationFailed(f"{param} must not contain control characters", param=param)
+        raise ValidationFailed(
+            f"{param} must not contain control characters or bidirectional controls", param=param
+        )
     return text
 
 

@@ -85,7 +85,8 @@ class CompanyService:
             name = _NAME.validate_python(name)
         except ValidationError as exc:
             raise ValidationFailed(
-                "A company name must be 1 to 255 characters, without control characters",
+                "A company name must be 1 to 255 characters, without control characters or "
+                "bidirectional controls",
                 param="name",
             ) from exc
         now = self._clock.now()

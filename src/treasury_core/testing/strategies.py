@@ -59,6 +59,7 @@ from treasury_core.ledger import (
 )
 from treasury_core.ports.storage import Storage, UnitOfWork
 from treasury_core.testing.clock import FakeClock
+from treasury_core.validation import REFUSED_RANGES
 from treasury_core.wallets import CreateWalletRequest
 
 __all__ = [
@@ -137,11 +138,17 @@ def pending_categories() -> st.SearchStrategy[PendingCategory]:
 #: Unicode categories a name may not use: control characters (NUL among them), which the request
 #: models refuse, and surrogates, which cannot be encoded at all.
 _UNSAFE_CATEGORIES: tuple[Literal["Cc"], Literal["Cs"]] = ("Cc", "Cs")
+#: The other characters the request models refuse (line separators, bidirectional controls),
+#: from the one list in :mod:`treasury_core.validation`.
+_REFUSED_CHARACTERS = "".join(
+    chr(code) for first, last in REFUSED_RANGES for code in range(first, last + 1)
+)
 
 
 def wallet_names(max_size: int = 40) -> st.SearchStrategy[str]:
-    """Names a wallet request accepts: any Unicode text without control characters or
-    surrogates, not blank, at most ``max_size`` characters (the limit is 255).
+    """Names a wallet request accepts: any Unicode text without control characters,
+    bidirectional controls or surrogates, not blank, at most ``max_size`` characters (the
+    limit is 255).
 
     Non-ASCII letters, emoji, and leading or trailing spaces (which the request strips) come up,
     because a storage adapter that mangles them is exactly what these tests should find.
@@ -149,7 +156,11 @@ def wallet_names(max_size: int = 40) -> st.SearchStrategy[str]:
     if not 1 <= max_size <= 255:
         raise ValueError("wallet names have 1 to 255 characters")
     text = st.text(
-        st.characters(exclude_categories=_UNSAFE_CATEGORIES), min_size=1, max_size=max_size
+        st.characters(
+            exclude_categories=_UNSAFE_CATEGORIES, exclude_characters=_REFUSED_CHARACTERS
+        ),
+        min_size=1,
+        max_size=max_size,
     )
     return text.filter(lambda s: bool(s.strip()))
 
@@ -166,7 +177,11 @@ def wallet_requests(
     the model's validation, so a refusal by the service is a finding, not noise.
     """
     descriptions = st.none() | st.text(
-        st.characters(exclude_categories=_UNSAFE_CATEGORIES, include_characters="\n\t"),
+        st.characters(
+            exclude_categories=_UNSAFE_CATEGORIES,
+            exclude_characters=_REFUSED_CHARACTERS.replace("\n", "").replace("\t", ""),
+            include_characters="\n\t",
+        ),
         max_size=80,
     )
     return st.builds(
