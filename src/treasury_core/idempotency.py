@@ -16,6 +16,7 @@ publishable key's is stored as :func:`scoped_key` makes it, a name no presented 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,6 +28,18 @@ from treasury_core.companies import KeyKind
 R = TypeVar("R")
 
 MAX_KEY_LENGTH = 255
+#: An ``Idempotency-Key``: visible ASCII, inner spaces allowed, none at either end (HTTP would
+#: strip them). ASCII because HTTP header values are bytes whose encoding is not agreed: a
+#: non-ASCII key could be read as another key by a proxy or another server. The OpenAPI
+#: document states this pattern; :func:`is_valid_key` enforces it.
+KEY_PATTERN = "^[\\x21-\\x7e]([\\x20-\\x7e]*[\\x21-\\x7e])?$"
+_KEY = re.compile(KEY_PATTERN)
+
+
+def is_valid_key(key: str) -> bool:
+    """Whether ``key`` is a usable ``Idempotency-Key``: :data:`KEY_PATTERN`, at most
+    :data:`MAX_KEY_LENGTH` characters."""
+    return len(key) <= MAX_KEY_LENGTH and _KEY.fullmatch(key) is not None
 
 
 class IdempotencyState(StrEnum):

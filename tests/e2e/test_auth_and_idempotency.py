@@ -173,7 +173,7 @@ async def test_concurrent_requests_with_one_key_create_one_wallet(
     assert len((await treasury.wallets.list(tenant.company_id)).items) == 1
 
 
-@pytest.mark.parametrize("key", ["", "x" * 256, "tab\there"])
+@pytest.mark.parametrize("key", ["", "x" * 256, "tab\there", "clé-42", "key\u202e", "\xa0"])
 async def test_malformed_keys_are_refused(client: Client, tenant: Tenant, key: str) -> None:
     response = await client.post(
         "/api/v1/wallet",

@@ -8,6 +8,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from treasury_aiohttp.routing import Auth, Route
+from treasury_core.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 
 _REF = "#/components/schemas/{model}"
 
@@ -135,8 +136,8 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
                     "schema": {
                         "type": "string",
                         "minLength": 1,
-                        "maxLength": 255,
-                        "pattern": "^[\\x21-\\x7e]([\\x20-\\x7e]*[\\x21-\\x7e])?$",
+                        "maxLength": MAX_KEY_LENGTH,
+                        "pattern": KEY_PATTERN,
                     },
                 }
             )

@@ -15,6 +15,7 @@ from treasury_core.idempotency import (
     IdempotencyState,
     IdempotencyTicket,
     StoredResponse,
+    is_valid_key,
     scoped_key,
 )
 from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
@@ -71,9 +72,9 @@ class IdempotencyService:
         :class:`IdempotencyInFlight` (same key, first request still running).
         """
         # Checked before scoping: scoped_key relies on a presented key being printable.
-        if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+        if not is_valid_key(key):
             raise ValidationFailed(
-                f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable characters",
+                f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters",
                 param="Idempotency-Key",
             )
         key = scoped_key(key, kind)
