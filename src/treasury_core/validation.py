@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, GetJsonSchemaHandler, StringConstraints
@@ -139,3 +140,27 @@ def is_resource_id(value: object, prefix: str | None = None) -> bool:
     if not isinstance(value, str) or _ID.fullmatch(value) is None:
         return False
     return prefix is None or value.startswith(prefix + "_")
+
+
+#: Beyond this many digits a whole number written with a fraction or an exponent is not
+#: expanded (``1e999999999`` would take minutes); no amount or id comes near it.
+_WHOLE_NUMBER_DIGITS = 40
+
+
+def whole_number(text: str) -> int | None:
+    """The integer a JSON number's text denotes, or ``None`` when it is not a whole number.
+
+    JSON has one number type, and JSON Schema's ``integer`` is any number without a fraction:
+    ``5``, ``5.0`` and ``5e0`` are the same integer, ``5.5`` and ``5.000000000000000001`` are
+    not. Read from the text, so nothing is rounded on the way (a double would take
+    ``5.000000000000000001`` for 5).
+    """
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        return None
+    if not number.is_finite() or number.adjusted() > _WHOLE_NUMBER_DIGITS:
+        return None
+    if number != number.to_integral_value():
+        return None
+    return int(number)

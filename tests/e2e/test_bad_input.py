@@ -218,3 +218,46 @@ async def test_company_names_refuse_bidirectional_controls(treasury: Treasury) -
     with pytest.raises(ValidationFailed) as caught:
         await treasury.companies.create_company("Acme\u202e")
     assert caught.value.param == "name"
+
+
+@pytest.mark.parametrize(
+    ("written", "amount"),
+    [(b"500", 500), (b"500.0", 500), (b"5e2", 500), (b"5.00E+2", 500), (b"500.000", 500)],
+)
+async def test_whole_numbers_are_integers_however_written(
+    client: Client, tenant: Tenant, written: bytes, amount: int
+) -> None:
+    # JSON Schema's "integer" admits 500.0: the schema's promise and the server's reading agree.
+    body = (
+        b'{"account_id": %d, "billing_amount": %s, "billing_currency": "USD", '
+        b'"payment_type": "Card Payment"}' % (tenant.account_id, written)
+    )
+    response = await client.post(
+        "/api/v1/payments/intent",
+        data=body,
+        headers={**tenant.auth, "Content-Type": "application/json"},
+    )
+    assert response.status == 200, await response.text()
+    assert (await response.json())["billing_amount"] == amount
+
+
+@pytest.mark.parametrize(
+    "written", [b"5.5", b"500.000000000000000001", b"1e400", b"-0.0", b"5.0e-1", b"1e999999999"]
+)
+async def test_numbers_with_a_fraction_are_not_amounts(
+    client: Client, tenant: Tenant, written: bytes
+) -> None:
+    body = (
+        b'{"account_id": %d, "billing_amount": %s, "billing_currency": "USD", '
+        b'"payment_type": "Card Payment"}' % (tenant.account_id, written)
+    )
+    response = await client.post(
+        "/api/v1/payments/intent",
+        data=body,
+        headers={**tenant.auth, "Content-Type": "application/json"},
+    )
+    assert response.status == 400
+    error = (await response.json())["error"]
+    assert (error["code"], error["param"]) == ("parameter_invalid", "billing_amount")
+    intents = await client.get("/api/v1/payments/intents/count", headers=tenant.auth)
+    assert (await intents.json())["count"] == 0
