@@ -345,11 +345,17 @@ def _operation(path: str, method: str, operation: dict[str, Any]) -> list[str]:
         out.append("")
     body = operation.get("requestBody")
     if body:
-        out += [f"Request body (JSON): {_type(body['content']['application/json']['schema'])}", ""]
+        # JSON, or a hosted page's form.
+        kind, media = next(iter(body["content"].items()))
+        label = "JSON" if kind == "application/json" else "form"
+        out += [f"Request body ({label}): {_type(media['schema'])}", ""]
     out += ["| Status | Meaning | Body |", "|---|---|---|"]
     for status, response in sorted(operation["responses"].items()):
-        content = response.get("content", {}).get("application/json")
-        shape = _type(content["schema"]) if content else ""
+        content = response.get("content", {})
+        if "application/json" in content:
+            shape = _type(content["application/json"]["schema"])
+        else:
+            shape = "HTML page" if "text/html" in content else ""
         headers = ", ".join(f"`{name}`" for name in response.get("headers", {}))
         meaning = _prose(response["description"]) + (f" (headers: {headers})" if headers else "")
         out.append(f"| {status} | {_cell(meaning)} | {shape} |")

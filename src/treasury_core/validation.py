@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, GetJsonSchemaHandler, StringConstraints
+from pydantic import AfterValidator, Field, GetJsonSchemaHandler, StringConstraints
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
@@ -65,7 +65,6 @@ MULTILINE_PATTERN = f"^[^{refused_class(MULTILINE_ALLOWED)}]*$"
 _REFUSED = re.compile(f"[{refused_class()}]")
 _REFUSED_MULTILINE = re.compile(f"[{refused_class(MULTILINE_ALLOWED)}]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_ID = re.compile(r"[a-z]{2,5}_[0-9A-Za-z]{1,64}")
 
 
 def _clean(value: str, refused: re.Pattern[str]) -> str:
@@ -131,8 +130,107 @@ Description = Annotated[
     AfterValidator(_multi_line),
     SchemaPattern(MULTILINE_PATTERN),
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaMark:
+    """Annotation metadata that marks a field's JSON Schema with ``x-treasury: kind``.
+
+    The HTTP app's OpenAPI document replaces each mark with what the running configuration
+    enforces: ``currency`` becomes the ``enum`` of enabled codes, ``vban_currency`` that of
+    the codes with virtual accounts, ``amount`` the ``maximum`` amount. The request models
+    themselves do not know the configuration.
+    """
+
+    kind: str
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The wrapped type's schema with the mark."""
+        schema: dict[str, Any] = handler(core_schema)
+        schema["x-treasury"] = self.kind
+        return schema
+
+
+class SchemaRule:
+    """Annotation metadata that adds keywords to a field's JSON Schema only
+    (``SchemaRule(enum=["Tokenization"])``), for a rule a service enforces with its own message.
+    """
+
+    def __init__(self, **rule: Any) -> None:
+        """``rule``: the JSON Schema keywords to add."""
+        self.rule = rule
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The wrapped type's schema with :attr:`rule`."""
+        schema: dict[str, Any] = handler(core_schema)
+        schema.update(self.rule)
+        return schema
+
+
 #: A three-letter code as sent; whether it is an enabled currency is checked by the registry.
-CurrencyCode = Annotated[str, StringConstraints(min_length=3, max_length=3)]
+CurrencyCode = Annotated[str, StringConstraints(min_length=3, max_length=3), SchemaMark("currency")]
+#: A currency code for a virtual account: the registry checks it has ``can_vban``.
+VbanCurrencyCode = Annotated[
+    str, StringConstraints(min_length=3, max_length=3), SchemaMark("vban_currency")
+]
+#: An amount in minor units: a positive integer; the configured maximum is the services' check.
+Amount = Annotated[
+    int, Field(gt=0, description="Minor units of the currency."), SchemaMark("amount")
+]
+
+
+def _shape(pattern: str, message: str) -> AfterValidator:
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if compiled.fullmatch(value) is None:
+            raise PydanticCustomError("string_shape", message)
+        return value
+
+    return AfterValidator(check)
+
+
+_TEXT = refused_class() + WHITESPACE_CLASS
+#: An http(s) URL with a host, as JSON Schema and the check below both read it.
+URL_PATTERN = f"^https?://[^{_TEXT}/?#]+[^{_TEXT}]*$"
+#: Something@something.tld, no spaces: an e-mail address's shape, not its deliverability.
+EMAIL_PATTERN = f"^[^@{_TEXT}]+@[^@{_TEXT}]+\\.[^@{_TEXT}]+$"
+
+#: An http:// or https:// URL of 8 to 2048 characters.
+Url = Annotated[
+    str,
+    StringConstraints(min_length=8, max_length=2048),
+    AfterValidator(_single_line),
+    _shape(URL_PATTERN, "must be an http:// or https:// URL with a host"),
+    SchemaPattern(URL_PATTERN),
+]
+#: An e-mail address of at most 254 characters.
+Email = Annotated[
+    str,
+    StringConstraints(max_length=254),
+    AfterValidator(_single_line),
+    _shape(EMAIL_PATTERN, "must be an e-mail address"),
+    SchemaPattern(EMAIL_PATTERN),
+]
+
+#: The shape of our ids: a 2-5 letter prefix, ``_``, 1-64 letters and digits.
+RESOURCE_ID_PATTERN = "^[a-z]{2,5}_[0-9A-Za-z]{1,64}$"
+
+
+def id_pattern(prefix: str) -> str:
+    """:data:`RESOURCE_ID_PATTERN` for ids of one kind (``id_pattern("evt")``)."""
+    return f"^{re.escape(prefix)}_[0-9A-Za-z]{{1,64}}$"
+
+
+#: Any of our ids (the cursor of most lists).
+ResourceId = Annotated[str, StringConstraints(pattern=RESOURCE_ID_PATTERN)]
+
+
+_ID = re.compile(RESOURCE_ID_PATTERN)
 
 
 def is_resource_id(value: object, prefix: str | None = None) -> bool:
@@ -145,6 +243,7 @@ def is_resource_id(value: object, prefix: str | None = None) -> bool:
 #: Beyond this many digits a whole number written with a fraction or an exponent is not
 #: expanded (``1e999999999`` would take minutes); no amount or id comes near it.
 _WHOLE_NUMBER_DIGITS = 40
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 
 def whole_number(text: str) -> int | None:
@@ -155,9 +254,12 @@ def whole_number(text: str) -> int | None:
     not. Read from the text, so nothing is rounded on the way (a double would take
     ``5.000000000000000001`` for 5).
     """
+    # The JSON grammar first: Decimal alone would also take " 5", "5_000", "+5" and "٥".
+    if _JSON_NUMBER.fullmatch(text) is None:
+        return None
     try:
         number = Decimal(text)
-    except InvalidOperation:
+    except InvalidOperation:  # pragma: no cover - the grammar above admits only numbers
         return None
     if not number.is_finite() or number.adjusted() > _WHOLE_NUMBER_DIGITS:
         return None

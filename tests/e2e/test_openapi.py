@@ -7,6 +7,15 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 
 from treasury_aiohttp import hosted_pages
+from treasury_core import Treasury
+from treasury_core.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
+from treasury_core.validation import (
+    EMAIL_PATTERN,
+    NAME_PATTERN,
+    RESOURCE_ID_PATTERN,
+    SINGLE_LINE_PATTERN,
+    URL_PATTERN,
+)
 
 Client = TestClient[Any, Any]
 
@@ -30,8 +39,9 @@ async def test_openapi_document_covers_every_route(client: Client) -> None:
         if route.resource is not None and route.method != "HEAD"
     }
     documented = {(m.upper(), path) for path, item in doc["paths"].items() for m in item}
-    pages = set(hosted_pages.PAGES)  # HTML for browsers, not part of the JSON API
-    assert served - {("GET", "/api/v1/openapi.json")} - pages == documented
+    # The pages for people are documented too (HTML answers); only the stylesheet is not.
+    assets = {page for page in hosted_pages.PAGES if page[1].startswith("/hosted/static/")}
+    assert served - {("GET", "/api/v1/openapi.json")} - assets == documented
     schemas = doc["components"]["schemas"]
     for ref in _refs(doc):
         assert ref.startswith("#/components/schemas/")
@@ -42,3 +52,52 @@ async def test_openapi_document_covers_every_route(client: Client) -> None:
     ]
     assert sorted(body_schema["required"]) == ["currency_id", "name"]
     assert body_schema["additionalProperties"] is False
+
+
+def _param(operation: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in operation["parameters"] if p["name"] == name)
+
+
+def _property(schemas: dict[str, Any], model: str, name: str) -> dict[str, Any]:
+    node: dict[str, Any] = schemas[model]["properties"][name]
+    # An optional field is anyOf [its schema, null].
+    return next((s for s in node.get("anyOf", []) if s.get("type") != "null"), node)
+
+
+async def test_the_document_states_the_rules_the_server_enforces(
+    client: Client, treasury: Treasury
+) -> None:
+    doc = await (await client.get("/api/v1/openapi.json")).json()
+    schemas, paths = doc["components"]["schemas"], doc["paths"]
+    enabled = sorted(currency.code for currency in treasury.currencies)
+    # Currencies: the enabled codes; amounts: the configured maximum.
+    assert sorted(_property(schemas, "CreateWalletRequest", "currency_id")["enum"]) == enabled
+    amount = _property(schemas, "CreateIntentRequest", "billing_amount")
+    assert (amount["type"], amount["maximum"]) == ("integer", treasury.config.max_amount)
+    # Free text: the one list of refused characters, as a pattern.
+    assert _property(schemas, "CreateWalletRequest", "name")["pattern"] == NAME_PATTERN
+    assert _property(schemas, "CreateIntentRequest", "customer")["pattern"] == SINGLE_LINE_PATTERN
+    assert _property(schemas, "CreateIntentRequest", "customer_email")["pattern"] == EMAIL_PATTERN
+    assert _property(schemas, "CreateWebhookEndpointRequest", "url")["pattern"] == URL_PATTERN
+    # Query parameters: typed as the handlers read them.
+    intents = paths["/api/v1/payments/intents"]["get"]
+    assert _param(intents, "created_gte")["schema"] == {"type": "string", "format": "date-time"}
+    assert _param(intents, "account_id")["schema"]["type"] == "integer"
+    assert _param(intents, "starting_after")["schema"]["type"] == "integer"
+    wallets = paths["/api/v1/wallets"]["get"]
+    assert _param(wallets, "starting_after")["schema"]["pattern"] == RESOURCE_ID_PATTERN
+    lookup = _param(paths["/api/v1/payments/intent"]["get"], "payment_intent_lookup_id")
+    assert lookup["required"] is True
+    key = _param(paths["/api/v1/wallet"]["post"], "Idempotency-Key")
+    assert (key["schema"]["pattern"], key["schema"]["maxLength"]) == (KEY_PATTERN, MAX_KEY_LENGTH)
+    # The hosted pages answer HTML.
+    for path in ("/pay/{payment_intent_lookup_id}", "/tokenize/{pmti_id}/{secret}"):
+        assert list(paths[path]["get"]["responses"]["200"]["content"]) == ["text/html"]
+
+
+async def test_a_hosted_page_answers_as_documented(client: Client) -> None:
+    doc = await (await client.get("/api/v1/openapi.json")).json()
+    response = await client.get("/pay/pil_0000000000000000000000")
+    documented = doc["paths"]["/pay/{payment_intent_lookup_id}"]["get"]["responses"]
+    assert str(response.status) in documented
+    assert response.content_type in documented[str(response.status)]["content"]

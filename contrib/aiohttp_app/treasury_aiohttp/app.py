@@ -116,7 +116,14 @@ def create_app(
     for route in by_depth:
         app.router.add_route(route.method, route.path, _tagged(route))
     hosted_pages.add_routes(app)
-    app[OPENAPI_KEY] = build_openapi(routes, title="treasury-core", version=_package_version())
+    app[OPENAPI_KEY] = build_openapi(
+        routes + hosted_pages.ROUTES,
+        title="treasury-core",
+        version=_package_version(),
+        currencies=[currency.code for currency in treasury.currencies],
+        vban_currencies=[currency.code for currency in treasury.currencies if currency.can_vban],
+        max_amount=treasury.config.max_amount,
+    )
     if treasury.notifications.sender is None:
         app.cleanup_ctx.append(_http_sender)
     if run_jobs:

@@ -25,7 +25,7 @@ from treasury_aiohttp.forms import CARD_INT_FIELDS, CSRF_FIELD, FormData, form_m
 from treasury_aiohttp.hosted_security import FormKey, check_same_origin, page_headers
 from treasury_aiohttp.io import mount_prefix, treasury
 from treasury_aiohttp.keys import FORM_KEY
-from treasury_aiohttp.routing import Handler
+from treasury_aiohttp.routing import Auth, Handler, Route
 from treasury_core.cards.tokens import CardSubmission, TokenIntent, TokenIntentStatus
 from treasury_core.errors import (
     CardError,
@@ -389,8 +389,79 @@ _HANDLERS: dict[tuple[str, str], Handler] = {
     ("GET", f"{_STATIC_PATH}/hosted.css"): stylesheet,
 }
 
-#: The pages' routes: HTML for browsers, so not in the OpenAPI document of the JSON API.
+#: The pages' routes (the stylesheet among them).
 PAGES: tuple[tuple[str, str], ...] = tuple(_HANDLERS)
+
+_PAGE_TAGS = ("Hosted pages",)
+_NOT_A_LINK_PAGE = "The page saying the link is not valid"
+_TOKENIZE_PARAMS = {
+    "pmti_id": "The payment method token intent's id (`pmti_…`).",
+    "secret": "The form's secret, from `provider_tokenization_url`.",
+}
+
+#: The pages for people, as the OpenAPI document shows them (HTML answers). The routes are
+#: added by :func:`add_routes` from :data:`PAGES`; these describe them.
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "GET",
+        _PAY,
+        pay_page,
+        "The hosted payment page (the customer)",
+        auth=Auth.NONE,
+        tags=_PAGE_TAGS,
+        path_params={"payment_intent_lookup_id": "The intent's lookup id (`pil_…`)."},
+        html={
+            200: "The card form, or the page saying the payment is complete or authorized",
+            404: _NOT_A_LINK_PAGE,
+        },
+    ),
+    Route(
+        "GET",
+        _CHALLENGE,
+        challenge_page,
+        "The sandbox's 3-D Secure challenge page (the customer)",
+        auth=Auth.NONE,
+        tags=_PAGE_TAGS,
+        path_params={"payment_intent_lookup_id": "The intent's lookup id (`pil_…`)."},
+        html={
+            200: "The challenge",
+            303: "No challenge is waiting: to the payment page",
+            404: _NOT_A_LINK_PAGE,
+        },
+    ),
+    Route(
+        "GET",
+        _TOKENIZE,
+        tokenize_page,
+        "The hosted card form of a payment method token intent (the customer)",
+        auth=Auth.NONE,
+        tags=_PAGE_TAGS,
+        path_params=_TOKENIZE_PARAMS,
+        html={
+            200: "The card form, or the page saying the card was saved or refused",
+            404: _NOT_A_LINK_PAGE,
+            410: "The page saying the link has expired",
+        },
+    ),
+    Route(
+        "POST",
+        _TOKENIZE,
+        tokenize_from_form,
+        "Submit the hosted card form (the customer's browser)",
+        auth=Auth.NONE,
+        tags=_PAGE_TAGS,
+        path_params=_TOKENIZE_PARAMS,
+        form=CardSubmission,
+        html={
+            303: "Submitted: back to the page, which shows the result",
+            400: "The form again, saying which field is wrong",
+            403: "The page saying the form was not accepted (not from this page)",
+            404: _NOT_A_LINK_PAGE,
+            410: "The page saying the link has expired",
+            502: "The form again: the card could not be checked right now",
+        },
+    ),
+)
 
 
 def add_routes(app: web.Application) -> None:

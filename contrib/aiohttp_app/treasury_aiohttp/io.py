@@ -186,13 +186,21 @@ def timestamp_query(request: web.Request, name: str) -> datetime | None:
     text = raw.replace(" ", "+")
     try:
         value: datetime | None = datetime.fromisoformat(text)
-        if value is not None and value.utcoffset() is not None:
-            value.astimezone(UTC)  # the year 1 or 9999 in a far offset has no UTC instant
-    except (ValueError, OverflowError):
+    except ValueError:
         value = None
     if value is None or value.utcoffset() is None:
         raise ValidationFailed(
             f"{name} must be an ISO 8601 timestamp with a UTC offset", param=name
+        )
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        # The year 1 or 9999 in a far offset (RFC 3339 allows it) lies outside what datetime
+        # can hold in UTC: as a bound it is before, or after, every record.
+        return (
+            datetime.min.replace(tzinfo=UTC)
+            if value.year == 1
+            else datetime.max.replace(tzinfo=UTC)
         )
     return value
 
@@ -205,10 +213,11 @@ def page_request(request: web.Request) -> PageRequest:
     query = request.query
     limit = DEFAULT_LIMIT
     if "limit" in query:
-        raw = query["limit"]
-        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_LIMIT):
+        # A whole number as JSON writes it ("20", "20.0"), as the document's "integer" says.
+        number = whole_number(query["limit"])
+        if number is None or not 1 <= number <= MAX_LIMIT:
             raise ValidationFailed(f"limit must be an integer from 1 to {MAX_LIMIT}", param="limit")
-        limit = int(raw)
+        limit = number
     return PageRequest(limit=limit, starting_after=query.get("starting_after"))
 
 

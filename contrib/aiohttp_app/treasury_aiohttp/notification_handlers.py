@@ -4,10 +4,11 @@ API, redelivery, and the secret that signs the legacy and PMTI callbacks. All ne
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel
+from pydantic import BaseModel, StringConstraints
 
 from treasury_aiohttp.io import (
     Responder,
@@ -20,9 +21,9 @@ from treasury_aiohttp.io import (
     timestamp_query,
     treasury,
 )
-from treasury_aiohttp.routing import Route
+from treasury_aiohttp.routing import Param, Route
 from treasury_core.errors import ValidationFailed
-from treasury_core.events import Event
+from treasury_core.events import Event, EventType
 from treasury_core.notifications.deliveries import Delivery
 from treasury_core.notifications.endpoints import (
     CreateWebhookEndpointRequest,
@@ -30,6 +31,7 @@ from treasury_core.notifications.endpoints import (
 )
 from treasury_core.serialization import Timestamp
 from treasury_core.services.notifications import CreatedEndpoint
+from treasury_core.validation import id_pattern
 
 
 class EventRecord(BaseModel):
@@ -207,9 +209,12 @@ ROUTES: tuple[Route, ...] = (
         is_list=True,
         tags=_EVENTS,
         query_params={
-            "type": "Only events of this type.",
-            "created_gte": "Only events created at or after this ISO 8601 timestamp.",
+            "type": Param("Only events of this type.", EventType),
+            "created_gte": Param(
+                "Only events created at or after this ISO 8601 timestamp.", datetime
+            ),
         },
+        cursor=Annotated[str, StringConstraints(pattern=id_pattern("evt"))],
     ),
     Route(
         "GET",

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import models_json_schema
 
+from treasury_aiohttp.forms import CSRF_FIELD
 from treasury_aiohttp.routing import Auth, Route
 from treasury_core.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
+from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 
 _REF = "#/components/schemas/{model}"
 
@@ -61,14 +65,95 @@ def _error(description: str, headers: dict[str, Any] | None = None) -> dict[str,
     return response
 
 
+_HTML = {"text/html": {"schema": {"type": "string"}}}
+
+
+def _page(route: Route, operation: dict[str, Any]) -> dict[str, Any]:
+    """The operation of a page for people: HTML answers, a form rather than JSON."""
+    responses: dict[str, Any] = {}
+    for status, description in sorted(route.html.items()):
+        response: dict[str, Any] = {"description": description}
+        if 300 <= status < 400:
+            response["headers"] = {
+                "Location": {"required": True, "schema": {"type": "string"}},
+            }
+        else:
+            response["content"] = _HTML
+        responses[str(status)] = response
+    if route.form is not None:
+        schema = route.form.model_json_schema()
+        schema["properties"][CSRF_FIELD] = {
+            "type": "string",
+            "description": "The token of the page the form came from.",
+        }
+        schema["required"] = [*schema.get("required", []), CSRF_FIELD]
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/x-www-form-urlencoded": {"schema": schema}},
+        }
+        # The body limits answer before the page does, in the API's JSON.
+        responses["408"] = _error("The request body did not arrive in time")
+        responses["413"] = _error("Request body too large")
+    operation["responses"] = responses
+    return operation
+
+
 def _description(route: Route) -> str | None:
     """The handler's docstring and the route's own description, as one text."""
     parts = [text.strip() for text in (route.handler.__doc__, route.description) if text]
     return "\n\n".join(part for part in parts if part) or None
 
 
-def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dict[str, Any]:
-    """The OpenAPI document for ``routes``."""
+def _param_schema(annotation: Any) -> dict[str, Any]:
+    """The JSON Schema of a parameter's type, without pydantic's titles."""
+    schema = TypeAdapter(annotation).json_schema()
+    schema.pop("title", None)
+    return schema
+
+
+@dataclass(frozen=True)
+class _Marks:
+    """What the running configuration makes of the request models' marks
+    (:class:`treasury_core.validation.SchemaMark`)."""
+
+    currencies: tuple[str, ...]
+    vban_currencies: tuple[str, ...]
+    max_amount: int | None
+
+    def apply(self, node: Any) -> Any:
+        """``node`` with every mark replaced by the rule it stands for, in place."""
+        if isinstance(node, dict):
+            kind = node.pop("x-treasury", None)
+            if kind == "currency" and self.currencies:
+                node["enum"] = list(self.currencies)
+            elif kind == "vban_currency" and self.vban_currencies:
+                node["enum"] = list(self.vban_currencies)
+            elif kind == "amount" and self.max_amount is not None:
+                node["maximum"] = self.max_amount
+            for value in node.values():
+                self.apply(value)
+        elif isinstance(node, list):
+            for value in node:
+                self.apply(value)
+        return node
+
+
+def build_openapi(
+    routes: tuple[Route, ...],
+    *,
+    title: str,
+    version: str,
+    currencies: Sequence[str] = (),
+    vban_currencies: Sequence[str] = (),
+    max_amount: int | None = None,
+) -> dict[str, Any]:
+    """The OpenAPI document for ``routes``.
+
+    ``currencies`` (the enabled codes), ``vban_currencies`` (those with virtual accounts) and
+    ``max_amount`` turn the request models' currency and amount fields into the ``enum`` and
+    ``maximum`` the services enforce; without them those fields say only what the models check.
+    """
+    marks = _Marks(tuple(currencies), tuple(vban_currencies), max_amount)
     models: list[tuple[type[BaseModel], Any]] = []
     for route in routes:
         if route.body is not None:
@@ -76,7 +161,7 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
         if route.response is not None:
             models.append((route.response, "serialization"))
     keys, schema = models_json_schema(models, ref_template=_REF)
-    schemas: dict[str, Any] = dict(schema.get("$defs", {}))
+    schemas: dict[str, Any] = marks.apply(dict(schema.get("$defs", {})))
     schemas["Error"] = _ERROR_SCHEMA
 
     paths: dict[str, dict[str, Any]] = {}
@@ -104,11 +189,11 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
             {
                 "name": name,
                 "in": "query",
-                "required": False,
-                "description": text,
-                "schema": {"type": "string"},
+                "required": param.required,
+                "description": param.description,
+                "schema": marks.apply(_param_schema(param.type)),
             }
-            for name, text in route.query_params.items()
+            for name, param in route.query_params.items()
         ]
         if route.is_list and route.paged:
             parameters += [
@@ -116,13 +201,19 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
                     "name": "limit",
                     "in": "query",
                     "required": False,
-                    "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+                    "schema": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_LIMIT,
+                        "default": DEFAULT_LIMIT,
+                    },
                 },
                 {
                     "name": "starting_after",
                     "in": "query",
                     "required": False,
-                    "schema": {"type": "string", "maxLength": 64},
+                    "description": "The last id of the previous page.",
+                    "schema": _param_schema(route.cursor),
                 },
             ]
         if route.method == "POST" and route.auth is not Auth.NONE:
@@ -143,6 +234,9 @@ def build_openapi(routes: tuple[Route, ...], *, title: str, version: str) -> dic
             )
         if parameters:
             operation["parameters"] = parameters
+        if route.html:
+            paths.setdefault(route.path, {})[route.method.lower()] = _page(route, operation)
+            continue
         if route.body is not None:
             operation["requestBody"] = {
                 "required": True,

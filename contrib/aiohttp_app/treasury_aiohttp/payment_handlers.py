@@ -8,10 +8,11 @@ input.
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import datetime
+from typing import Annotated, Literal
 
 from aiohttp import web
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, StringConstraints
 
 from treasury_aiohttp import hosted_pages
 from treasury_aiohttp.forms import CARD_INT_FIELDS, is_form, json_or_form, wants_html
@@ -25,7 +26,7 @@ from treasury_aiohttp.io import (
     timestamp_query,
     treasury,
 )
-from treasury_aiohttp.routing import Auth, Route
+from treasury_aiohttp.routing import Auth, Param, Route
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT
@@ -40,6 +41,7 @@ from treasury_core.payments.requests import (
 )
 from treasury_core.services.cards import card_data
 from treasury_core.services.payments import PaymentOutcome, check_publishable_create
+from treasury_core.validation import whole_number
 
 _MAX_INTENT_ID = 2**63 - 1
 
@@ -155,9 +157,11 @@ def _positive_int(request: web.Request, name: str, maximum: int = _MAX_INTENT_ID
     raw = request.query.get(name)
     if raw is None:
         return None
-    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= maximum):
+    # A whole number as JSON writes it ("5", "5.0"), as the document's "integer" promises.
+    value = whole_number(raw)
+    if value is None or not 1 <= value <= maximum:
         raise ValidationFailed(f"{name} must be a positive integer", param=name)
-    return int(raw)
+    return value
 
 
 def _filters(request: web.Request) -> IntentFilter:
@@ -243,11 +247,20 @@ async def complete_challenge(request: web.Request) -> web.StreamResponse:
 
 _PAYMENTS = ("Payments",)
 _LOOKUP = {"payment_intent_lookup_id": "The intent's lookup id (`pil_…`)."}
+_LOOKUP_QUERY = {
+    "payment_intent_lookup_id": Param(
+        _LOOKUP["payment_intent_lookup_id"],
+        Annotated[str, StringConstraints(min_length=1)],
+        required=True,
+    )
+}
+#: What ``_positive_int`` reads: an integer id (intent ids, account ids).
+_QueryId = Annotated[int, Field(ge=1, le=_MAX_INTENT_ID)]
 _FILTERS = {
-    "status": "Only intents in this state (`INITIALIZED`, `AUTHORIZED`, `PROCESSED`, `CANCELLED`).",
-    "account_id": "Only intents of this merchant account.",
-    "created_gte": "Only intents created at or after this ISO 8601 timestamp.",
-    "created_lt": "Only intents created before this ISO 8601 timestamp.",
+    "status": Param("Only intents in this state.", IntentStatus),
+    "account_id": Param("Only intents of this merchant account.", _QueryId),
+    "created_gte": Param("Only intents created at or after this ISO 8601 timestamp.", datetime),
+    "created_lt": Param("Only intents created before this ISO 8601 timestamp.", datetime),
 }
 
 ROUTES: tuple[Route, ...] = (
@@ -273,7 +286,7 @@ ROUTES: tuple[Route, ...] = (
         auth=Auth.PUBLISHABLE,
         response=PaymentIntentRecord,
         tags=_PAYMENTS,
-        query_params=_LOOKUP,
+        query_params=_LOOKUP_QUERY,
     ),
     Route(
         "POST",
@@ -311,6 +324,7 @@ ROUTES: tuple[Route, ...] = (
         is_list=True,
         tags=_PAYMENTS,
         query_params=_FILTERS,
+        cursor=_QueryId,
     ),
     Route(
         "GET",

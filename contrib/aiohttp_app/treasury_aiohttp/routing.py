@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel
 
 from treasury_core.companies import Principal
+from treasury_core.validation import ResourceId
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Authorize = Callable[[web.Request, Principal], Awaitable[None]]
@@ -21,6 +23,19 @@ class Auth(StrEnum):
     NONE = "none"
     PUBLISHABLE = "publishable"  # either kind of key
     SECRET = "secret"
+
+
+@dataclass(frozen=True)
+class Param:
+    """A path or query parameter: what it means and the type its handler reads it as.
+
+    ``type`` is what the OpenAPI document shows (through pydantic's JSON Schema), so it must be
+    the rule the handler enforces: the same annotated type, or the constants it is built from.
+    """
+
+    description: str
+    type: Any = str
+    required: bool = False
 
 
 @dataclass(frozen=True)
@@ -40,7 +55,14 @@ class Route:
     tags: tuple[str, ...] = ()
     description: str = ""
     path_params: dict[str, str] = field(default_factory=dict)
-    query_params: dict[str, str] = field(default_factory=dict)
+    query_params: dict[str, Param] = field(default_factory=dict)
+    #: What ``starting_after`` of a paged list holds (an id of the listed kind).
+    cursor: Any = ResourceId
+    #: A page for people: the HTML answers it gives, by status (the JSON API's routes: empty).
+    html: dict[int, str] = field(default_factory=dict)
+    #: A page's form, posted as ``application/x-www-form-urlencoded``: these fields and the
+    #: page's CSRF token.
+    form: type[BaseModel] | None = None
     #: Completes a stored idempotent response before it is replayed (a route whose answer
     #: holds secrets stores it without them).
     replay: Callable[[web.Request, bytes], Awaitable[bytes]] | None = None

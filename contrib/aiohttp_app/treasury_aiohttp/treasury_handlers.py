@@ -17,7 +17,7 @@ from treasury_aiohttp.io import (
     principal,
     treasury,
 )
-from treasury_aiohttp.routing import Route
+from treasury_aiohttp.routing import Param, Route
 from treasury_core.ports import AccountFormat
 from treasury_core.treasury.records import (
     BankAccount,
@@ -39,6 +39,7 @@ from treasury_core.treasury.requests import (
     CreateWithdrawalRequest,
     RegisterBankAccountRequest,
 )
+from treasury_core.validation import CurrencyCode
 
 T = TypeVar("T", bound=TreasuryRecord)
 
@@ -247,7 +248,7 @@ ROUTES: tuple[Route, ...] = (
         is_list=True,
         paged=False,
         tags=("Bank accounts",),
-        query_params={"currency": "Only this currency's banks."},
+        query_params={"currency": Param("Only this currency's banks.", CurrencyCode)},
     ),
     Route(
         "POST",

@@ -22,9 +22,10 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from treasury_core.payments.intents import PaymentType
-from treasury_core.payments.requests import CardSubmission, Email, Url
+from treasury_core.payments.requests import CardSubmission
 from treasury_core.serialization import Timestamp
 from treasury_core.treasury.records import TreasuryRecord
+from treasury_core.validation import Email, SchemaRule, Url
 
 #: E.164: a plus, a country code not starting with 0, at most 15 digits in all.
 __all__ = [
@@ -227,8 +228,11 @@ class CreateTokenIntentRequest(_Strict):
     """``POST /api/v1/payment_method_token_intent`` (part 2.2)."""
 
     account_id: Annotated[int, Field(gt=0, lt=2**63)]
-    # Not strict, as on payment intents; only ``Tokenization`` is accepted (the service says so).
-    payment_type: Annotated[PaymentType, Field(strict=False)]
+    # Not strict, as on payment intents; only ``Tokenization`` is accepted (the service says so,
+    # with its own message; the document states it).
+    payment_type: Annotated[
+        PaymentType, Field(strict=False), SchemaRule(enum=[PaymentType.TOKENIZATION.value])
+    ]
     customer_email: Email
     customer_phone_number: E164
     callback_url: Url | None = None

@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from treasury_core.events import EventType
-from treasury_core.payments.requests import Url
 from treasury_core.serialization import Timestamp
 from treasury_core.treasury.records import TreasuryRecord
+from treasury_core.validation import Url
 
 
 def _no_credentials(url: str) -> str:

@@ -1,8 +1,9 @@
 """Request bodies of the payment calls (part 4.1 and decisions.md), validated strictly.
 
-Amounts are JSON integers in minor units; ``1.0``, ``"100"`` and ``true`` are refused, as are
-unknown fields. Whether a currency is enabled, an account is the caller's and an amount is within
-the configured maximum is the payments service's to check.
+Amounts are integers in minor units; ``"100"``, ``true`` and ``1.5`` are refused, as are unknown
+fields (over HTTP, a JSON number written ``100.0`` is the integer 100: see the app's body
+parser). Whether a currency is enabled, an account is the caller's and an amount is within the
+configured maximum is the payments service's to check.
 """
 
 from __future__ import annotations
@@ -13,19 +14,18 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from treasury_core.payments.intents import CaptureMethod, PaymentType
-from treasury_core.validation import CurrencyCode, SingleLine
+from treasury_core.validation import (
+    Amount,
+    CurrencyCode,
+    Email,
+    SchemaPattern,
+    SingleLine,
+    Url,
+    id_pattern,
+)
 
-Amount = Annotated[int, Field(gt=0, description="Minor units of the currency.")]
 IntentId = Annotated[int, Field(gt=0, lt=2**63, description="The payment intent's id.")]
 Reference = Annotated[SingleLine, StringConstraints(max_length=255)]
-Url = Annotated[
-    SingleLine,
-    StringConstraints(min_length=8, max_length=2048, pattern=r"^https?://[^\s/?#]+[^\s]*$"),
-]
-Email = Annotated[
-    SingleLine,
-    StringConstraints(max_length=254, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$"),
-]
 
 
 class _Strict(BaseModel):
@@ -48,7 +48,15 @@ class CreateIntentRequest(_Strict):
     merchant_reference: Reference | None = None
     capture_method: Annotated[CaptureMethod, Field(strict=False)] = CaptureMethod.AUTOMATIC
     checkin_date: date | None = None
-    card_token: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+    # The service checks the shape, with its own message: the document states it.
+    card_token: (
+        Annotated[
+            str,
+            StringConstraints(min_length=1, max_length=128),
+            SchemaPattern(id_pattern("pmt")),
+        ]
+        | None
+    ) = None
     callback_url: Url | None = None
     processing_currency: CurrencyCode | None = None
     customer: Annotated[SingleLine, StringConstraints(max_length=255)] | None = None

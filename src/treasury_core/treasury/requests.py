@@ -1,6 +1,6 @@
 """Request bodies of the treasury calls (part 4.4–4.7), validated strictly.
 
-Amounts are JSON integers (minor units); ``1.0``, ``"100"`` and ``true`` are refused. Positivity
+Amounts are integers (minor units); ``"100"``, ``true`` and ``1.5`` are refused. Positivity
 is checked here, the configured maximum by the services.
 """
 
@@ -10,9 +10,15 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from treasury_core.validation import CurrencyCode, Description, Name, SingleLine
+from treasury_core.validation import (
+    Amount,
+    CurrencyCode,
+    Description,
+    Name,
+    SingleLine,
+    VbanCurrencyCode,
+)
 
-Amount = Annotated[int, Field(gt=0, description="Minor units of the currency.")]
 Id = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Reference = Annotated[SingleLine, StringConstraints(max_length=255)]
 Seconds = Annotated[int, Field(gt=0, le=10 * 365 * 24 * 3600)]
@@ -68,7 +74,7 @@ class CreateVirtualAccountRequest(_Strict):
     """``POST /api/v1/virtual-account``."""
 
     wallet_id: Id
-    source_currency: CurrencyCode
+    source_currency: VbanCurrencyCode
 
 
 class SandboxCompleteRequest(_Strict):
