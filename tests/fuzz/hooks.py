@@ -1,0 +1,81 @@
+"""Schemathesis hooks of the fuzz test, loaded by the CLI through ``SCHEMATHESIS_HOOKS``.
+
+Schemathesis draws ``Idempotency-Key`` values independently of the requests they go with, so it
+sends one key with two different bodies, which the API answers 400 ``idempotency_error`` as
+documented. That is a client's mistake, not schema-valid data refused, and it would stop the
+positive-data check from saying anything about the request itself. A well-behaved client uses
+one key per distinct request: each valid key gets a digest of its request appended, so a key
+is reused exactly when the request is (a replay, which the API answers like the first time).
+Keys the API refuses (empty, too long, non-ASCII) are left as drawn, so they are still tested.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import schemathesis
+
+from treasury_core.idempotency import is_valid_key
+
+_HEADER = "Idempotency-Key"
+#: Room for ``-`` and the digest within the 255 characters a key may have.
+_KEPT = 255 - 1 - 32
+
+
+@schemathesis.hook
+def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
+    """One ``Idempotency-Key`` per distinct request."""
+    headers = case.headers
+    key = headers.get(_HEADER) if headers else None
+    if not isinstance(key, str) or not is_valid_key(key):
+        return
+    request = json.dumps(
+        [case.method, case.path, case.path_parameters, case.query, case.body],
+        sort_keys=True,
+        default=repr,
+    )
+    digest = hashlib.sha256(request.encode()).hexdigest()[:32]
+    headers[_HEADER] = f"{key[:_KEPT]}-{digest}"
+
+
+#: Refusals of schema-valid requests that no JSON Schema can state, by error code: they depend
+#: on what the server holds (an intent's state, a movement already settled, a challenge that is
+#: not waiting, the funds of a wallet), relate two fields (``same_wallet``, a manual capture of a
+#: payment type that cannot have one) or are arithmetic over the whole value (the Luhn digit and
+#: length of a card number). Each is a documented 400 of its operation.
+_STATEFUL_OR_ARITHMETIC = frozenset(
+    {
+        "payment_intent_unexpected_state",
+        "refund_not_allowed",
+        "movement_not_pending",
+        "no_action_required",
+        "same_wallet",
+        "insufficient_funds",
+        "invalid_number",
+        "incorrect_number",
+        "capture_method_not_supported",
+    }
+)
+#: Fields whose refusal of a schema-valid value is arithmetic, a lookup or the clock's: a bank
+#: account's number and routing number (IBAN mod 97 and ABA checksums, per-currency formats
+#: after normalisation), a webhook URL's host (numeric hosts and private addresses, checked on
+#: the address the name stands for) and a PMTI's ``expiry_date`` (not before today).
+_CHECKED_BEYOND_SCHEMA = frozenset({"account_number", "routing_number", "url", "expiry_date"})
+
+
+@schemathesis.hook
+def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool:
+    """Keep every failure except a positive-data refusal the schema cannot express."""
+    if getattr(failure, "code", None) != "ST202" or response.status_code != 400:
+        return True
+    try:
+        error = json.loads(response.content)["error"]
+    except (ValueError, KeyError, TypeError):
+        return True
+    if error.get("code") in _STATEFUL_OR_ARITHMETIC:
+        return False
+    return not (
+        error.get("code") == "parameter_invalid" and error.get("param") in _CHECKED_BEYOND_SCHEMA
+    )
