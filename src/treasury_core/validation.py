@@ -17,17 +17,20 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, GetJsonSchemaHandler, StringConstraints
+from pydantic import AfterValidator, BeforeValidator, Field, GetJsonSchemaHandler, StringConstraints
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
 #: Characters no text field accepts, as inclusive ``(first, last)`` code point ranges: the C0
 #: and C1 controls (DEL among them), the line and paragraph separators (a line break that most
-#: displays honour but a one-line field must not hold), the bidirectional embeddings and
-#: overrides (U+202A–U+202E) and the bidirectional isolates (U+2066–U+2069).
+#: displays honour but a one-line field must not hold) and Unicode's whole Bidi_Control set: the
+#: marks (U+061C, U+200E, U+200F), the embeddings and overrides (U+202A–U+202E) and the isolates
+#: (U+2066–U+2069). Even a mark reorders the digits and punctuation around it on screen.
 REFUSED_RANGES: tuple[tuple[int, int], ...] = (
     (0x0000, 0x001F),
     (0x007F, 0x009F),
+    (0x061C, 0x061C),
+    (0x200E, 0x200F),
     (0x2028, 0x2029),
     (0x202A, 0x202E),
     (0x2066, 0x2069),
@@ -84,6 +87,12 @@ def _multi_line(value: str) -> str:
     return _clean(value, _REFUSED_MULTILINE)
 
 
+def _single_line_untrimmed(value: object) -> object:
+    # Before trimming: "Acme\n" is refused as its pattern says, not stored as "Acme". Anything
+    # but a string is left to the type check that follows.
+    return _single_line(value) if isinstance(value, str) else value
+
+
 @dataclass(frozen=True, slots=True)
 class SchemaPattern:
     """Annotation metadata that adds ``pattern`` to a field's JSON Schema only.
@@ -119,7 +128,7 @@ SingleLine = Annotated[str, AfterValidator(_single_line), SchemaPattern(SINGLE_L
 Name = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=255),
-    AfterValidator(_single_line),
+    BeforeValidator(_single_line_untrimmed),
     SchemaPattern(NAME_PATTERN),
 ]
 #: Free text up to 1000 characters; tabs and line breaks allowed, other control characters and

@@ -1,9 +1,9 @@
 import json
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from treasury_core.validation import is_resource_id
+from treasury_core.validation import Name, is_resource_id
 from treasury_core.wallets import CreateWalletRequest
 
 
@@ -49,7 +49,11 @@ def test_resource_id_shape(value: object, prefix: str | None, expected: bool) ->
 
 #: The bidirectional embeddings, overrides and isolates: each makes text display in another
 #: order than it is stored ("Trojan Source"), so a name could read as someone else's.
-BIDI_CONTROLS = [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+#: Unicode's Bidi_Control property (PropList.txt), written out here rather than taken from the
+#: code under test.
+BIDI_CONTROLS = [
+    chr(c) for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+]
 
 #: Request fields that hold codes, ids, numbers or enumerations: never shown as text. Every
 #: other string field of a request body is free text and must refuse bidirectional controls.
@@ -123,3 +127,14 @@ def test_every_free_text_field_refuses_bidirectional_controls(
         model.model_validate({field: f"evil{control}txt.exe"})
     refusals = [error for error in caught.value.errors() if error["loc"][:1] == (field,)]
     assert refusals, f"{model.__name__}.{field} accepted U+{ord(control):04X}"
+
+
+@pytest.mark.parametrize("value", ["Acme\n", "\tAcme", "Acme\u2028", "\u202eAcme "])
+def test_a_name_is_checked_before_it_is_trimmed(value: str) -> None:
+    # The document's pattern refuses these; trimming first would store them as "Acme".
+    with pytest.raises(ValidationError):
+        TypeAdapter(Name).validate_python(value, strict=True)
+
+
+def test_a_name_is_trimmed_of_spaces() -> None:
+    assert TypeAdapter(Name).validate_python("  Acme Ltd  ", strict=True) == "Acme Ltd"
