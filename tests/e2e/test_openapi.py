@@ -101,3 +101,15 @@ async def test_a_hosted_page_answers_as_documented(client: Client) -> None:
     documented = doc["paths"]["/pay/{payment_intent_lookup_id}"]["get"]["responses"]
     assert str(response.status) in documented
     assert response.content_type in documented[str(response.status)]["content"]
+
+
+async def test_the_refusals_a_route_can_give_are_documented(client: Client) -> None:
+    doc = await (await client.get("/api/v1/openapi.json")).json()
+    create = doc["paths"]["/api/v1/payments/intent"]["post"]["responses"]
+    # A publishable key's card_token or manual capture (the route takes publishable keys).
+    assert "403" in create
+    assert "permission_error" in create["403"]["description"]
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            if method == "post" and {"Payments", "Card on file"} & set(operation["tags"]):
+                assert "502" in operation["responses"], path

@@ -273,8 +273,14 @@ def build_openapi(
             responses["401"] = _error("Missing or invalid API key")
         if route.method == "POST" and _CARD_TAGS.intersection(route.tags):
             responses["402"] = _error("The card was declined (`card_error`)")
+            responses["502"] = _error("The card provider failed or could not be reached")
         if route.auth is Auth.SECRET:
             responses["403"] = _error("A secret key is required")
+        elif route.authorize is not None:
+            responses["403"] = _error(
+                "This key may not ask for that (`permission_error`), such as a publishable "
+                "key's manual capture or `card_token`"
+            )
         # An id in the path, the query or the body that this company does not have.
         responses["404"] = _error("No such resource for this company")
         if route.method == "POST":
