@@ -12,7 +12,7 @@ from aiohttp import web
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from treasury_aiohttp.errors import validation_failed
-from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, PRINCIPAL, TREASURY_KEY
+from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, PARSED_BODY, PRINCIPAL, TREASURY_KEY
 from treasury_core import Treasury
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
@@ -119,6 +119,11 @@ async def parse_body(request: web.Request, model: type[M]) -> M:
     written with a fraction or an exponent (``5.0``, ``5e0``) is the integer it denotes, as
     JSON Schema's ``integer`` says; ``5.5`` is refused.
     """
+    earlier = request.get(PARSED_BODY)
+    if earlier is not None and earlier[0] is model:
+        # Read already for this request (by the route's authorize hook); models are immutable.
+        parsed: M = earlier[1]
+        return parsed
     raw = await request.read()
     if is_empty(raw):
         raw = b"{}"
@@ -129,6 +134,7 @@ async def parse_body(request: web.Request, model: type[M]) -> M:
     # standard library's idea of it. The original bytes, not a rewritten body: a rewrite keeps
     # only the last of two values.
     refuse_repeated_names(raw)
+    request[PARSED_BODY] = (model, parsed)
     return parsed
 
 

@@ -20,3 +20,6 @@ OPENAPI_KEY = web.AppKey("openapi", dict[str, Any])
 PRINCIPAL = web.RequestKey("principal", Principal)
 CLAIM = web.RequestKey("idempotency_claim", Claim)
 IDEMPOTENCY_DONE = web.RequestKey("idempotency_done", bool)
+#: The body as parse_body validated it last: a route's authorize hook and its handler read one
+#: body, once.
+PARSED_BODY = web.RequestKey("parsed_body", tuple[type[Any], Any])
