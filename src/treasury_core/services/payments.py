@@ -973,9 +973,15 @@ class PaymentService:
             elif self.provider.refunds_supported():
                 await self.provider.refund(reference, captured)
             else:
-                log.error("could not undo provider charge after a lost race: no refunds")
+                # Named in full: someone has to refund it by hand at the provider.
+                log.error(
+                    "could not undo provider charge %s of %d after a lost race: the card "
+                    "provider has no refunds; refund it at the provider",
+                    reference,
+                    captured,
+                )
         except TreasuryError:
-            log.exception("could not undo provider charge after a lost race")
+            log.exception("could not undo provider charge %s after a lost race", reference)
 
     def _ledger(
         self,
