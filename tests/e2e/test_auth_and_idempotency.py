@@ -130,7 +130,10 @@ async def test_in_flight_key_is_409(client: Client, tenant: Tenant, treasury: Tr
     body = b'{"name": "A", "currency_id": "USD"}'
     # Another process holds the key: its claim is committed and its lease is running.
     await treasury.idempotency.claim(
-        tenant.company_id, "busy", fingerprint("POST", "/api/v1/wallet", body)
+        tenant.company_id,
+        "busy",
+        fingerprint("POST", "/api/v1/wallet", body),
+        kind=KeyKind.SECRET,
     )
     response = await client.post(
         "/api/v1/wallet",
@@ -147,7 +150,10 @@ async def test_an_abandoned_claim_is_taken_over_after_its_lease(
 ) -> None:
     body = b'{"name": "A", "currency_id": "USD"}'
     await treasury.idempotency.claim(
-        tenant.company_id, "crashed", fingerprint("POST", "/api/v1/wallet", body)
+        tenant.company_id,
+        "crashed",
+        fingerprint("POST", "/api/v1/wallet", body),
+        kind=KeyKind.SECRET,
     )
     treasury.clock.advance(treasury.config.idempotency_lease_seconds + 1)  # type: ignore[attr-defined]
     headers = {**tenant.auth, "Idempotency-Key": "crashed", "Content-Type": "application/json"}

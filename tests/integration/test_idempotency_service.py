@@ -21,12 +21,12 @@ def test_releasing_after_completion_keeps_the_stored_response(storage: Storage) 
     ).idempotency
 
     async def scenario() -> object:
-        claim = await service.claim(1, "k", "f" * 64)
+        claim = await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)
         assert isinstance(claim, Claim)
         ticket = claim.ticket(lambda result: StoredResponse(200, result))
         await storage.run(lambda uow: complete_in(uow, ticket, ticket.render(b'{"id":1}')))
         await service.release(claim)
-        return await service.claim(1, "k", "f" * 64)
+        return await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)
 
     again = asyncio.run(scenario())
     assert again == Replay(StoredResponse(200, b'{"id":1}'))
@@ -42,7 +42,7 @@ def test_completion_rotates_the_token_so_a_stale_takeover_cannot_overwrite(
     ).idempotency
 
     async def scenario() -> tuple[bool, object]:
-        claim = await service.claim(1, "k", "f" * 64)
+        claim = await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)
         assert isinstance(claim, Claim)
         stale = await storage.run(lambda uow: uow.idempotency.get(1, "k"), write=False)
         assert stale is not None
@@ -56,7 +56,7 @@ def test_completion_rotates_the_token_so_a_stale_takeover_cannot_overwrite(
             return uow.idempotency.replace(fresh, stale.token)
 
         took = await storage.run(takeover)
-        return took, await service.claim(1, "k", "f" * 64)
+        return took, await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)
 
     took, again = asyncio.run(scenario())
     assert took is False
@@ -87,7 +87,9 @@ def test_each_key_kind_has_its_own_records(storage: Storage) -> None:
                     StoredResponse(200, body)
                 )
             # The default kind is the secret key's, stored as presented.
-            assert await service.claim(1, key, "f" * 64) == Replay(StoredResponse(200, b"secret"))
+            assert await service.claim(1, key, "f" * 64, kind=KeyKind.SECRET) == Replay(
+                StoredResponse(200, b"secret")
+            )
             stored = await storage.run(
                 lambda uow, key=key: uow.idempotency.get(1, key), write=False
             )

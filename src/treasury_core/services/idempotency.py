@@ -62,12 +62,14 @@ class IdempotencyService:
         self._lease = timedelta(seconds=lease_seconds)
 
     async def claim(
-        self, company_id: int, key: str, fingerprint: str, *, kind: KeyKind = KeyKind.SECRET
+        self, company_id: int, key: str, fingerprint: str, *, kind: KeyKind
     ) -> Claim | Replay:
         """Take ``key``, presented with a key of ``kind``, for a request with ``fingerprint``, or
         say how to answer instead. The other kind's records under the same ``key`` are not seen.
 
         The caller authorizes the request first: a replay answers whoever presents the key.
+        ``kind`` has no default: a publishable caller filed under the secret key's records
+        would be answered what only a secret key may see.
         Raises :class:`IdempotencyError` (same key, other request) or
         :class:`IdempotencyInFlight` (same key, first request still running).
         """
