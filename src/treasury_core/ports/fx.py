@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True, slots=True)
 class FxQuote:
-    """A rate: major units of ``target`` per major unit of ``source``, and when it was observed."""
+    """A rate: major units of ``target`` per major unit of ``source``, and when it was observed.
+
+    ``rate_date`` is the business day a published reference rate belongs to (the ECB's date),
+    for adapters whose rates have one; live rates leave it ``None``.
+    """
 
     source: str
     target: str
     rate: Decimal
     as_of: datetime
+    rate_date: date | None = None
 
 
 @runtime_checkable

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 from treasury_core.config import TreasuryConfig
@@ -124,8 +124,16 @@ class TreasuryContext:
 
         Refuses a rate older than the configured freshness limit (nothing has moved yet).
         """
+        rate, converted, _ = await self.dated_quote(source, target, amount)
+        return rate, converted
+
+    async def dated_quote(
+        self, source: str, target: str, amount: int
+    ) -> tuple[Decimal, int, date | None]:
+        """As :meth:`quote`, with the business day of the rate when the FX adapter gives one
+        (``None`` for the same currency, or a live rate)."""
         if source == target:
-            return Decimal(1), amount
+            return Decimal(1), amount, None
         quote = await self.fx.rate(source, target)
         max_age = min(self.config.fx_max_age_seconds, self.fx.max_age_seconds)
         if self.clock.now() - quote.as_of > timedelta(seconds=max_age):
@@ -141,7 +149,7 @@ class TreasuryContext:
                 param="from_amount",
                 code="amount_too_small",
             )
-        return quote.rate, converted
+        return quote.rate, converted, quote.rate_date
 
     def event(self, uow: UnitOfWork, type_: EventType, record: TreasuryRecord) -> None:
         """Write ``type_`` for ``record`` to the outbox, in the caller's transaction."""

@@ -47,7 +47,9 @@ class TransferService:
             )
 
         from_currency, to_currency = await self._currencies(company_id, request)
-        rate, to_amount = await ctx.quote(from_currency, to_currency, request.from_amount)
+        rate, to_amount, rate_date = await ctx.dated_quote(
+            from_currency, to_currency, request.from_amount
+        )
         cross = from_currency != to_currency
 
         def create(uow: UnitOfWork) -> Transfer:
@@ -79,6 +81,7 @@ class TransferService:
                 to_amount=to_amount,
                 to_currency_id=target.currency,
                 exchange_rate_from_to=rate,
+                exchange_rate_date=rate_date,
                 reference=request.reference,
                 description=request.description,
                 status=_CREATED_PENDING if cross else _CREATED_SETTLED,

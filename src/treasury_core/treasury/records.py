@@ -12,6 +12,7 @@ Rules:
 
 from __future__ import annotations
 
+from datetime import date
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
@@ -111,6 +112,10 @@ class TransferRecord(_Frozen):
     status: MovementStatus
     error: MovementError | None
     created_at: Timestamp
+    #: The business day of a published reference rate (the ECB's date), ``YYYY-MM-DD``; null
+    #: for the same currency or an FX adapter with live rates. Added after the interface's 2.6
+    #: fields, which are unchanged; records stored before it read as null.
+    exchange_rate_date: date | None = None
 
 
 class BankAccountRecord(_Frozen):
