@@ -100,16 +100,19 @@ async def funded(treasury: Treasury) -> tuple[int, str, str, str]:
     return company, usd.id, gbp.id, kwd.id
 
 
+@pytest.mark.parametrize("storage", ["memory", "sqlite"])
 def test_selected_by_name_refreshed_from_the_url(
-    server: RatesServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: RatesServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str
 ) -> None:
     # Offline the treasury knows Thursday 17 April; on Easter Tuesday evening the URL has more.
     monkeypatch.setenv("TREASURY_ECB_FILE", str(snapshot_until(tmp_path, date(2025, 4, 17))))
     monkeypatch.setenv("TREASURY_ECB_URL", server.url("/eurofxref-hist-90d.xml"))
     monkeypatch.setenv("TREASURY_ECB_MARKUP_BPS", "0")
     clock = FakeClock(datetime(2025, 4, 22, 17, tzinfo=UTC))
+    # SQLite stores the record as JSON: the date must come back from it as it went in.
+    url = "memory://" if storage == "memory" else f"sqlite:///{tmp_path / 'treasury.db'}"
     treasury = bootstrap(
-        TreasuryConfig(database_url="memory://", fx_rates="ecb"), clock=clock, wall_clock=clock
+        TreasuryConfig(database_url=url, fx_rates="ecb"), clock=clock, wall_clock=clock
     )
     assert server.hits == []  # building the treasury fetched nothing
 
