@@ -1,9 +1,9 @@
 """Every documented install runs every documented call: the CI step that checks it for real.
 
 Builds the wheel once, then for each install the docs give (``pip install treasury-core``,
-``[sql]``, ``[postgres]``, ``[server]``) makes a fresh virtual environment, installs the wheel
-with those extras (dependencies from the configured indexes) and runs there, from a temporary
-directory, what the docs say that install runs:
+``[sql]``, ``[postgres]``, ``[server]``, ``[ecb]``) makes a fresh virtual environment, installs
+the wheel with those extras (dependencies from the configured indexes) and runs there, from a
+temporary directory, what the docs say that install runs:
 
 - ``tools/install_checks/core_calls.py``: the core's calls on ``memory://``, every install;
 - ``tools/install_checks/test_pytest_fixtures.py`` under pytest: the plugin's fixtures that the
@@ -16,7 +16,9 @@ directory, what the docs say that install runs:
 - the Python blocks of docs/guides/embedding.md, each as a program of its own, except those
   marked ``<!-- fragment: why -->`` on the line before (they continue the surrounding prose and
   are covered by the example named there);
-- with the server extra, ``treasury serve`` (README, quickstart) until it answers.
+- with the server extra, ``treasury serve`` (README, quickstart) until it answers;
+- with the ecb extra, ``tools/install_checks/ecb_rates.py``: a transfer at the ECB's rate from
+  the history the extra ships (docs/providers.md).
 
 Run it with the project's environment: ``.venv/bin/python tools/check_installs.py``. Any
 failure stops it with a non-zero exit and the failing program's output. ``tests/unit/
@@ -61,6 +63,8 @@ class Install:
     serve: bool = False
     #: docs/guides/property-testing.md: the kit needs no extra, Hypothesis beside it.
     property_example: bool = False
+    #: docs/providers.md: the ecb extra quotes offline from the history it ships.
+    ecb_rates: bool = False
 
     @property
     def name(self) -> str:
@@ -82,6 +86,8 @@ INSTALLS = (
         guide_snippets=True,
         serve=True,
     ),
+    # docs/providers.md: `pip install 'treasury-core[ecb]'` and TREASURY_FX_RATES=ecb.
+    Install(("ecb",), ecb_rates=True),
 )
 
 
@@ -266,6 +272,8 @@ def check(install: Install, wheel: Path, work: Path) -> None:
             snippet_dir.mkdir()
             (snippet_dir / "snippet.py").write_text(code)
             run([python, "snippet.py"], snippet_dir, f"{install.name}: {GUIDE.name} #{number}")
+    if install.ecb_rates:
+        run([python, str(CHECKS / "ecb_rates.py")], cwd, f"{install.name}: ecb_rates.py")
     if install.serve:
         check_serve(venv, cwd)
     print(f"ok   {install.name} ({time.monotonic() - started:.0f} s)", flush=True)
