@@ -9,6 +9,8 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from treasury_core import TreasuryConfig
 from treasury_core.errors import FxRateUnavailable, ValidationFailed
@@ -185,3 +187,29 @@ def test_the_factory_reads_its_own_variables() -> None:
     ):
         with pytest.raises(BadSetting, match=name):
             ecb_fx_rates(config, clock, {name: value})
+
+
+_THURSDAY = parse_rates(XML.read_bytes())
+_CODES = sorted(["EUR", *_THURSDAY.days[date(2025, 4, 17)]])
+
+
+@given(
+    source=st.sampled_from(_CODES),
+    target=st.sampled_from(_CODES),
+    markup=st.integers(min_value=0, max_value=9_999),
+)
+@settings(max_examples=200, deadline=None)
+def test_cross_rates_are_consistent_and_the_markup_only_lowers_them(
+    source: str, target: str, markup: int
+) -> None:
+    clock = at("2025-04-17")
+    mid = EcbFxRates(clock, table=_THURSDAY)
+    marked = EcbFxRates(clock, table=_THURSDAY, markup_bps=markup)
+    there = quote(mid, source, target).rate
+    back = quote(mid, target, source).rate
+    # Each way is rounded to ten significant digits once: the round trip is 1 to about 1e-9.
+    assert abs(there * back - 1) < Decimal("2e-9")
+    if source != target:
+        assert quote(marked, source, target).rate <= there
+        expected = there * (10_000 - markup) / 10_000
+        assert abs(quote(marked, source, target).rate - expected) <= expected * Decimal("1e-9")
