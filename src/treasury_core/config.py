@@ -74,7 +74,21 @@ class TreasuryConfig(BaseModel):
         description="How long a process reuses a successful API-key lookup; a key revoked in "
         "another process stops working within this time (0: look up every request).",
     )
-    card_provider: str = Field(default="sandbox", description="Card provider adapter name.")
+    card_provider: str = Field(
+        default="sandbox", description="Card provider adapter name (sandbox, stripe)."
+    )
+    stripe_api_key: SecretStr | None = Field(
+        default=None,
+        description="The Stripe secret key (sk_…) of the stripe card provider; required with it.",
+    )
+    stripe_api_base: str | None = Field(
+        default=None,
+        description="Stripe's API base URL, for a local fake such as localstripe; Stripe's own "
+        "when unset.",
+    )
+    stripe_webhook_secret: SecretStr | None = Field(
+        default=None, description="Verifies Stripe's webhook signatures (whsec_…)."
+    )
     payment_delays_seconds: dict[str, float] = Field(
         default_factory=dict,
         description="Delays of payment jobs by kind (payout, payout_apply, chargeback_open, "
@@ -156,6 +170,15 @@ class TreasuryConfig(BaseModel):
         if self.delivery_lease_seconds <= 2 * self.webhook_timeout_seconds:
             raise ValueError(
                 "delivery_lease_seconds must be more than twice webhook_timeout_seconds"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _stripe_has_a_key(self) -> TreasuryConfig:
+        # Refused here, before anything is opened, rather than at the first payment.
+        if self.card_provider == "stripe" and self.stripe_api_key is None:
+            raise ValueError(
+                "TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe"
             )
         return self
 

@@ -43,7 +43,16 @@ PREFIX = "TREASURY_"
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("treasury_environ", default=None)
 
 #: Settings whose values are secrets: an error names the variable but never repeats the value.
-_SECRET_FIELDS = frozenset({"vault_key", "vault_old_keys", "form_key", "database_url"})
+_SECRET_FIELDS = frozenset(
+    {
+        "vault_key",
+        "vault_old_keys",
+        "form_key",
+        "database_url",
+        "stripe_api_key",
+        "stripe_webhook_secret",
+    }
+)
 
 
 class BadSetting(TreasuryError):
@@ -105,6 +114,9 @@ class TreasurySettings(BaseSettings):
     settlement_delays_seconds: Json[dict[str, float]] | None = None
     api_key_cache_seconds: float | None = None
     card_provider: str | None = None
+    stripe_api_key: SecretStr | None = None
+    stripe_api_base: str | None = None
+    stripe_webhook_secret: SecretStr | None = None
     payment_delays_seconds: Json[dict[str, float]] | None = None
     job_poll_seconds: float | None = None
     max_body_bytes: int | None = None

@@ -300,6 +300,19 @@ def test_a_sandbox_flag_that_is_not_a_boolean_stops_the_server(workdir: Path, va
     assert not (workdir / "treasury.db").exists()  # refused before anything was opened
 
 
+def test_the_stripe_provider_without_a_key_stops_the_server(workdir: Path) -> None:
+    result = run_cli(
+        "serve",
+        "--port",
+        str(free_port()),
+        cwd=workdir,
+        env=clean_env(TREASURY_CARD_PROVIDER="stripe"),
+    )
+    line = one_line_error(result)
+    assert "TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe" in line
+    assert not (workdir / "treasury.db").exists()  # refused before anything was opened
+
+
 def test_an_adapter_no_plugin_registers_is_refused_at_start(workdir: Path) -> None:
     # The bank rail is built on first use: this used to start, then answer the first deposit 500.
     result = run_cli(

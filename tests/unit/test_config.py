@@ -183,6 +183,33 @@ def test_a_rule_across_settings_is_one_line_too() -> None:
     )
 
 
+def test_the_stripe_provider_without_a_key_is_refused_with_one_line() -> None:
+    with pytest.raises(BadSetting) as refused:
+        config_from_env({"TREASURY_CARD_PROVIDER": "stripe"})
+    assert refused.value.message == (
+        "The settings are not valid: "
+        "TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe"
+    )
+
+
+def test_stripe_settings_from_the_environment_keep_their_secrets() -> None:
+    config = config_from_env(
+        {
+            "TREASURY_CARD_PROVIDER": "stripe",
+            "TREASURY_STRIPE_API_KEY": "sk_test_abc",
+            "TREASURY_STRIPE_API_BASE": "http://127.0.0.1:8420",
+            "TREASURY_STRIPE_WEBHOOK_SECRET": "whsec_xyz",
+        }
+    )
+    assert config.stripe_api_key is not None
+    assert config.stripe_api_key.get_secret_value() == "sk_test_abc"
+    assert config.stripe_api_base == "http://127.0.0.1:8420"
+    assert "sk_test_abc" not in repr(config)
+    assert "whsec_xyz" not in repr(config)
+    # A key alone, with the sandbox provider, is fine: it is simply not used.
+    assert config_from_env({"TREASURY_STRIPE_API_KEY": "sk_test_abc"}).card_provider == "sandbox"
+
+
 def test_a_bad_override_is_not_blamed_on_a_variable() -> None:
     with pytest.raises(BadSetting, match=r"^pool_size") as refused:
         config_from_env({"TREASURY_POOL_SIZE": "4"}, pool_size=0)
