@@ -175,3 +175,14 @@ def test_a_plugin_may_supply_the_webhook_sender() -> None:
     assert isinstance(treasury.notifications.sender, QueueSender)
     with pytest.raises(AdapterNotFound):
         bootstrap(TreasuryConfig(database_url="memory://", webhook_sender="nope"), plugins=pm)
+
+
+def test_the_stripe_provider_refuses_to_be_built_without_a_key() -> None:
+    # model_construct skips TreasuryConfig's own check, as an embedding application may.
+    from treasury_core.settings import BadSetting
+
+    config = TreasuryConfig.model_construct(
+        **{**TreasuryConfig().__dict__, "card_provider": "stripe"}
+    )
+    with pytest.raises(BadSetting, match="TREASURY_STRIPE_API_KEY is required"):
+        bootstrap(config, storage=MemoryStorage())

@@ -1,0 +1,1 @@
+"""The Stripe card provider: Stripe PaymentIntents (``TREASURY_CARD_PROVIDER=stripe``)."""

@@ -1,0 +1,323 @@
+"""The Stripe card provider: one Stripe PaymentIntent per charge, driven by the official SDK.
+
+==============================  ===============================================================
+port call                       Stripe calls
+==============================  ===============================================================
+``authorize``                   ``POST /v1/payment_methods`` (the raw card), then
+                                ``POST /v1/payment_intents`` with ``confirm=true`` and
+                                ``capture_method`` ``manual`` (a hold) or ``automatic``
+``capture``                     ``GET`` the intent, then ``POST …/capture`` with
+                                ``amount_to_capture``
+``void``                        ``GET`` the intent, then ``POST …/cancel``
+``refund``                      ``GET`` the intent and its charge, then ``POST /v1/refunds``
+==============================  ===============================================================
+
+The reference of a charge is the PaymentIntent's id (``pi_…``); a refund's is the Refund's id
+(``re_…``). Stripe keeps the state, so the reference never changes.
+
+Raw card numbers reach Stripe only through ``POST /v1/payment_methods``, which real Stripe
+accepts from merchants it has cleared to send raw card data (PCI DSS scope); everyone else
+collects cards with Stripe.js. The card number and CVC are never logged and never appear in a
+message: Stripe's own error messages are not passed on, only its codes.
+
+Every mutating call carries an idempotency key, and the SDK retries timeouts and connection
+failures with that same key, so a retry never charges twice. Stripe's errors are translated
+here, at the boundary: a decline is a :class:`~treasury_core.errors.CardError` whose
+``failure_reason`` is Stripe's decline code; timeouts, rate limits, refused credentials and
+anything unexpected are :class:`~treasury_core.errors.ProviderError`. No ``stripe`` exception
+leaves this module.
+
+The SDK's calls are blocking and run in a worker thread (``asyncio.to_thread``): its async
+client keeps one aiohttp session bound to the event loop of its first call, and an embedding
+application may call a provider from more than one loop.
+
+3-D Secure is not offered yet: a card Stripe wants authenticated is declined with
+``authentication_required`` and its PaymentIntent cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+import stripe
+from stripe.params import PaymentMethodCreateParamsCard
+
+from treasury_core.cards.numbers import brand_of, luhn_valid, normalize
+from treasury_core.errors import CardError, ProviderError, TreasuryError
+from treasury_core.ports import Clock
+from treasury_core.ports.card_provider import (
+    CardData,
+    CardProviderBase,
+    CardProviderResult,
+    CardProviderStatus,
+    HoldGone,
+)
+
+T = TypeVar("T")
+
+#: Retries of one call on a timeout, a connection failure or a rate limit, with its same
+#: idempotency key (the SDK's own retry, with backoff).
+MAX_NETWORK_RETRIES = 2
+#: Seconds one HTTP request to Stripe may take before it counts as a timeout.
+REQUEST_TIMEOUT_SECONDS = 30.0
+
+_REFERENCE = re.compile(r"pi_[A-Za-z0-9]{1,200}")
+#: Stripe's codes are snake_case words; anything else is not repeated to our callers.
+_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+_DECLINE_MESSAGES: dict[str, str] = {
+    "card_declined": "Your card was declined",
+    "insufficient_funds": "Your card has insufficient funds",
+    "expired_card": "Your card has expired",
+    "incorrect_cvc": "Your card's security code is incorrect",
+    "incorrect_number": "Your card number is incorrect",
+    "lost_card": "Your card was declined",
+    "stolen_card": "Your card was declined",
+    "processing_error": "The card provider could not process your card; try again",
+    "authentication_required": "Your card requires 3-D Secure, which is not available here",
+}
+
+
+def _refuse(message: str, failure_reason: str) -> CardError:
+    return CardError(message, failure_reason=failure_reason)
+
+
+def _decline(exc: stripe.CardError) -> CardError:
+    """Stripe's decline as our CardError: the decline code when Stripe gives a specific one."""
+    decline_code = exc.error.decline_code if exc.error is not None else None
+    reason = exc.code or "card_declined"
+    if decline_code and decline_code != "generic_decline":
+        reason = decline_code
+    if not _CODE.fullmatch(reason):
+        reason = "card_declined"
+    return _refuse(_DECLINE_MESSAGES.get(reason, "Your card was declined"), reason)
+
+
+def _translate(exc: stripe.StripeError) -> TreasuryError:
+    """A Stripe error as the port's error; the SDK's message is never passed on."""
+    if isinstance(exc, stripe.CardError):
+        return _decline(exc)
+    if isinstance(exc, stripe.RateLimitError):
+        return ProviderError("The card provider is limiting requests; try again shortly")
+    if isinstance(exc, stripe.APIConnectionError):
+        return ProviderError("The card provider did not answer in time")
+    if isinstance(exc, stripe.AuthenticationError | stripe.PermissionError):
+        return ProviderError("The card provider refused this treasury's API key")
+    # Stripe says resource_missing; localstripe only answers 404.
+    if isinstance(exc, stripe.InvalidRequestError) and (
+        exc.code == "resource_missing" or exc.http_status == 404
+    ):
+        return _refuse("No such charge at the card provider", "unknown_reference")
+    code = exc.code if exc.code and _CODE.fullmatch(exc.code) else exc.http_status
+    return ProviderError(f"The card provider refused the request ({code})")
+
+
+def _check_amount(amount: int) -> None:
+    if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+        raise _refuse("The amount must be a positive whole number of minor units", "invalid_amount")
+
+
+def _check_reference(reference: str) -> None:
+    # Checked before any call: a reference is put in a URL path.
+    if not (isinstance(reference, str) and _REFERENCE.fullmatch(reference)):
+        raise _refuse("No such charge at the card provider", "unknown_reference")
+
+
+def _key(operation: str) -> str:
+    """A fresh idempotency key for one logical call (the SDK reuses it on its retries)."""
+    return f"treasury-{operation}-{uuid.uuid4().hex}"
+
+
+class StripeCardProvider(CardProviderBase):
+    """A card provider backed by Stripe PaymentIntents (see the module for the mapping)."""
+
+    def __init__(
+        self,
+        api_key: str,
+        clock: Clock,
+        *,
+        api_base: str | None = None,
+        max_network_retries: int = MAX_NETWORK_RETRIES,
+        timeout_seconds: float = REQUEST_TIMEOUT_SECONDS,
+    ) -> None:
+        self._clock = clock
+        self._client = stripe.StripeClient(
+            api_key,
+            base_addresses={"api": api_base} if api_base else {},
+            max_network_retries=max_network_retries,
+            http_client=stripe.new_default_http_client(timeout=timeout_seconds),
+        )
+
+    def manual_capture_supported(self) -> bool:
+        """Holds (``capture_method=manual``) can be captured later."""
+        return True
+
+    def refunds_supported(self) -> bool:
+        """Captured charges can be refunded."""
+        return True
+
+    def partial_refunds_supported(self) -> bool:
+        """A refund may be for part of the captured amount."""
+        return True
+
+    async def _call(self, call: Callable[[], T]) -> T:
+        try:
+            return await asyncio.to_thread(call)
+        except stripe.StripeError as exc:
+            raise _translate(exc) from None
+
+    async def _intent(self, reference: str) -> stripe.PaymentIntent:
+        _check_reference(reference)
+        return await self._call(lambda: self._client.v1.payment_intents.retrieve(reference))
+
+    async def authorize(
+        self, card: CardData, amount: int, currency: str, *, capture: bool
+    ) -> CardProviderResult:
+        """Hold ``amount`` (``capture=False``, no money moves) or charge it (**moves money**)."""
+        _check_amount(amount)
+        number = self._checked_number(card)
+        details = PaymentMethodCreateParamsCard(
+            number=number, exp_month=card.expiry_month, exp_year=card.expiry_year
+        )
+        if card.cvc is not None:
+            details["cvc"] = card.cvc
+        key = _key("authorize")
+        method = await self._call(
+            lambda: self._client.v1.payment_methods.create(
+                params={"type": "card", "card": details},
+                options={"idempotency_key": f"{key}-pm"},
+            )
+        )
+        intent = await self._call(
+            lambda: self._client.v1.payment_intents.create(
+                params={
+                    "amount": amount,
+                    "currency": currency.lower(),
+                    "payment_method": method.id,
+                    # Cards only: no redirect-based method can be picked, so no return_url.
+                    "payment_method_types": ["card"],
+                    "capture_method": "automatic" if capture else "manual",
+                    "confirm": True,
+                },
+                options={"idempotency_key": f"{key}-pi"},
+            )
+        )
+        if intent.status == "requires_action":
+            # No challenge page shows Stripe's 3-D Secure yet: release it and decline.
+            await self._cancel(intent.id)
+            raise _refuse(_DECLINE_MESSAGES["authentication_required"], "authentication_required")
+        expected = "succeeded" if capture else "requires_capture"
+        if intent.status != expected:
+            raise ProviderError(f"The card provider left the charge {intent.status}")
+        return CardProviderResult(
+            reference=intent.id,
+            status=CardProviderStatus.CAPTURED if capture else CardProviderStatus.AUTHORIZED,
+            brand=brand_of(number),
+            last4=number[-4:],
+        )
+
+    async def capture(self, reference: str, amount: int) -> CardProviderResult:
+        """Capture up to the held amount. **Moves money.**
+
+        The intent is read first, so a hold Stripe cancelled (an expired authorization) is
+        :class:`HoldGone` and a second capture ``already_captured``, from Stripe's state rather
+        than from its error messages.
+        """
+        intent = await self._intent(reference)
+        self._check_capturable(intent)
+        _check_amount(amount)
+        # localstripe has no amount_capturable; a hold's capturable amount is its amount there.
+        capturable = getattr(intent, "amount_capturable", None) or intent.amount
+        if amount > capturable:
+            raise _refuse("The capture exceeds the authorized amount", "amount_too_large")
+        try:
+            captured = await asyncio.to_thread(
+                lambda: self._client.v1.payment_intents.capture(
+                    reference,
+                    params={"amount_to_capture": amount},
+                    # A capture of this amount on this hold happens once, whoever retries it.
+                    options={"idempotency_key": f"treasury-capture-{reference}-{amount}"},
+                )
+            )
+        except stripe.InvalidRequestError as exc:
+            # The hold changed between the read and the capture (it expired, say): say why.
+            self._check_capturable(await self._intent(reference))
+            raise _translate(exc) from None
+        except stripe.StripeError as exc:
+            raise _translate(exc) from None
+        if captured.status != "succeeded":
+            raise ProviderError(f"The card provider left the capture {captured.status}")
+        return CardProviderResult(reference=reference, status=CardProviderStatus.CAPTURED)
+
+    @staticmethod
+    def _check_capturable(intent: stripe.PaymentIntent) -> None:
+        if intent.status == "canceled":
+            raise HoldGone()
+        if intent.status == "succeeded":
+            raise _refuse("The charge has already been captured", "already_captured")
+        if intent.status == "requires_action":
+            raise _refuse("The customer has not passed 3-D Secure", "authentication_required")
+        if intent.status != "requires_capture":
+            raise _refuse("The charge holds nothing to capture", "charge_not_authorized")
+
+    async def void(self, reference: str) -> CardProviderResult:
+        """Release a hold; voiding twice is harmless. Moves no money."""
+        intent = await self._intent(reference)
+        if intent.status == "succeeded":
+            raise _refuse("The charge has already been captured", "already_captured")
+        if intent.status != "canceled":
+            await self._cancel(reference)
+        return CardProviderResult(reference=reference, status=CardProviderStatus.VOIDED)
+
+    async def _cancel(self, reference: str) -> None:
+        await self._call(
+            lambda: self._client.v1.payment_intents.cancel(
+                reference, options={"idempotency_key": f"treasury-cancel-{reference}"}
+            )
+        )
+
+    async def refund(self, reference: str, amount: int) -> CardProviderResult:
+        """Return up to the captured, not yet refunded amount to the card. **Moves money.**"""
+        intent = await self._intent(reference)
+        if intent.status == "canceled":
+            raise _refuse("The authorization was voided", "authorization_voided")
+        if intent.status != "succeeded" or intent.latest_charge is None:
+            raise _refuse("The charge has not been captured", "charge_not_captured")
+        _check_amount(amount)
+        charge = intent.latest_charge
+        if isinstance(charge, str):
+            charge_id = charge
+            charge = await self._call(lambda: self._client.v1.charges.retrieve(charge_id))
+        # Stripe counts the part of a partial capture it released as refunded, so this is
+        # what is left of the money that moved.
+        if amount > charge.amount - charge.amount_refunded:
+            raise _refuse("The refund exceeds the captured amount", "amount_too_large")
+        refund = await self._call(
+            lambda: self._client.v1.refunds.create(
+                params={"payment_intent": reference, "amount": amount},
+                # Two refunds of the same amount are legitimate: one key per call, not per amount.
+                options={"idempotency_key": _key("refund")},
+            )
+        )
+        if refund.status in ("failed", "canceled"):
+            raise _refuse("The card provider refused the refund", "refund_failed")
+        return CardProviderResult(reference=refund.id, status=CardProviderStatus.REFUNDED)
+
+    def _checked_number(self, card: CardData) -> str:
+        # The checks the sandbox makes, so a bad card is the same 402 with either provider and
+        # never costs a Stripe request.
+        number = normalize(card.number)
+        if not (number.isdigit() and 12 <= len(number) <= 19 and luhn_valid(number)):
+            raise _refuse("Your card number is invalid", "invalid_number")
+        if not 1 <= card.expiry_month <= 12:
+            raise _refuse("Your card's expiration month is invalid", "invalid_expiry_month")
+        now = self._clock.now()
+        if (card.expiry_year, card.expiry_month) < (now.year, now.month):
+            raise _refuse("Your card has expired", "expired_card")
+        if card.cvc is not None and not (card.cvc.isdigit() and 3 <= len(card.cvc) <= 4):
+            raise _refuse("Your card's security code is invalid", "invalid_cvc")
+        return number

@@ -1,0 +1,32 @@
+"""Registers the Stripe card provider under ``stripe``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from treasury_core.config import TreasuryConfig
+from treasury_core.plugins.hookspecs import CardProviderFactory, hookimpl
+from treasury_core.ports import CardProvider, Clock
+
+
+def _stripe_card_provider(config: TreasuryConfig, clock: Clock) -> CardProvider:
+    # Imported here: registering the adapter must not need the stripe extra installed.
+    from treasury_stripe.card_provider import StripeCardProvider
+
+    if config.stripe_api_key is None:
+        # Here, not at the top: treasury_core.settings loads the environment reader, which an
+        # embedding application that never reads TREASURY_* variables does not import.
+        from treasury_core.settings import BadSetting
+
+        # TreasuryConfig refuses this already; an embedding application may have built the
+        # config with model_construct, which skips that check.
+        raise BadSetting("TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe")
+    return StripeCardProvider(
+        config.stripe_api_key.get_secret_value(), clock, api_base=config.stripe_api_base
+    )
+
+
+@hookimpl
+def register_card_provider() -> Mapping[str, CardProviderFactory]:
+    """The Stripe card provider (PaymentIntents; needs ``TREASURY_STRIPE_API_KEY``)."""
+    return {"stripe": _stripe_card_provider}
