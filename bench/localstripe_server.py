@@ -1,6 +1,6 @@
 """Serve localstripe for the HTTP benchmark; run with the localstripe venv's interpreter.
 
-``python bench/localstripe_server.py --port N --store FILE [--no-dump]``
+``python bench/localstripe_server.py (--port N | --fd FD) --store FILE [--no-dump] [--quiet]``
 
 This does what localstripe's own ``localstripe --from-scratch`` command does (its aiohttp app, its
 middlewares, its access log to stderr at DEBUG) with two differences that change where, not how
@@ -15,6 +15,10 @@ much, it works:
 ``--no-dump`` skips that pickling, leaving localstripe's pure in-memory speed: the benchmark's
 ceiling for what localstripe's request handling costs without the cost that grows with its store.
 
+``--fd`` serves on a listening socket the caller already bound and passed down (the tests do
+this): connections made before the server is up wait in the socket's backlog, so the caller
+needs no readiness poll. ``--quiet`` drops the access log.
+
 Nothing here imports the benchmark package: it runs in localstripe's own venv.
 """
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import logging
 import pickle
+import socket
 
 from aiohttp import web
 from localstripe import resources, server
@@ -31,9 +36,12 @@ from localstripe import resources, server
 def main() -> None:
     """Parse the options, point the store at its file (or nowhere), serve."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int)
+    where.add_argument("--fd", type=int, help="a listening socket inherited from the caller")
     parser.add_argument("--store", required=True, help="the file the store is pickled to")
     parser.add_argument("--no-dump", action="store_true", help="keep the store in memory only")
+    parser.add_argument("--quiet", action="store_true", help="no access log")
     args = parser.parse_args()
     path: str = args.store
 
@@ -50,7 +58,12 @@ def main() -> None:
     logger = logging.getLogger("aiohttp.access")
     logger.setLevel(logging.DEBUG)
     logger.addHandler(logging.StreamHandler())
-    web.run_app(server.app, host="127.0.0.1", port=args.port, access_log=logger, print=None)
+    access_log = None if args.quiet else logger
+    if args.fd is not None:
+        sock = socket.socket(fileno=args.fd)
+        web.run_app(server.app, sock=sock, access_log=access_log, print=None)
+    else:
+        web.run_app(server.app, host="127.0.0.1", port=args.port, access_log=access_log, print=None)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import contextlib
 import itertools
 import logging
 import os
+import socket
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -22,6 +24,9 @@ from treasury_core.testing.memory import MemoryStorage
 pytest_plugins = ["pytester"]
 
 POSTGRES_ENV = "TREASURY_TEST_POSTGRES_URL"
+#: The interpreter of a venv with localstripe installed (.ci/run prepares one and sets this).
+LOCALSTRIPE_ENV = "TREASURY_TEST_LOCALSTRIPE_PYTHON"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def postgres_url_or_skip() -> str:
@@ -51,6 +56,61 @@ class PostgresSchema:
         with self._admin.connect() as conn:
             conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {self.name} CASCADE")
         self._admin.dispose()
+
+
+def _localstripe_python() -> str:
+    """localstripe's interpreter: the configured one, else bench's venv (installed once)."""
+    configured = os.environ.get(LOCALSTRIPE_ENV)
+    if configured:
+        # Set by .ci/run: the Stripe tests must run there, so a broken path fails, never skips.
+        if not Path(configured).is_file():
+            pytest.fail(f"{LOCALSTRIPE_ENV}={configured} is not an interpreter")
+        return configured
+    # localstripe pins its own aiohttp: it lives in a venv of its own, the benchmark's.
+    from bench import peers
+
+    problem = peers.problem(peers.LOCALSTRIPE)
+    if problem is not None:
+        pytest.skip(f"localstripe could not be installed into its own venv ({problem})")
+    return str(peers.LOCALSTRIPE.python)
+
+
+@pytest.fixture(scope="session")
+def localstripe_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of a localstripe server on a free loopback port, for the whole session.
+
+    The socket is bound and listening here and handed to the server process, so a request made
+    before the server is ready waits in the backlog: no readiness polling.
+    """
+    python = _localstripe_python()
+    home = tmp_path_factory.mktemp("localstripe")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    port = listener.getsockname()[1]
+    with open(home / "server.log", "wb") as log:
+        server = subprocess.Popen(
+            [
+                python,
+                str(ROOT / "bench" / "localstripe_server.py"),
+                "--fd",
+                str(listener.fileno()),
+                "--store",
+                str(home / "store.pickle"),
+                "--no-dump",
+                "--quiet",
+            ],
+            pass_fds=(listener.fileno(),),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    # The server has its own copy; if it dies, connections are refused instead of waiting.
+    listener.close()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 @pytest.fixture

@@ -1,0 +1,249 @@
+"""The payments service with the Stripe card provider, against a real localstripe on loopback.
+
+The treasury is wired by configuration (``card_provider="stripe"``, the key and localstripe's
+base URL), as ``TREASURY_CARD_PROVIDER=stripe`` would, and every call goes over HTTP to
+localstripe through the official SDK. What each test asserts at Stripe is read back from
+localstripe with the SDK, separately from the provider under test.
+
+localstripe's test cards differ from the sandbox's (docs/payments.md lists how): here
+4000000000000341 is declined at authorization, 4000000000003220 asks for 3-D Secure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import stripe
+
+from treasury_core import Treasury, TreasuryConfig, bootstrap
+from treasury_core.errors import CardError, InvalidRequestError, ProviderError
+from treasury_core.payments.intents import CancellationReason, CaptureMethod, IntentStatus
+from treasury_core.payments.requests import CreateIntentRequest
+from treasury_core.ports.card_provider import CardData, CardProviderStatus
+from treasury_core.testing import FakeClock, MemoryStorage, check_invariants
+from treasury_stripe.card_provider import StripeCardProvider
+
+#: localstripe takes any secret key of this shape.
+KEY = "sk_test_treasury"
+CARD = CardData(number="4242424242424242", expiry_month=12, expiry_year=2040, cvc="123")
+DECLINED = CardData(number="4000000000000341", expiry_month=12, expiry_year=2040, cvc="123")
+THREE_D_SECURE = CardData(number="4000000000003220", expiry_month=12, expiry_year=2040, cvc="123")
+
+
+@dataclass
+class World:
+    treasury: Treasury
+    stripe: stripe.StripeClient
+    company: int
+    account: int
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run(coro)
+
+    def create(self, capture: CaptureMethod = CaptureMethod.AUTOMATIC, amount: int = 1_000) -> Any:
+        request = CreateIntentRequest(
+            account_id=self.account,
+            billing_amount=amount,
+            billing_currency="USD",
+            payment_type="Card Payment",
+            capture_method=capture,
+        )
+        return self.run(self.treasury.payments.create(self.company, request))
+
+    def pay(self, intent: Any, card: CardData = CARD) -> Any:
+        return self.run(self.treasury.payments.pay(intent.payment_intent_lookup_id, card)).intent
+
+    def get(self, intent: Any) -> Any:
+        return self.run(self.treasury.payments.get(self.company, intent.id))
+
+    def at_stripe(self, intent: Any) -> stripe.PaymentIntent:
+        """The PaymentIntent as localstripe holds it."""
+        return self.stripe.v1.payment_intents.retrieve(intent.provider_reference)
+
+
+@pytest.fixture
+def world(localstripe_url: str) -> Iterator[World]:
+    clock = FakeClock()
+    config = TreasuryConfig(
+        database_url="memory://",
+        card_provider="stripe",
+        stripe_api_key=KEY,  # type: ignore[arg-type]  # pydantic makes the SecretStr
+        stripe_api_base=localstripe_url,
+    )
+    treasury = bootstrap(config, storage=MemoryStorage(), clock=clock, wall_clock=clock)
+    assert isinstance(treasury.payments.provider, StripeCardProvider)
+    created = asyncio.run(treasury.companies.create_company("Acme"))
+    reader = stripe.StripeClient(KEY, base_addresses={"api": localstripe_url})
+    yield World(treasury, reader, created.company.id, created.merchant_account.id)
+    check_invariants(treasury.storage)
+    treasury.close()
+
+
+@pytest.fixture
+def provider(localstripe_url: str) -> StripeCardProvider:
+    return StripeCardProvider(KEY, FakeClock(), api_base=localstripe_url)
+
+
+def test_automatic_capture_charges_at_stripe(world: World) -> None:
+    intent = world.pay(world.create())
+    assert intent.status is IntentStatus.PROCESSED
+    assert intent.provider_reference.startswith("pi_")
+    remote = world.at_stripe(intent)
+    assert (remote.status, remote.amount, remote.currency) == ("succeeded", 1_000, "usd")
+
+
+def test_a_manual_hold_is_captured_at_stripe(world: World) -> None:
+    intent = world.pay(world.create(CaptureMethod.MANUAL))
+    assert intent.status is IntentStatus.AUTHORIZED
+    assert world.at_stripe(intent).status == "requires_capture"
+    captured = world.run(world.treasury.payments.capture(world.company, intent.id))
+    assert captured.status is IntentStatus.PROCESSED
+    assert world.at_stripe(intent).status == "succeeded"
+
+
+def test_a_cancelled_hold_is_cancelled_at_stripe(world: World) -> None:
+    intent = world.pay(world.create(CaptureMethod.MANUAL))
+    cancelled = world.run(world.treasury.payments.cancel(world.company, intent.id))
+    assert cancelled.status is IntentStatus.CANCELLED
+    assert cancelled.cancellation_reason is CancellationReason.VOIDED
+    assert world.at_stripe(intent).status == "canceled"
+
+
+def test_a_decline_leaves_the_intent_open_with_stripes_reason(world: World) -> None:
+    intent = world.create()
+    with pytest.raises(CardError) as declined:
+        world.pay(intent, DECLINED)
+    assert declined.value.http_status == 402
+    assert declined.value.failure_reason == "card_declined"
+    assert world.get(intent).status is IntentStatus.INITIALIZED
+    # The customer may try another card.
+    assert world.pay(intent).status is IntentStatus.PROCESSED
+
+
+def test_a_card_asking_for_3_d_secure_is_declined_and_released(world: World) -> None:
+    intent = world.create(CaptureMethod.MANUAL)
+    with pytest.raises(CardError) as declined:
+        world.pay(intent, THREE_D_SECURE)
+    assert declined.value.failure_reason == "authentication_required"
+    assert world.get(intent).status is IntentStatus.INITIALIZED
+    listed = world.stripe.v1.payment_intents.list()
+    assert all(pi.status != "requires_action" for pi in listed.data)
+
+
+def test_a_hold_gone_at_stripe_cancels_the_intent_as_expired(world: World) -> None:
+    intent = world.pay(world.create(CaptureMethod.MANUAL))
+    # What Stripe does itself when an authorization expires (after 7 days).
+    world.stripe.v1.payment_intents.cancel(intent.provider_reference)
+    with pytest.raises(CardError) as refused:
+        world.run(world.treasury.payments.capture(world.company, intent.id))
+    assert refused.value.http_status == 402
+    assert refused.value.failure_reason == "authorization_expired"
+    after = world.get(intent)
+    assert after.status is IntentStatus.CANCELLED
+    assert after.cancellation_reason is CancellationReason.EXPIRED
+
+
+def test_refunds_partial_then_the_rest(world: World) -> None:
+    intent = world.pay(world.create())
+    first = world.run(world.treasury.payments.refund(world.company, intent.id, amount=400))
+    second = world.run(world.treasury.payments.refund(world.company, intent.id, amount=600))
+    assert first.status.value == second.status.value == "succeeded"
+    refunds = world.stripe.v1.refunds.list(params={"payment_intent": intent.provider_reference})
+    assert sorted(r.amount for r in refunds.data) == [400, 600]
+    # Nothing is left to refund: the service refuses before asking Stripe.
+    with pytest.raises(InvalidRequestError):
+        world.run(world.treasury.payments.refund(world.company, intent.id, amount=1))
+
+
+async def test_capture_and_void_follow_stripes_state(provider: StripeCardProvider) -> None:
+    held = await provider.authorize(CARD, 2_500, "EUR", capture=False)
+    assert (held.status, held.brand, held.last4) == (CardProviderStatus.AUTHORIZED, "visa", "4242")
+    with pytest.raises(CardError) as too_much:
+        await provider.capture(held.reference, 2_501)
+    assert too_much.value.failure_reason == "amount_too_large"
+    with pytest.raises(CardError) as not_captured:
+        await provider.refund(held.reference, 100)
+    assert not_captured.value.failure_reason == "charge_not_captured"
+    captured = await provider.capture(held.reference, 2_000)
+    assert captured == type(captured)(held.reference, CardProviderStatus.CAPTURED)
+    with pytest.raises(CardError) as twice:
+        await provider.capture(held.reference, 2_000)
+    assert twice.value.failure_reason == "already_captured"
+    with pytest.raises(CardError) as late:
+        await provider.void(held.reference)
+    assert late.value.failure_reason == "already_captured"
+    # Stripe released the uncaptured 500: only the 2,000 that moved can be refunded.
+    with pytest.raises(CardError) as over:
+        await provider.refund(held.reference, 2_001)
+    assert over.value.failure_reason == "amount_too_large"
+    refund = await provider.refund(held.reference, 2_000)
+    assert refund.status is CardProviderStatus.REFUNDED
+    assert refund.reference.startswith("re_")
+
+
+async def test_voiding_twice_is_harmless(provider: StripeCardProvider) -> None:
+    held = await provider.authorize(CARD, 700, "USD", capture=False)
+    for _ in range(2):
+        voided = await provider.void(held.reference)
+        assert voided.status is CardProviderStatus.VOIDED
+    with pytest.raises(CardError) as gone:
+        await provider.capture(held.reference, 700)
+    assert gone.value.failure_reason == "authorization_expired"
+
+
+@pytest.mark.parametrize(
+    ("card", "amount", "reason"),
+    [
+        (CardData("4242424242424241", 12, 2040, "123"), 100, "invalid_number"),
+        (CardData("4242424242424242", 13, 2040, "123"), 100, "invalid_expiry_month"),
+        (CardData("4242424242424242", 12, 2020, "123"), 100, "expired_card"),
+        (CardData("4242424242424242", 12, 2040, "12a"), 100, "invalid_cvc"),
+        (CARD, 0, "invalid_amount"),
+        (CARD, -5, "invalid_amount"),
+    ],
+)
+async def test_bad_cards_and_amounts_are_refused_before_stripe(
+    provider: StripeCardProvider, card: CardData, amount: int, reason: str
+) -> None:
+    with pytest.raises(CardError) as refused:
+        await provider.authorize(card, amount, "USD", capture=True)
+    assert refused.value.failure_reason == reason
+    assert "4242424242424" not in refused.value.message
+
+
+@pytest.mark.parametrize("reference", ["pi_DoesNotExist", "../v1/charges", "", "ch_123"])
+async def test_an_unknown_reference_is_a_card_error(
+    provider: StripeCardProvider, reference: str
+) -> None:
+    with pytest.raises(CardError) as unknown:
+        await provider.capture(reference, 100)
+    assert unknown.value.failure_reason == "unknown_reference"
+    with pytest.raises(CardError) as unknown:
+        await provider.void(reference)
+    assert unknown.value.failure_reason == "unknown_reference"
+
+
+async def test_stripe_unreachable_is_a_provider_error() -> None:
+    # A port that was just free: nothing listens there, so the connection is refused.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    down = StripeCardProvider(
+        KEY, FakeClock(), api_base=f"http://127.0.0.1:{port}", max_network_retries=0
+    )
+    with pytest.raises(ProviderError) as failed:
+        await down.authorize(CARD, 100, "USD", capture=True)
+    assert not isinstance(failed.value.__cause__, stripe.StripeError)
+    assert failed.value.message == "The card provider did not answer in time"
+
+
+async def test_a_refused_api_key_is_a_provider_error(localstripe_url: str) -> None:
+    wrong = StripeCardProvider("not-a-key", FakeClock(), api_base=localstripe_url)
+    with pytest.raises(ProviderError) as failed:
+        await wrong.authorize(CARD, 100, "USD", capture=True)
+    assert "key" in failed.value.message
