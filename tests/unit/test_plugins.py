@@ -1,5 +1,6 @@
 """Hook specs, the plugin manager and bootstrap's choice of adapters."""
 
+import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -185,4 +186,17 @@ def test_the_stripe_provider_refuses_to_be_built_without_a_key() -> None:
         **{**TreasuryConfig().__dict__, "card_provider": "stripe"}
     )
     with pytest.raises(BadSetting, match="TREASURY_STRIPE_API_KEY is required"):
+        bootstrap(config, storage=MemoryStorage())
+
+
+def test_the_stripe_provider_without_its_extra_says_which_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As on an install without the stripe extra: importing stripe fails.
+    monkeypatch.setitem(sys.modules, "stripe", None)
+    monkeypatch.delitem(sys.modules, "treasury_stripe.card_provider", raising=False)
+    from treasury_core.settings import BadSetting
+
+    config = TreasuryConfig(card_provider="stripe", stripe_api_key=SecretStr("sk_test_x"))
+    with pytest.raises(BadSetting, match=r"pip install 'treasury-core\[stripe\]'"):
         bootstrap(config, storage=MemoryStorage())

@@ -20,12 +20,12 @@ accepts from merchants it has cleared to send raw card data (PCI DSS scope); eve
 collects cards with Stripe.js. The card number and CVC are never logged and never appear in a
 message: Stripe's own error messages are not passed on, only its codes.
 
-Every mutating call carries an idempotency key, and the SDK retries timeouts and connection
-failures with that same key, so a retry never charges twice. Stripe's errors are translated
-here, at the boundary: a decline is a :class:`~treasury_core.errors.CardError` whose
-``failure_reason`` is Stripe's decline code; timeouts, rate limits, refused credentials and
-anything unexpected are :class:`~treasury_core.errors.ProviderError`. No ``stripe`` exception
-leaves this module.
+Every mutating call carries an idempotency key, and the SDK retries timeouts, connection
+failures and Stripe's server errors with that same key, so a retry never charges twice.
+Stripe's errors are translated here, at the boundary: a decline is a
+:class:`~treasury_core.errors.CardError` whose ``failure_reason`` is Stripe's decline code;
+timeouts, rate limits, refused credentials and anything unexpected are
+:class:`~treasury_core.errors.ProviderError`. No ``stripe`` exception leaves this module.
 
 The SDK's calls are blocking and run in a worker thread (``asyncio.to_thread``): its async
 client keeps one aiohttp session bound to the event loop of its first call, and an embedding
@@ -59,8 +59,8 @@ from treasury_core.ports.card_provider import (
 
 T = TypeVar("T")
 
-#: Retries of one call on a timeout, a connection failure or a rate limit, with its same
-#: idempotency key (the SDK's own retry, with backoff).
+#: Retries of one call on a timeout, a connection failure, a conflict or a Stripe server error,
+#: with its same idempotency key (the SDK's own retry, with backoff).
 MAX_NETWORK_RETRIES = 2
 #: Seconds one HTTP request to Stripe may take before it counts as a timeout.
 REQUEST_TIMEOUT_SECONDS = 30.0

@@ -10,14 +10,21 @@ from treasury_core.ports import CardProvider, Clock
 
 
 def _stripe_card_provider(config: TreasuryConfig, clock: Clock) -> CardProvider:
+    # Here, not at the top: treasury_core.settings loads the environment reader, which an
+    # embedding application that never reads TREASURY_* variables does not import.
+    from treasury_core.settings import BadSetting
+
     # Imported here: registering the adapter must not need the stripe extra installed.
-    from treasury_stripe.card_provider import StripeCardProvider
-
+    try:
+        from treasury_stripe.card_provider import StripeCardProvider
+    except ModuleNotFoundError as exc:
+        if exc.name != "stripe":
+            raise
+        raise BadSetting(
+            "TREASURY_CARD_PROVIDER=stripe needs the stripe extra: "
+            "pip install 'treasury-core[stripe]'"
+        ) from None
     if config.stripe_api_key is None:
-        # Here, not at the top: treasury_core.settings loads the environment reader, which an
-        # embedding application that never reads TREASURY_* variables does not import.
-        from treasury_core.settings import BadSetting
-
         # TreasuryConfig refuses this already; an embedding application may have built the
         # config with model_construct, which skips that check.
         raise BadSetting("TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe")
