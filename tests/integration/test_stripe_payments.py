@@ -12,7 +12,11 @@ localstripe's test cards differ from the sandbox's (docs/payments.md lists how):
 from __future__ import annotations
 
 import asyncio
+import http.client
+import http.server
 import socket
+import threading
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -247,3 +251,109 @@ async def test_a_refused_api_key_is_a_provider_error(localstripe_url: str) -> No
     with pytest.raises(ProviderError) as failed:
         await wrong.authorize(CARD, 100, "USD", capture=True)
     assert "key" in failed.value.message
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    key: str | None
+    answered: bool
+
+
+class LosesFirstAnswers:
+    """A loopback proxy in front of localstripe that loses the answer to each first POST.
+
+    Each POST is forwarded (so localstripe acts on it), but the first time a given idempotency
+    key is seen the connection is closed before the answer: the client sees the timeout-like
+    failure after which a retry could charge twice. Like Stripe, a POST whose key was seen
+    before is answered with the first answer, not forwarded again (localstripe itself ignores
+    idempotency keys).
+    """
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = urllib.parse.urlsplit(upstream)
+        self.seen: list[Seen] = []
+        self.forwarded: list[str] = []
+        self._answers: dict[str, tuple[int, bytes]] = {}
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+            def _forward(self) -> tuple[int, bytes]:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                connection = http.client.HTTPConnection(
+                    proxy.upstream.hostname, proxy.upstream.port, timeout=30
+                )
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                connection.request(self.command, self.path, body=body, headers=headers)
+                response = connection.getresponse()
+                answer = (response.status, response.read())
+                connection.close()
+                proxy.forwarded.append(f"{self.command} {self.path}")
+                return answer
+
+            def _answer(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                proxy.seen.append(Seen("GET", self.path, None, True))
+                self._answer(*self._forward())
+
+            def do_POST(self) -> None:
+                key = self.headers.get("Idempotency-Key")
+                if key is not None and key in proxy._answers:
+                    proxy.seen.append(Seen("POST", self.path, key, True))
+                    self._answer(*proxy._answers[key])
+                    return
+                answer = self._forward()
+                if key is None:
+                    proxy.seen.append(Seen("POST", self.path, None, True))
+                    self._answer(*answer)
+                    return
+                proxy._answers[key] = answer
+                proxy.seen.append(Seen("POST", self.path, key, False))
+                self.close_connection = True  # the answer is lost on the way back
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> LosesFirstAnswers:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+async def test_a_retry_after_a_lost_answer_charges_once(localstripe_url: str) -> None:
+    with LosesFirstAnswers(localstripe_url) as proxy:
+        provider = StripeCardProvider(KEY, FakeClock(), api_base=proxy.url)
+        held = await provider.authorize(CARD, 900, "USD", capture=False)
+        await provider.capture(held.reference, 900)
+        refund = await provider.refund(held.reference, 300)
+    posts = [seen for seen in proxy.seen if seen.method == "POST"]
+    # Every mutating call carried a key, lost its first answer, and was retried with that key.
+    assert all(seen.key for seen in posts)
+    by_key: dict[str | None, list[bool]] = {}
+    for seen in posts:
+        by_key.setdefault(seen.key, []).append(seen.answered)
+    assert len(by_key) == 4  # payment method, payment intent, capture, refund
+    assert all(answers == [False, True] for answers in by_key.values())
+    # localstripe acted on each once: one intent, captured once, one refund.
+    assert sum(line.startswith("POST") for line in proxy.forwarded) == 4
+    reader = stripe.StripeClient(KEY, base_addresses={"api": localstripe_url})
+    intent = reader.v1.payment_intents.retrieve(held.reference)
+    assert intent.status == "succeeded"
+    refunds = reader.v1.refunds.list(params={"payment_intent": held.reference}).data
+    assert [(r.id, r.amount) for r in refunds] == [(refund.reference, 300)]
