@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import http.server
+import json
 import socket
 import threading
 import urllib.parse
@@ -261,22 +262,24 @@ class Seen:
     answered: bool
 
 
-class LosesFirstAnswers:
-    """A loopback proxy in front of localstripe that loses the answer to each first POST.
+class StripeFront:
+    """A loopback proxy in front of localstripe that adds what Stripe does and localstripe not.
 
-    Each POST is forwarded (so localstripe acts on it), but the first time a given idempotency
-    key is seen the connection is closed before the answer: the client sees the timeout-like
-    failure after which a retry could charge twice. Like Stripe, a POST whose key was seen
-    before is answered with the first answer, not forwarded again (localstripe itself ignores
-    idempotency keys).
+    Like Stripe, a POST whose idempotency key was seen before is answered with the first answer
+    and not acted on again (localstripe ignores the keys). ``refuse`` holds answers to give
+    instead of localstripe's, per path suffix, in order (a 402 at capture, a 429, …), kept under
+    their keys too. With ``lose_first_answers`` the answer to the first POST of each key is lost
+    on the way back (the connection closes): the failure after which a retry could charge twice.
     """
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, *, lose_first_answers: bool = False) -> None:
         self.upstream = urllib.parse.urlsplit(upstream)
+        self.lose_first_answers = lose_first_answers
+        self.refuse: dict[str, list[tuple[int, dict[str, Any]]]] = {}
         self.seen: list[Seen] = []
         self.forwarded: list[str] = []
         self._answers: dict[str, tuple[int, bytes]] = {}
-        proxy = self
+        front = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: Any) -> None:
@@ -285,15 +288,19 @@ class LosesFirstAnswers:
             def _forward(self) -> tuple[int, bytes]:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
+                for suffix, answers in front.refuse.items():
+                    if self.path.endswith(suffix) and answers:
+                        status, error = answers.pop(0)
+                        return status, json.dumps(error).encode()
                 connection = http.client.HTTPConnection(
-                    proxy.upstream.hostname, proxy.upstream.port, timeout=30
+                    front.upstream.hostname, front.upstream.port, timeout=30
                 )
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                 connection.request(self.command, self.path, body=body, headers=headers)
                 response = connection.getresponse()
                 answer = (response.status, response.read())
                 connection.close()
-                proxy.forwarded.append(f"{self.command} {self.path}")
+                front.forwarded.append(f"{self.command} {self.path}")
                 return answer
 
             def _answer(self, status: int, body: bytes) -> None:
@@ -304,29 +311,30 @@ class LosesFirstAnswers:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
-                proxy.seen.append(Seen("GET", self.path, None, True))
+                front.seen.append(Seen("GET", self.path, None, True))
                 self._answer(*self._forward())
 
             def do_POST(self) -> None:
                 key = self.headers.get("Idempotency-Key")
-                if key is not None and key in proxy._answers:
-                    proxy.seen.append(Seen("POST", self.path, key, True))
-                    self._answer(*proxy._answers[key])
+                if key is not None and key in front._answers:
+                    front.seen.append(Seen("POST", self.path, key, True))
+                    self._answer(*front._answers[key])
                     return
                 answer = self._forward()
-                if key is None:
-                    proxy.seen.append(Seen("POST", self.path, None, True))
-                    self._answer(*answer)
+                if key is not None:
+                    front._answers[key] = answer
+                if key is not None and front.lose_first_answers:
+                    front.seen.append(Seen("POST", self.path, key, False))
+                    self.close_connection = True  # the answer is lost on the way back
                     return
-                proxy._answers[key] = answer
-                proxy.seen.append(Seen("POST", self.path, key, False))
-                self.close_connection = True  # the answer is lost on the way back
+                front.seen.append(Seen("POST", self.path, key, True))
+                self._answer(*answer)
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def __enter__(self) -> LosesFirstAnswers:
+    def __enter__(self) -> StripeFront:
         self._thread.start()
         return self
 
@@ -337,7 +345,7 @@ class LosesFirstAnswers:
 
 
 async def test_a_retry_after_a_lost_answer_charges_once(localstripe_url: str) -> None:
-    with LosesFirstAnswers(localstripe_url) as proxy:
+    with StripeFront(localstripe_url, lose_first_answers=True) as proxy:
         provider = StripeCardProvider(KEY, FakeClock(), api_base=proxy.url)
         held = await provider.authorize(CARD, 900, "USD", capture=False)
         await provider.capture(held.reference, 900)
@@ -357,3 +365,63 @@ async def test_a_retry_after_a_lost_answer_charges_once(localstripe_url: str) ->
     assert intent.status == "succeeded"
     refunds = reader.v1.refunds.list(params={"payment_intent": held.reference}).data
     assert [(r.id, r.amount) for r in refunds] == [(refund.reference, 300)]
+
+
+def _stripe_error(kind: str, code: str, decline_code: str | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"type": kind, "code": code, "message": "refused by the test"}
+    if decline_code is not None:
+        error["decline_code"] = decline_code
+    return {"error": error}
+
+
+def test_a_402_at_capture_leaves_the_hold_to_be_captured_again(localstripe_url: str) -> None:
+    with StripeFront(localstripe_url) as front:
+        clock = FakeClock()
+        config = TreasuryConfig(
+            database_url="memory://",
+            card_provider="stripe",
+            stripe_api_key=KEY,  # type: ignore[arg-type]
+            stripe_api_base=front.url,
+        )
+        treasury = bootstrap(config, storage=MemoryStorage(), clock=clock, wall_clock=clock)
+        created = asyncio.run(treasury.companies.create_company("Acme"))
+        reader = stripe.StripeClient(KEY, base_addresses={"api": localstripe_url})
+        world = World(treasury, reader, created.company.id, created.merchant_account.id)
+        intent = world.pay(world.create(CaptureMethod.MANUAL))
+        front.refuse["/capture"] = [
+            (402, _stripe_error("card_error", "card_declined", "insufficient_funds"))
+        ]
+        with pytest.raises(CardError) as refused:
+            world.run(treasury.payments.capture(world.company, intent.id))
+        assert refused.value.http_status == 402
+        assert refused.value.failure_reason == "insufficient_funds"
+        assert world.get(intent).status is IntentStatus.AUTHORIZED
+        assert world.at_stripe(intent).status == "requires_capture"
+        # A later try is a new call with a new key: Stripe's stored 402 does not answer it.
+        captured = world.run(treasury.payments.capture(world.company, intent.id))
+        assert captured.status is IntentStatus.PROCESSED
+        assert world.at_stripe(intent).status == "succeeded"
+        check_invariants(treasury.storage)
+        treasury.close()
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "says"),
+    [
+        (429, _stripe_error("invalid_request_error", "rate_limit"), "limiting requests"),
+        (401, _stripe_error("invalid_request_error", "api_key_expired"), "API key"),
+        (403, _stripe_error("invalid_request_error", "secret_key_required"), "API key"),
+        (400, _stripe_error("invalid_request_error", "parameter_unknown"), "parameter_unknown"),
+    ],
+)
+async def test_stripe_refusals_become_provider_errors(
+    localstripe_url: str, status: int, error: dict[str, Any], says: str
+) -> None:
+    with StripeFront(localstripe_url) as front:
+        front.refuse["/v1/payment_intents"] = [(status, error)] * 3
+        provider = StripeCardProvider(KEY, FakeClock(), api_base=front.url)
+        with pytest.raises(ProviderError) as failed:
+            await provider.authorize(CARD, 100, "USD", capture=True)
+    assert says in failed.value.message
+    assert "refused by the test" not in failed.value.message  # Stripe's message is not passed on
+    assert failed.value.__cause__ is None

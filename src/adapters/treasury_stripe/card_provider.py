@@ -239,8 +239,10 @@ class StripeCardProvider(CardProviderBase):
                 lambda: self._client.v1.payment_intents.capture(
                     reference,
                     params={"amount_to_capture": amount},
-                    # A capture of this amount on this hold happens once, whoever retries it.
-                    options={"idempotency_key": f"treasury-capture-{reference}-{amount}"},
+                    # Fresh per call: Stripe keeps a declined capture's answer under its key for a
+                    # day, so a key made from the reference would refuse every later try. A hold
+                    # is captured once anyway; the SDK's retries of this call share the key.
+                    options={"idempotency_key": _key("capture")},
                 )
             )
         except stripe.InvalidRequestError as exc:
@@ -276,7 +278,7 @@ class StripeCardProvider(CardProviderBase):
     async def _cancel(self, reference: str) -> None:
         await self._call(
             lambda: self._client.v1.payment_intents.cancel(
-                reference, options={"idempotency_key": f"treasury-cancel-{reference}"}
+                reference, options={"idempotency_key": _key("cancel")}
             )
         )
 
