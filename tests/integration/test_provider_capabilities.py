@@ -53,7 +53,13 @@ class LimitedProvider(SandboxCardProvider):
         return self.three_d_secure
 
     async def authorize(
-        self, card: CardData, amount: int, currency: str, *, capture: bool
+        self,
+        card: CardData,
+        amount: int,
+        currency: str,
+        *,
+        capture: bool,
+        attempt_key: str | None = None,
     ) -> CardProviderResult:
         self.calls.append("authorize")
         return await super().authorize(card, amount, currency, capture=capture)

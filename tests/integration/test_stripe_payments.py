@@ -31,7 +31,7 @@ from treasury_core.payments.intents import CancellationReason, CaptureMethod, In
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData, CardProviderStatus
 from treasury_core.testing import FakeClock, MemoryStorage, check_invariants
-from treasury_stripe.card_provider import StripeCardProvider
+from treasury_stripe.card_provider import MAX_NETWORK_RETRIES, StripeCardProvider
 
 #: localstripe takes any secret key of this shape.
 KEY = "sk_test_treasury"
@@ -254,6 +254,13 @@ async def test_a_refused_api_key_is_a_provider_error(localstripe_url: str) -> No
     assert "key" in failed.value.message
 
 
+def _stripe_error(kind: str, code: str, decline_code: str | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"type": kind, "code": code, "message": "refused by the test"}
+    if decline_code is not None:
+        error["decline_code"] = decline_code
+    return {"error": error}
+
+
 @dataclass
 class Seen:
     method: str
@@ -272,9 +279,20 @@ class StripeFront:
     on the way back (the connection closes): the failure after which a retry could charge twice.
     """
 
-    def __init__(self, upstream: str, *, lose_first_answers: bool = False) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        lose_first_answers: bool = False,
+        lose_answers: dict[str, int] | None = None,
+    ) -> None:
         self.upstream = urllib.parse.urlsplit(upstream)
         self.lose_first_answers = lose_first_answers
+        #: Per path suffix, how many answers to each key's POST are lost (the first one's and
+        #: those to its replays), enough to outlast the SDK's own retries.
+        self.lose_answers = dict(lose_answers or {})
+        self._lost: dict[str, int] = {}
+        self._bodies: dict[str, bytes | None] = {}
         self.refuse: dict[str, list[tuple[int, dict[str, Any]]]] = {}
         self.seen: list[Seen] = []
         self.forwarded: list[str] = []
@@ -285,9 +303,21 @@ class StripeFront:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
+            def _body(self) -> bytes | None:
+                if not hasattr(self, "_read"):
+                    length = int(self.headers.get("Content-Length") or 0)
+                    self._read = self.rfile.read(length) if length else None
+                return self._read
+
+            def _lose(self, key: str) -> bool:
+                for suffix, times in front.lose_answers.items():
+                    if self.path.endswith(suffix) and front._lost.get(key, 0) < times:
+                        front._lost[key] = front._lost.get(key, 0) + 1
+                        return True
+                return False
+
             def _forward(self) -> tuple[int, bytes]:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
+                body = self._body()
                 for suffix, answers in front.refuse.items():
                     if self.path.endswith(suffix) and answers:
                         status, error = answers.pop(0)
@@ -317,13 +347,23 @@ class StripeFront:
             def do_POST(self) -> None:
                 key = self.headers.get("Idempotency-Key")
                 if key is not None and key in front._answers:
+                    if front._bodies[key] != self._body():
+                        # Stripe's answer to a reused key with other parameters.
+                        mismatch = _stripe_error("idempotency_error", "idempotency_key_in_use")
+                        self._answer(400, json.dumps(mismatch).encode())
+                        return
+                    if self._lose(key):
+                        front.seen.append(Seen("POST", self.path, key, False))
+                        self.close_connection = True
+                        return
                     front.seen.append(Seen("POST", self.path, key, True))
                     self._answer(*front._answers[key])
                     return
                 answer = self._forward()
                 if key is not None:
                     front._answers[key] = answer
-                if key is not None and front.lose_first_answers:
+                    front._bodies[key] = self._body()
+                if key is not None and (front.lose_first_answers or self._lose(key)):
                     front.seen.append(Seen("POST", self.path, key, False))
                     self.close_connection = True  # the answer is lost on the way back
                     return
@@ -365,13 +405,6 @@ async def test_a_retry_after_a_lost_answer_charges_once(localstripe_url: str) ->
     assert intent.status == "succeeded"
     refunds = reader.v1.refunds.list(params={"payment_intent": held.reference}).data
     assert [(r.id, r.amount) for r in refunds] == [(refund.reference, 300)]
-
-
-def _stripe_error(kind: str, code: str, decline_code: str | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"type": kind, "code": code, "message": "refused by the test"}
-    if decline_code is not None:
-        error["decline_code"] = decline_code
-    return {"error": error}
 
 
 def test_a_402_at_capture_leaves_the_hold_to_be_captured_again(localstripe_url: str) -> None:
@@ -425,3 +458,69 @@ async def test_stripe_refusals_become_provider_errors(
     assert says in failed.value.message
     assert "refused by the test" not in failed.value.message  # Stripe's message is not passed on
     assert failed.value.__cause__ is None
+
+
+def _treasury_behind(front: StripeFront) -> World:
+    clock = FakeClock()
+    config = TreasuryConfig(
+        database_url="memory://",
+        card_provider="stripe",
+        stripe_api_key=KEY,  # type: ignore[arg-type]
+        stripe_api_base=front.url,
+    )
+    treasury = bootstrap(config, storage=MemoryStorage(), clock=clock, wall_clock=clock)
+    created = asyncio.run(treasury.companies.create_company("Acme"))
+    upstream = front.upstream.geturl()
+    reader = stripe.StripeClient(KEY, base_addresses={"api": upstream})
+    return World(treasury, reader, created.company.id, created.merchant_account.id)
+
+
+def test_a_payment_retried_after_a_lost_answer_charges_once(localstripe_url: str) -> None:
+    # Every answer to the PaymentIntent create is lost, the SDK's retries' too: Stripe charged,
+    # the treasury never heard.
+    lost = {"/v1/payment_intents": 1 + MAX_NETWORK_RETRIES}
+    with StripeFront(localstripe_url, lose_answers=lost) as front:
+        world = _treasury_behind(front)
+        intent = world.create()
+        with pytest.raises(ProviderError):
+            world.pay(intent)
+        assert world.get(intent).status is IntentStatus.INITIALIZED
+        # The customer pays again: Stripe answers with the first PaymentIntent.
+        paid = world.pay(intent)
+        assert paid.status is IntentStatus.PROCESSED
+        creates = [line for line in front.forwarded if line == "POST /v1/payment_intents"]
+        assert len(creates) == 1
+        assert world.at_stripe(paid).status == "succeeded"
+        check_invariants(world.treasury.storage)
+        world.treasury.close()
+
+
+def test_a_retry_with_another_card_is_refused_not_charged(localstripe_url: str) -> None:
+    lost = {"/v1/payment_intents": 1 + MAX_NETWORK_RETRIES}
+    with StripeFront(localstripe_url, lose_answers=lost) as front:
+        world = _treasury_behind(front)
+        intent = world.create()
+        with pytest.raises(ProviderError):
+            world.pay(intent)
+        other = CardData(number="5555555555554444", expiry_month=12, expiry_year=2040, cvc="123")
+        with pytest.raises(InvalidRequestError) as refused:
+            world.pay(intent, other)
+        assert refused.value.http_status == 400
+        assert refused.value.code == "payment_attempt_in_doubt"
+        assert world.get(intent).status is IntentStatus.INITIALIZED
+        assert [line for line in front.forwarded if line == "POST /v1/payment_intents"] == [
+            "POST /v1/payment_intents"
+        ]
+        world.treasury.close()
+
+
+def test_a_decline_gives_the_next_attempt_a_new_key(localstripe_url: str) -> None:
+    with StripeFront(localstripe_url) as front:
+        world = _treasury_behind(front)
+        intent = world.create()
+        with pytest.raises(CardError):
+            world.pay(intent, DECLINED)
+        assert world.pay(intent).status is IntentStatus.PROCESSED
+        keys = {s.key for s in front.seen if s.path == "/v1/payment_intents"}
+        assert len(keys) == 2
+        world.treasury.close()

@@ -85,7 +85,13 @@ def test_capabilities(provider: SandboxCardProvider) -> None:
 async def test_base_class_defaults_are_off() -> None:
     class Minimal(CardProviderBase):
         async def authorize(
-            self, card: CardData, amount: int, currency: str, *, capture: bool
+            self,
+            card: CardData,
+            amount: int,
+            currency: str,
+            *,
+            capture: bool,
+            attempt_key: str | None = None,
         ) -> CardProviderResult:
             return CardProviderResult("x", CardProviderStatus.AUTHORIZED)
 

@@ -162,9 +162,19 @@ class SandboxCardProvider(CardProviderBase):
         return True
 
     async def authorize(
-        self, card: CardData, amount: int, currency: str, *, capture: bool
+        self,
+        card: CardData,
+        amount: int,
+        currency: str,
+        *,
+        capture: bool,
+        attempt_key: str | None = None,
     ) -> CardProviderResult:
-        """Hold ``amount`` (``capture=False``, no money moves) or charge it (**moves money**)."""
+        """Hold ``amount`` (``capture=False``, no money moves) or charge it (**moves money**).
+
+        ``attempt_key`` is never passed (``attempt_keys_supported`` is off): the sandbox loses
+        no answers, so there is no retry to recognize.
+        """
         _check_amount(amount)
         number = self._checked_number(card)
         if number in DECLINED_CARDS:

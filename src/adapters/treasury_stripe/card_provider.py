@@ -21,7 +21,12 @@ collects cards with Stripe.js. The card number and CVC are never logged and neve
 message: Stripe's own error messages are not passed on, only its codes.
 
 Every mutating call carries an idempotency key, and the SDK retries timeouts, connection
-failures and Stripe's server errors with that same key, so a retry never charges twice.
+failures and Stripe's server errors with that same key. ``authorize`` keys its requests by the
+service's attempt key, so when every SDK retry failed too and the customer tries again, Stripe
+answers with the first PaymentIntent rather than charging a second time (for 24 hours, the
+life of Stripe's keys). Captures, cancels and refunds use a fresh key per call, so only the
+SDK's retries share one; a refund whose answer was lost anyway stays pending in the service,
+its amount reserved, so no later refund can return more than was captured.
 Stripe's errors are translated here, at the boundary: a decline is a
 :class:`~treasury_core.errors.CardError` whose ``failure_reason`` is Stripe's decline code;
 timeouts, rate limits, refused credentials and anything unexpected are
@@ -47,7 +52,7 @@ import stripe
 from stripe.params import PaymentMethodCreateParamsCard
 
 from treasury_core.cards.numbers import brand_of, luhn_valid, normalize
-from treasury_core.errors import CardError, ProviderError, TreasuryError
+from treasury_core.errors import CardError, InvalidRequestError, ProviderError, TreasuryError
 from treasury_core.ports import Clock
 from treasury_core.ports.card_provider import (
     CardData,
@@ -101,6 +106,15 @@ def _translate(exc: stripe.StripeError) -> TreasuryError:
     """A Stripe error as the port's error; the SDK's message is never passed on."""
     if isinstance(exc, stripe.CardError):
         return _decline(exc)
+    if isinstance(exc, stripe.IdempotencyError):
+        # Only authorize reuses a key across calls: the retry of an attempt Stripe may have
+        # taken came with other details (another card). Charging them would risk a second
+        # charge; the first attempt's outcome is unknown here, so say so.
+        return InvalidRequestError(
+            "An earlier payment attempt on this intent may have reached the card provider; "
+            "retry with the same card and amount",
+            code="payment_attempt_in_doubt",
+        )
     if isinstance(exc, stripe.RateLimitError):
         return ProviderError("The card provider is limiting requests; try again shortly")
     if isinstance(exc, stripe.APIConnectionError):
@@ -174,10 +188,27 @@ class StripeCardProvider(CardProviderBase):
         _check_reference(reference)
         return await self._call(lambda: self._client.v1.payment_intents.retrieve(reference))
 
+    def attempt_keys_supported(self) -> bool:
+        """``authorize`` keys its Stripe requests by the service's attempt key."""
+        return True
+
     async def authorize(
-        self, card: CardData, amount: int, currency: str, *, capture: bool
+        self,
+        card: CardData,
+        amount: int,
+        currency: str,
+        *,
+        capture: bool,
+        attempt_key: str | None = None,
     ) -> CardProviderResult:
-        """Hold ``amount`` (``capture=False``, no money moves) or charge it (**moves money**)."""
+        """Hold ``amount`` (``capture=False``, no money moves) or charge it (**moves money**).
+
+        With ``attempt_key`` both requests are keyed by it, so a retry of an attempt whose
+        answer was lost gets Stripe's first answer (the same PaymentIntent) instead of a second
+        charge; a retry with another card under the same key is refused
+        (``payment_attempt_in_doubt``). Without one the keys are fresh: only the SDK's own
+        retries are covered.
+        """
         _check_amount(amount)
         number = self._checked_number(card)
         details = PaymentMethodCreateParamsCard(
@@ -185,7 +216,7 @@ class StripeCardProvider(CardProviderBase):
         )
         if card.cvc is not None:
             details["cvc"] = card.cvc
-        key = _key("authorize")
+        key = f"treasury-authorize-{attempt_key}" if attempt_key else _key("authorize")
         method = await self._call(
             lambda: self._client.v1.payment_methods.create(
                 params={"type": "card", "card": details},
@@ -203,7 +234,7 @@ class StripeCardProvider(CardProviderBase):
                     "capture_method": "automatic" if capture else "manual",
                     "confirm": True,
                 },
-                options={"idempotency_key": f"{key}-pi"},
+                options={"idempotency_key": key},
             )
         )
         if intent.status == "requires_action":

@@ -108,9 +108,23 @@ class CardProvider(Protocol):
     """A card acquirer. Subclass :class:`CardProviderBase` to get the optional defaults."""
 
     async def authorize(
-        self, card: CardData, amount: int, currency: str, *, capture: bool
+        self,
+        card: CardData,
+        amount: int,
+        currency: str,
+        *,
+        capture: bool,
+        attempt_key: str | None = None,
     ) -> CardProviderResult:
         """Authorize ``amount`` (minor units of ``currency``) on ``card``.
+
+        ``attempt_key`` names the payment attempt: the service passes the same key when it
+        retries an attempt whose outcome it never learned (a :class:`ProviderError`), and a new
+        one once an attempt's outcome is recorded. A provider that can should make a call with
+        a key it has seen answer with that first outcome rather than charge again. Passed only
+        to a provider whose ``attempt_keys_supported()`` answers ``True`` (see
+        :meth:`CardProviderBase.attempt_keys_supported`); it is not part of this protocol, so
+        providers written before the key existed still conform.
 
         With ``capture=False`` this places a hold: money is reserved at the issuer, none moves.
         With ``capture=True`` it authorizes and captures at once: **moves money**. A result with
@@ -190,7 +204,13 @@ class CardProviderBase(ABC):
 
     @abstractmethod
     async def authorize(
-        self, card: CardData, amount: int, currency: str, *, capture: bool
+        self,
+        card: CardData,
+        amount: int,
+        currency: str,
+        *,
+        capture: bool,
+        attempt_key: str | None = None,
     ) -> CardProviderResult:
         """See :meth:`CardProvider.authorize`. Moves money when ``capture`` is true."""
 
@@ -220,6 +240,11 @@ class CardProviderBase(ABC):
 
     def manual_capture_supported(self) -> bool:
         """Default: holds cannot be captured later."""
+        return False
+
+    def attempt_keys_supported(self) -> bool:
+        """Default: ``attempt_key`` is not passed, so adapters written before it was added
+        (whose ``authorize`` does not take it) keep working."""
         return False
 
     def three_d_secure_supported(self) -> bool:

@@ -20,6 +20,7 @@ more than was captured (ledger invariant 10).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
 import secrets
@@ -415,9 +416,18 @@ class PaymentService:
             await self._abandon_challenge(intent)
             kind = TransactionType.SALE if capture else TransactionType.AUTHORIZATION
             try:
-                result = await self.provider.authorize(
-                    card, intent.billing_amount, intent.billing_currency, capture=capture
-                )
+                if _takes_attempt_keys(self.provider):
+                    result = await self.provider.authorize(
+                        card,
+                        intent.billing_amount,
+                        intent.billing_currency,
+                        capture=capture,
+                        attempt_key=attempt_key(intent),
+                    )
+                else:
+                    result = await self.provider.authorize(
+                        card, intent.billing_amount, intent.billing_currency, capture=capture
+                    )
             except CardError as declined:
                 # Not replayed: the answer is the decline, and a retry is a new attempt.
                 await self._record_decline(intent, kind, declined, card)
@@ -1041,6 +1051,27 @@ class PaymentService:
         uow.records.add(txn)
         self._ctx.event(uow, EventType.TRANSACTION_CREATED, txn)
         self._ctx.event(uow, outcome, txn)
+
+
+def attempt_key(intent: PaymentIntent) -> str:
+    """The key of the intent's next payment attempt, for the card provider.
+
+    Stable until an attempt's outcome is recorded: a decline or a 3-D Secure challenge records
+    a transaction (the next attempt, maybe with another card, gets a new key), while a
+    :class:`ProviderError` records nothing, so the retry reuses the key and the provider can
+    answer with the first outcome instead of charging twice. Made from the lookup id, which
+    is random, rather than the intent id, which another treasury sharing the provider account
+    (a test database, a restored backup) reuses; hashed because the lookup id is a secret.
+    """
+    seed = f"{intent.payment_intent_lookup_id}:{intent.latest_transaction_id or ''}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:40]
+
+
+def _takes_attempt_keys(provider: CardProvider) -> bool:
+    # Looked up rather than part of the protocol: providers written before attempt keys
+    # existed neither have the flag nor take the keyword.
+    flag = getattr(provider, "attempt_keys_supported", None)
+    return callable(flag) and flag() is True
 
 
 #: What a lookup id can look like (the check runs before any query, on every poll).
