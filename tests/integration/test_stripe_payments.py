@@ -176,8 +176,11 @@ async def test_capture_and_void_follow_stripes_state(provider: StripeCardProvide
     assert not_captured.value.failure_reason == "charge_not_captured"
     captured = await provider.capture(held.reference, 2_000)
     assert captured == type(captured)(held.reference, CardProviderStatus.CAPTURED)
+    # The same capture again is the retry of one whose answer was lost: it is captured.
+    again = await provider.capture(held.reference, 2_000)
+    assert again.status is CardProviderStatus.CAPTURED
     with pytest.raises(CardError) as twice:
-        await provider.capture(held.reference, 2_000)
+        await provider.capture(held.reference, 1_000)
     assert twice.value.failure_reason == "already_captured"
     with pytest.raises(CardError) as late:
         await provider.void(held.reference)
@@ -523,4 +526,22 @@ def test_a_decline_gives_the_next_attempt_a_new_key(localstripe_url: str) -> Non
         assert world.pay(intent).status is IntentStatus.PROCESSED
         keys = {s.key for s in front.seen if s.path == "/v1/payment_intents"}
         assert len(keys) == 2
+        world.treasury.close()
+
+
+def test_a_capture_retried_after_a_lost_answer_is_captured(localstripe_url: str) -> None:
+    # Stripe captures, but every answer (the SDK's retries' too) is lost on the way back.
+    with StripeFront(localstripe_url, lose_answers={"/capture": 1 + MAX_NETWORK_RETRIES}) as front:
+        world = _treasury_behind(front)
+        intent = world.pay(world.create(CaptureMethod.MANUAL, amount=1_200))
+        with pytest.raises(ProviderError):
+            world.run(world.treasury.payments.capture(world.company, intent.id))
+        assert world.get(intent).status is IntentStatus.AUTHORIZED
+        assert world.at_stripe(intent).status == "succeeded"
+        captured = world.run(world.treasury.payments.capture(world.company, intent.id))
+        assert captured.status is IntentStatus.PROCESSED
+        # Captured once at Stripe: the retry only read the PaymentIntent.
+        captures = [line for line in front.forwarded if line.endswith("/capture")]
+        assert len(captures) == 1
+        check_invariants(world.treasury.storage)
         world.treasury.close()

@@ -255,12 +255,16 @@ class StripeCardProvider(CardProviderBase):
         """Capture up to the held amount. **Moves money.**
 
         The intent is read first, so a hold Stripe cancelled (an expired authorization) is
-        :class:`HoldGone` and a second capture ``already_captured``, from Stripe's state rather
-        than from its error messages.
+        :class:`HoldGone` and a second capture of another amount ``already_captured``, from
+        Stripe's state rather than from its error messages. A capture of an intent Stripe
+        already captured for exactly ``amount`` succeeds: it is the retry of a capture whose
+        answer was lost.
         """
         intent = await self._intent(reference)
-        self._check_capturable(intent)
         _check_amount(amount)
+        if await self._captured_already(intent, amount):
+            return CardProviderResult(reference=reference, status=CardProviderStatus.CAPTURED)
+        self._check_capturable(intent)
         # localstripe has no amount_capturable; a hold's capturable amount is its amount there.
         capturable = getattr(intent, "amount_capturable", None) or intent.amount
         if amount > capturable:
@@ -277,14 +281,41 @@ class StripeCardProvider(CardProviderBase):
                 )
             )
         except stripe.InvalidRequestError as exc:
-            # The hold changed between the read and the capture (it expired, say): say why.
-            self._check_capturable(await self._intent(reference))
+            # The hold changed between the read and the capture (it expired, or a retry of this
+            # capture got there first): say why.
+            now = await self._intent(reference)
+            if await self._captured_already(now, amount):
+                return CardProviderResult(reference=reference, status=CardProviderStatus.CAPTURED)
+            self._check_capturable(now)
             raise _translate(exc) from None
         except stripe.StripeError as exc:
             raise _translate(exc) from None
         if captured.status != "succeeded":
             raise ProviderError(f"The card provider left the capture {captured.status}")
         return CardProviderResult(reference=reference, status=CardProviderStatus.CAPTURED)
+
+    async def _captured_already(self, intent: stripe.PaymentIntent, amount: int) -> bool:
+        """Whether ``intent`` was captured for exactly ``amount``.
+
+        The service only captures an intent it holds as authorized, so such an intent is a
+        capture whose answer was lost (every SDK retry failed): Stripe has the money, and
+        refusing would leave the intent authorized until its expiry released the ledger's
+        hold. Another amount is a different capture and is refused as ``already_captured``.
+        """
+        if intent.status != "succeeded":
+            return False
+        received = getattr(intent, "amount_received", None)
+        if received is None:
+            # localstripe has no amount_received: what the charge kept of its amount. No
+            # refund can have been made yet, as the service refunds only captured intents.
+            charge = intent.latest_charge
+            if charge is None:
+                return False
+            if isinstance(charge, str):
+                charge_id = charge
+                charge = await self._call(lambda: self._client.v1.charges.retrieve(charge_id))
+            received = charge.amount - charge.amount_refunded
+        return bool(received == amount)
 
     @staticmethod
     def _check_capturable(intent: stripe.PaymentIntent) -> None:
