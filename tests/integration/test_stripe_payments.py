@@ -26,7 +26,7 @@ import pytest
 import stripe
 
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.errors import CardError, InvalidRequestError, ProviderError
+from treasury_core.errors import CardError, InvalidRequestError, ProviderError, ValidationFailed
 from treasury_core.payments.intents import CancellationReason, CaptureMethod, IntentStatus
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData, CardProviderStatus
@@ -545,3 +545,61 @@ def test_a_capture_retried_after_a_lost_answer_is_captured(localstripe_url: str)
         assert len(captures) == 1
         check_invariants(world.treasury.storage)
         world.treasury.close()
+
+
+async def test_isk_is_sent_in_stripes_two_decimal_units(
+    provider: StripeCardProvider, localstripe_url: str
+) -> None:
+    # 5 krónur: 5 minor units in ISO 4217 (zero-decimal), 500 in Stripe's API.
+    held = await provider.authorize(CARD, 5, "ISK", capture=False)
+    reader = stripe.StripeClient(KEY, base_addresses={"api": localstripe_url})
+    assert reader.v1.payment_intents.retrieve(held.reference).amount == 500
+    await provider.capture(held.reference, 5)
+    refund = await provider.refund(held.reference, 2)
+    assert reader.v1.refunds.retrieve(refund.reference).amount == 200
+    with pytest.raises(CardError) as over:
+        await provider.refund(held.reference, 4)
+    assert over.value.failure_reason == "amount_too_large"
+
+
+async def test_mga_is_sent_in_whole_ariary(
+    provider: StripeCardProvider, localstripe_url: str
+) -> None:
+    with pytest.raises(ValidationFailed) as fractional:
+        await provider.authorize(CARD, 150, "MGA", capture=True)
+    assert fractional.value.http_status == 400
+    charged = await provider.authorize(CARD, 300, "MGA", capture=True)
+    reader = stripe.StripeClient(KEY, base_addresses={"api": localstripe_url})
+    assert reader.v1.payment_intents.retrieve(charged.reference).amount == 3
+
+
+def test_a_three_decimal_amount_stripe_cannot_take_is_a_400_before_stripe(
+    localstripe_url: str,
+) -> None:
+    with StripeFront(localstripe_url) as front:
+        world = _treasury_behind(front)
+        request = CreateIntentRequest(
+            account_id=world.account,
+            billing_amount=1_005,
+            billing_currency="KWD",
+            payment_type="Card Payment",
+            capture_method=CaptureMethod.AUTOMATIC,
+        )
+        intent = world.run(world.treasury.payments.create(world.company, request))
+        with pytest.raises(ValidationFailed) as refused:
+            world.pay(intent)
+        assert refused.value.http_status == 400
+        assert "last digit must be 0" in refused.value.message
+        assert front.seen == []  # Stripe was never asked
+        assert world.get(intent).status is IntentStatus.INITIALIZED
+        assert world.get(intent).latest_transaction_id is None
+        world.treasury.close()
+
+
+async def test_a_three_decimal_refund_stripe_cannot_take_fails_cleanly(
+    provider: StripeCardProvider,
+) -> None:
+    charged = await provider.authorize(CARD, 1_000, "KWD", capture=True)
+    with pytest.raises(CardError) as refused:
+        await provider.refund(charged.reference, 5)
+    assert refused.value.failure_reason == "amount_not_supported"

@@ -12,6 +12,8 @@ port call                       Stripe calls
 ``refund``                      ``GET`` the intent and its charge, then ``POST /v1/refunds``
 ==============================  ===============================================================
 
+Amounts arrive in ISO 4217 minor units and are sent in Stripe's (:func:`to_stripe_amount`).
+
 The reference of a charge is the PaymentIntent's id (``pi_…``); a refund's is the Refund's id
 (``re_…``). Stripe keeps the state, so the reference never changes.
 
@@ -52,7 +54,13 @@ import stripe
 from stripe.params import PaymentMethodCreateParamsCard
 
 from treasury_core.cards.numbers import brand_of, luhn_valid, normalize
-from treasury_core.errors import CardError, InvalidRequestError, ProviderError, TreasuryError
+from treasury_core.errors import (
+    CardError,
+    InvalidRequestError,
+    ProviderError,
+    TreasuryError,
+    ValidationFailed,
+)
 from treasury_core.ports import Clock
 from treasury_core.ports.card_provider import (
     CardData,
@@ -135,6 +143,38 @@ def _check_amount(amount: int) -> None:
         raise _refuse("The amount must be a positive whole number of minor units", "invalid_amount")
 
 
+#: Where Stripe's minor unit is not ISO 4217's (the core's): Stripe's amount is ours times
+#: the factor. ISK is zero-decimal in ISO but two-decimal in Stripe's API (whole krónur only,
+#: so always a multiple of 100); MGA has two ISO decimals (the core's table) but is zero-decimal
+#: in Stripe's, so only whole ariary can be sent.
+_STRIPE_SCALE: dict[str, tuple[int, int]] = {"ISK": (100, 1), "MGA": (1, 100)}
+#: Three-decimal currencies whose amounts Stripe takes only in tens of the minor unit.
+_TENS_ONLY = frozenset({"BHD", "JOD", "KWD", "OMR", "TND"})
+
+
+def to_stripe_amount(amount: int, currency: str) -> int:
+    """``amount`` (ISO 4217 minor units of ``currency``) in Stripe's units.
+
+    Raises :class:`ValidationFailed` (400) for an amount Stripe cannot take exactly, before any
+    call: rounding it would charge another amount than the intent's.
+    """
+    code = currency.upper()
+    multiply, divide = _STRIPE_SCALE.get(code, (1, 1))
+    if amount % divide:
+        raise ValidationFailed(
+            f"The card provider takes only whole units of {code}: the amount must be a "
+            f"multiple of {divide}",
+            param="amount",
+        )
+    if code in _TENS_ONLY and amount % 10:
+        raise ValidationFailed(
+            f"The card provider takes {code} amounts only in multiples of 10 minor units "
+            "(the last digit must be 0)",
+            param="amount",
+        )
+    return amount * multiply // divide
+
+
 def _check_reference(reference: str) -> None:
     # Checked before any call: a reference is put in a URL path.
     if not (isinstance(reference, str) and _REFERENCE.fullmatch(reference)):
@@ -210,6 +250,7 @@ class StripeCardProvider(CardProviderBase):
         retries are covered.
         """
         _check_amount(amount)
+        stripe_amount = to_stripe_amount(amount, currency)
         number = self._checked_number(card)
         details = PaymentMethodCreateParamsCard(
             number=number, exp_month=card.expiry_month, exp_year=card.expiry_year
@@ -226,7 +267,7 @@ class StripeCardProvider(CardProviderBase):
         intent = await self._call(
             lambda: self._client.v1.payment_intents.create(
                 params={
-                    "amount": amount,
+                    "amount": stripe_amount,
                     "currency": currency.lower(),
                     "payment_method": method.id,
                     # Cards only: no redirect-based method can be picked, so no return_url.
@@ -262,6 +303,7 @@ class StripeCardProvider(CardProviderBase):
         """
         intent = await self._intent(reference)
         _check_amount(amount)
+        amount = to_stripe_amount(amount, intent.currency)  # compared with Stripe's amounts
         if await self._captured_already(intent, amount):
             return CardProviderResult(reference=reference, status=CardProviderStatus.CAPTURED)
         self._check_capturable(intent)
@@ -295,7 +337,7 @@ class StripeCardProvider(CardProviderBase):
         return CardProviderResult(reference=reference, status=CardProviderStatus.CAPTURED)
 
     async def _captured_already(self, intent: stripe.PaymentIntent, amount: int) -> bool:
-        """Whether ``intent`` was captured for exactly ``amount``.
+        """Whether ``intent`` was captured for exactly ``amount`` (in Stripe's units).
 
         The service only captures an intent it holds as authorized, so such an intent is a
         capture whose answer was lost (every SDK retry failed): Stripe has the money, and
@@ -352,6 +394,12 @@ class StripeCardProvider(CardProviderBase):
         if intent.status != "succeeded" or intent.latest_charge is None:
             raise _refuse("The charge has not been captured", "charge_not_captured")
         _check_amount(amount)
+        try:
+            amount = to_stripe_amount(amount, intent.currency)  # compared with Stripe's amounts
+        except ValidationFailed as exc:
+            # A refusal the service knows how to undo: the refund it reserved fails and gives
+            # its amount back (any other error leaves it pending, as if Stripe might have paid).
+            raise _refuse(exc.message, "amount_not_supported") from None
         charge = intent.latest_charge
         if isinstance(charge, str):
             charge_id = charge
