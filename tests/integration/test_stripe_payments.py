@@ -15,6 +15,7 @@ import asyncio
 import http.client
 import http.server
 import json
+import logging
 import socket
 import threading
 import urllib.parse
@@ -603,3 +604,17 @@ async def test_a_three_decimal_refund_stripe_cannot_take_fails_cleanly(
     with pytest.raises(CardError) as refused:
         await provider.refund(charged.reference, 5)
     assert refused.value.failure_reason == "amount_not_supported"
+
+
+async def test_no_card_number_or_cvc_reaches_the_logs(
+    provider: StripeCardProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    card = CardData(number="4242424242424242", expiry_month=12, expiry_year=2040, cvc="987")
+    await provider.authorize(card, 1_000, "USD", capture=True)
+    stripe_records = [r for r in caplog.records if r.name == "stripe"]
+    assert stripe_records  # the SDK logged, at INFO: method, path and status only
+    for record in caplog.records:
+        text = record.getMessage()
+        assert "4242424242424242" not in text
+        assert "cvc" not in text.lower()

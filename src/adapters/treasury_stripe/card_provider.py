@@ -20,7 +20,10 @@ The reference of a charge is the PaymentIntent's id (``pi_…``); a refund's is 
 Raw card numbers reach Stripe only through ``POST /v1/payment_methods``, which real Stripe
 accepts from merchants it has cleared to send raw card data (PCI DSS scope); everyone else
 collects cards with Stripe.js. The card number and CVC are never logged and never appear in a
-message: Stripe's own error messages are not passed on, only its codes.
+message: Stripe's own error messages are not passed on, only its codes, and the SDK's DEBUG
+records on the ``stripe`` logger, which hold the form-encoded request bodies, are dropped by a
+filter on that logger. (``STRIPE_LOG=debug`` or ``stripe.log = "debug"`` makes the SDK print
+them to stderr besides, outside logging: never set either in production.)
 
 Every mutating call carries an idempotency key, and the SDK retries timeouts, connection
 failures and Stripe's server errors with that same key. ``authorize`` keys its requests by the
@@ -45,6 +48,7 @@ application may call a provider from more than one loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import uuid
 from collections.abc import Callable
@@ -175,6 +179,26 @@ def to_stripe_amount(amount: int, currency: str) -> int:
     return amount * multiply // divide
 
 
+class _NoRequestBodies(logging.Filter):
+    """Drops the SDK's DEBUG records: they carry request and response bodies, and a
+    PaymentMethod create's body is the card number and CVC, form-encoded. Its INFO records
+    (method, path, status) pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.INFO
+
+
+_NO_REQUEST_BODIES = _NoRequestBodies()
+
+
+def _silence_request_bodies() -> None:
+    # On the SDK's own logger, where it logs (not a handler of ours): whatever handlers and
+    # levels the application set up, a root logger at DEBUG included, never see the bodies.
+    logger = logging.getLogger("stripe")
+    if _NO_REQUEST_BODIES not in logger.filters:
+        logger.addFilter(_NO_REQUEST_BODIES)
+
+
 def _check_reference(reference: str) -> None:
     # Checked before any call: a reference is put in a URL path.
     if not (isinstance(reference, str) and _REFERENCE.fullmatch(reference)):
@@ -198,6 +222,7 @@ class StripeCardProvider(CardProviderBase):
         max_network_retries: int = MAX_NETWORK_RETRIES,
         timeout_seconds: float = REQUEST_TIMEOUT_SECONDS,
     ) -> None:
+        _silence_request_bodies()
         self._clock = clock
         self._client = stripe.StripeClient(
             api_key,
