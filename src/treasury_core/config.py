@@ -7,6 +7,7 @@ command line. Nothing here reads the environment or opens a connection.
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Annotated
 
 from pydantic import (
@@ -84,7 +85,7 @@ class TreasuryConfig(BaseModel):
     stripe_api_base: str | None = Field(
         default=None,
         description="Stripe's API base URL, for a local fake such as localstripe; Stripe's own "
-        "when unset.",
+        "when unset. https://, or http:// to a loopback host only.",
     )
     stripe_webhook_secret: SecretStr | None = Field(
         default=None, description="Verifies Stripe's webhook signatures (whsec_…)."
@@ -180,6 +181,20 @@ class TreasuryConfig(BaseModel):
             raise ValueError(
                 "TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _stripe_base_is_private(self) -> TreasuryConfig:
+        # The API key travels in every request's headers: plain HTTP only to a fake on this
+        # machine (localstripe), never across a network.
+        if self.stripe_api_base is not None:
+            base = urllib.parse.urlsplit(self.stripe_api_base)
+            host = base.hostname or ""
+            loopback = host in ("localhost", "::1") or host.startswith("127.")
+            if not (base.scheme == "https" or (base.scheme == "http" and loopback)):
+                raise ValueError(
+                    "TREASURY_STRIPE_API_BASE must be https:// unless its host is loopback"
+                )
         return self
 
     @property

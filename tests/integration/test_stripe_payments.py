@@ -618,3 +618,53 @@ async def test_no_card_number_or_cvc_reaches_the_logs(
         text = record.getMessage()
         assert "4242424242424242" not in text
         assert "cvc" not in text.lower()
+
+
+async def test_a_charge_left_in_another_state_is_cancelled_at_stripe(localstripe_url: str) -> None:
+    reader = stripe.StripeClient(KEY, base_addresses={"api": localstripe_url})
+    real = reader.v1.payment_intents.create(
+        params={"amount": 100, "currency": "usd", "payment_method_types": ["card"]}
+    )
+    left = {"id": real.id, "object": "payment_intent", "status": "requires_payment_method"}
+    with StripeFront(localstripe_url) as front:
+        front.refuse["/v1/payment_intents"] = [(200, {**left, "amount": 100, "currency": "usd"})]
+        provider = StripeCardProvider(KEY, FakeClock(), api_base=front.url)
+        with pytest.raises(ProviderError) as failed:
+            await provider.authorize(CARD, 100, "USD", capture=True)
+    assert "requires_payment_method" in failed.value.message
+    assert reader.v1.payment_intents.retrieve(real.id).status == "canceled"
+
+
+@pytest.mark.parametrize("code", ["amount_too_small", "amount_too_large"])
+def test_an_amount_stripe_refuses_is_a_400_that_changes_nothing(
+    localstripe_url: str, code: str
+) -> None:
+    with StripeFront(localstripe_url) as front:
+        world = _treasury_behind(front)
+        intent = world.create()
+        front.refuse["/v1/payment_intents"] = [(400, _stripe_error("invalid_request_error", code))]
+        with pytest.raises(ValidationFailed) as refused:
+            world.pay(intent)
+        assert refused.value.http_status == 400
+        assert refused.value.code == code
+        assert "refused by the test" not in refused.value.message
+        after = world.get(intent)
+        assert (after.status, after.latest_transaction_id) == (IntentStatus.INITIALIZED, None)
+        world.treasury.close()
+
+
+def test_a_refund_stripe_finds_too_small_fails_and_is_given_back(
+    localstripe_url: str,
+) -> None:
+    with StripeFront(localstripe_url) as front:
+        world = _treasury_behind(front)
+        intent = world.pay(world.create())
+        front.refuse["/v1/refunds"] = [
+            (400, _stripe_error("invalid_request_error", "amount_too_small"))
+        ]
+        with pytest.raises(CardError) as refused:
+            world.run(world.treasury.payments.refund(world.company, intent.id, amount=1))
+        assert refused.value.failure_reason == "amount_too_small"
+        assert world.get(intent).amount_refunded == 0
+        check_invariants(world.treasury.storage)
+        world.treasury.close()

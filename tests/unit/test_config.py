@@ -233,3 +233,23 @@ def test_the_process_environment_is_read_when_no_mapping_is_given(
     monkeypatch.setenv("TREASURY_SANDBOX", "flase")
     with pytest.raises(BadSetting, match="TREASURY_SANDBOX='flase'"):
         config_from_env()
+
+
+@pytest.mark.parametrize(
+    "base", ["http://api.stripe.example", "http://10.0.0.5:8420", "ftp://127.0.0.1", "127.0.0.1"]
+)
+def test_a_plain_http_stripe_base_off_loopback_is_refused(base: str) -> None:
+    with pytest.raises(BadSetting) as refused:
+        config_from_env({"TREASURY_STRIPE_API_BASE": base})
+    assert refused.value.message == (
+        "The settings are not valid: "
+        "TREASURY_STRIPE_API_BASE must be https:// unless its host is loopback"
+    )
+
+
+@pytest.mark.parametrize(
+    "base",
+    ["https://api.stripe.com", "http://127.0.0.1:8420", "http://localhost:1", "http://[::1]:8"],
+)
+def test_https_or_a_loopback_stripe_base_is_accepted(base: str) -> None:
+    assert config_from_env({"TREASURY_STRIPE_API_BASE": base}).stripe_api_base == base

@@ -76,6 +76,8 @@ from treasury_core.ports.card_provider import (
 
 T = TypeVar("T")
 
+log = logging.getLogger("treasury.stripe")
+
 #: Retries of one call on a timeout, a connection failure, a conflict or a Stripe server error,
 #: with its same idempotency key (the SDK's own retry, with backoff).
 MAX_NETWORK_RETRIES = 2
@@ -96,6 +98,13 @@ _DECLINE_MESSAGES: dict[str, str] = {
     "stolen_card": "Your card was declined",
     "processing_error": "The card provider could not process your card; try again",
     "authentication_required": "Your card requires 3-D Secure, which is not available here",
+}
+
+
+#: Stripe's invalid-request codes that are about the caller's amount, with our message.
+_CALLERS_AMOUNT: dict[str, str] = {
+    "amount_too_small": "The amount is below the card provider's minimum charge for the currency",
+    "amount_too_large": "The amount is above the card provider's maximum charge for the currency",
 }
 
 
@@ -138,6 +147,9 @@ def _translate(exc: stripe.StripeError) -> TreasuryError:
         exc.code == "resource_missing" or exc.http_status == 404
     ):
         return _refuse("No such charge at the card provider", "unknown_reference")
+    if isinstance(exc, stripe.InvalidRequestError) and exc.code in _CALLERS_AMOUNT:
+        # The caller's amount, not our request's shape: a 400 they can act on, not a 502.
+        return ValidationFailed(_CALLERS_AMOUNT[exc.code], code=exc.code, param="amount")
     code = exc.code if exc.code and _CODE.fullmatch(exc.code) else exc.http_status
     return ProviderError(f"The card provider refused the request ({code})")
 
@@ -309,6 +321,14 @@ class StripeCardProvider(CardProviderBase):
             raise _refuse(_DECLINE_MESSAGES["authentication_required"], "authentication_required")
         expected = "succeeded" if capture else "requires_capture"
         if intent.status != expected:
+            # Nothing records this PaymentIntent, so nothing would ever release it: cancel it
+            # first (best effort; Stripe refuses to cancel one that is processing, say).
+            try:
+                await self._cancel(intent.id)
+            except TreasuryError:
+                log.warning(
+                    "could not cancel Stripe PaymentIntent %s left %s", intent.id, intent.status
+                )
             raise ProviderError(f"The card provider left the charge {intent.status}")
         return CardProviderResult(
             reference=intent.id,
@@ -433,13 +453,17 @@ class StripeCardProvider(CardProviderBase):
         # what is left of the money that moved.
         if amount > charge.amount - charge.amount_refunded:
             raise _refuse("The refund exceeds the captured amount", "amount_too_large")
-        refund = await self._call(
-            lambda: self._client.v1.refunds.create(
-                params={"payment_intent": reference, "amount": amount},
-                # Two refunds of the same amount are legitimate: one key per call, not per amount.
-                options={"idempotency_key": _key("refund")},
+        try:
+            refund = await self._call(
+                lambda: self._client.v1.refunds.create(
+                    params={"payment_intent": reference, "amount": amount},
+                    # Two refunds of the same amount are legitimate: one key per call.
+                    options={"idempotency_key": _key("refund")},
+                )
             )
-        )
+        except ValidationFailed as exc:
+            # A refusal the service undoes (the reserved refund fails, its amount given back).
+            raise _refuse(exc.message, exc.code) from None
         if refund.status in ("failed", "canceled"):
             raise _refuse("The card provider refused the refund", "refund_failed")
         return CardProviderResult(reference=refund.id, status=CardProviderStatus.REFUNDED)
