@@ -7,7 +7,9 @@ sample of the ECB's XML; nothing between the adapter and that server is replaced
 from __future__ import annotations
 
 import asyncio
+import io
 import threading
+import zipfile
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -25,22 +27,29 @@ from treasury_core.testing.clock import FakeClock
 from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
 from treasury_core.wallets import CreateWalletRequest
 from treasury_ecb import EcbFxRates, RateTable, parse_rates
+from treasury_ecb.rates import MAX_UNZIPPED_BYTES
 
 SAMPLES = Path(__file__).parent.parent / "data" / "ecb"
 XML = (SAMPLES / "eurofxref-hist-easter-2025.xml").read_bytes()
 
 
 class RatesServer:
-    """Serves ``files`` by path on loopback and counts the requests."""
+    """Serves ``files`` (or ``raw`` responses) by path on loopback and counts the requests."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
+        #: Whole responses written as they are, status line and headers included.
+        self.raw: dict[str, bytes] = {}
         self.hits: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.hits.append(self.path)
+                if self.path in outer.raw:
+                    self.wfile.write(outer.raw[self.path])
+                    self.close_connection = True
+                    return
                 body = outer.files.get(self.path)
                 self.send_response(200 if body is not None else 404)
                 self.send_header("Content-Length", str(len(body or b"")))
@@ -256,4 +265,96 @@ def test_amounts_are_rounded_once_half_to_even() -> None:
 
     # 2.5 → 2 and 7.5 → 8 (half to even); 3.5 → 4, 4.0 → 4.
     assert asyncio.run(scenario()) == [2, 8, 4, 4]
+    check_invariants(treasury.storage)
+
+
+def _zipped(body: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("eurofxref-hist.csv", body)
+    return buffer.getvalue()
+
+
+def test_whatever_a_refresh_gets_the_loaded_rates_still_answer(
+    server: RatesServer, tmp_path: Path
+) -> None:
+    # Tuesday evening with Thursday's rates loaded: each hour's refresh meets another failure,
+    # and each quote is still answered, from Thursday, within the five-day guard.
+    clock = FakeClock(datetime(2025, 4, 22, 9, tzinfo=UTC))
+    thursday = parse_rates(snapshot_until(tmp_path, date(2025, 4, 17)).read_bytes())
+    fx = EcbFxRates(clock, table=thursday, url=server.url("/rates"), refresh_seconds=3600)
+    csv = b"Date,USD,GBP,\n2025-04-22,1.1476,0.85858,\n"
+    failures = {
+        # A status line http.client cannot read (BadStatusLine, not an OSError).
+        "garbled status": (True, b"ECB 200 OK\r\n\r\n"),
+        # Fewer bytes than the Content-Length says: a truncated file must not be half-read.
+        "short body": (
+            True,
+            b"HTTP/1.0 200 OK\r\nContent-Length: 1000\r\n\r\n" + csv,
+        ),
+        # A chunked body cut off mid-chunk (IncompleteRead, not an OSError).
+        "broken chunk": (
+            True,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n400\r\nDate,USD",
+        ),
+        # A rate that would overflow the cross-rate arithmetic.
+        "absurd rate": (False, b"Date,USD,GBP,\n2025-04-22,1E+999999,0.85858,\n"),
+        # A zip unpacking past the limit.
+        "zip bomb": (False, _zipped(csv + b" " * MAX_UNZIPPED_BYTES)),
+    }
+
+    async def scenario() -> None:
+        for name, (raw, response) in failures.items():
+            server.files.pop("/rates", None)
+            server.raw.pop("/rates", None)
+            (server.raw if raw else server.files)["/rates"] = response
+            hits = len(server.hits)
+            got = await fx.rate("USD", "GBP")
+            assert len(server.hits) == hits + 1, name
+            assert got.rate_date == date(2025, 4, 17), name
+            clock.advance(3600)
+        assert (await fx.table()).days == thursday.days
+
+    asyncio.run(scenario())
+
+
+def test_a_corrupt_offline_zip_is_a_503_over_http(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = bytearray(_zipped(snapshot_until(tmp_path, date(2025, 4, 17)).read_bytes()))
+    with zipfile.ZipFile(io.BytesIO(bytes(data))) as archive:
+        (info,) = archive.infolist()
+    start = data.index(info.filename.encode()) + len(info.filename)
+    # 0xFF opens a deflate block of the reserved type: zlib refuses the stream.
+    data[start : start + info.compress_size] = b"\xff" * info.compress_size
+    path = tmp_path / "eurofxref-hist.zip"
+    path.write_bytes(bytes(data))
+    monkeypatch.setenv("TREASURY_ECB_FILE", str(path))
+    monkeypatch.delenv("TREASURY_ECB_URL", raising=False)
+    clock = FakeClock(datetime(2025, 4, 17, 17, tzinfo=UTC))
+    treasury = bootstrap(
+        TreasuryConfig(database_url="memory://", fx_rates="ecb"), clock=clock, wall_clock=clock
+    )
+
+    async def scenario() -> None:
+        company, usd, gbp, _ = await funded(treasury)
+        before = await treasury.wallets.balances(company)
+        key = (await treasury.companies.create_api_key(company, KeyKind.SECRET))[1]
+        client = TestClient(TestServer(create_app(treasury)))
+        await client.start_server()
+        try:
+            for _ in range(2):
+                refused = await client.post(
+                    "/api/v1/transfer",
+                    json={"from_wallet_id": usd, "to_wallet_id": gbp, "from_amount": 100},
+                    headers={"Authorization": f"Bearer {key}"},
+                )
+                assert refused.status == 503
+                assert (await refused.json())["error"]["code"] == "fx_rate_unavailable"
+        finally:
+            await client.close()
+        assert await treasury.wallets.balances(company) == before
+        assert (await treasury.transfers.list(company)).items == []
+
+    asyncio.run(scenario())
     check_invariants(treasury.storage)

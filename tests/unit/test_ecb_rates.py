@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import struct
+import zipfile
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from importlib import resources
@@ -19,6 +22,7 @@ from treasury_core.settings import BadSetting
 from treasury_core.testing.clock import FakeClock
 from treasury_ecb import EcbFxRates, RatesFileError, RateTable, parse_rates
 from treasury_ecb.plugin import ecb_fx_rates
+from treasury_ecb.rates import MAX_RATE, MAX_UNZIPPED_BYTES, MIN_RATE
 from treasury_ecb.source import RatesSourceError, packaged_history, read_snapshot
 
 SAMPLES = Path(__file__).parent.parent / "data" / "ecb"
@@ -213,3 +217,69 @@ def test_cross_rates_are_consistent_and_the_markup_only_lowers_them(
         assert quote(marked, source, target).rate <= there
         expected = there * (10_000 - markup) / 10_000
         assert abs(quote(marked, source, target).rate - expected) <= expected * Decimal("1e-9")
+
+
+def _zip(body: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("eurofxref-hist.csv", body)
+    return buffer.getvalue()
+
+
+def _corrupt_deflate(body: bytes) -> bytes:
+    """A zip whose directory is sound but whose deflate stream is not (zlib refuses it)."""
+    data = bytearray(_zip(body))
+    with zipfile.ZipFile(io.BytesIO(bytes(data))) as archive:
+        (info,) = archive.infolist()
+    # The local header is 30 bytes, then the name and the extra field, then the data.
+    name_length, extra_length = struct.unpack(
+        "<HH", data[info.header_offset + 26 : info.header_offset + 30]
+    )
+    start = info.header_offset + 30 + name_length + extra_length
+    # 0xFF starts a deflate block of the reserved type 3: "invalid block type".
+    data[start : start + info.compress_size] = b"\xff" * info.compress_size
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (_corrupt_deflate(CSV.read_bytes()), "not a readable zip"),
+        (_zip(b"Date,USD,\n" + b" " * MAX_UNZIPPED_BYTES), "unpacks to more than"),
+        (b"Date,USD,\n2025-04-17,1E+999999,\n", "outside"),
+        (b"Date,USD,\n2025-04-17,1E-7,\n", "outside"),
+        (b"Date,USD,\n2025-04-17,1000000001,\n", "outside"),
+    ],
+)
+def test_a_corrupt_zip_a_zip_bomb_and_absurd_rates_are_refused(data: bytes, problem: str) -> None:
+    with pytest.raises(RatesFileError, match=problem):
+        parse_rates(data)
+
+
+def test_the_rate_range_keeps_every_rate_the_ecb_has_published() -> None:
+    history = parse_rates(packaged_history())
+    rates = [rate for day in history.days.values() for rate in day.values()]
+    assert min(rates) > MIN_RATE
+    assert max(rates) < MAX_RATE
+
+
+def test_a_corrupt_offline_zip_is_a_503_on_every_quote(tmp_path: Path) -> None:
+    path = tmp_path / "eurofxref-hist.zip"
+    path.write_bytes(_corrupt_deflate(CSV.read_bytes()))
+    fx = ecb_fx_rates(
+        TreasuryConfig(database_url="memory://", fx_rates="ecb"),
+        at("2025-04-17"),
+        {"TREASURY_ECB_FILE": str(path)},
+    )
+    for _ in range(2):
+        with pytest.raises(FxRateUnavailable) as caught:
+            asyncio.run(fx.rate("USD", "GBP"))
+        assert caught.value.http_status == 503
+
+
+def test_a_loader_failing_in_an_unforeseen_way_is_a_503() -> None:
+    def load() -> bytes:
+        raise LookupError("a loader's own bug")
+
+    with pytest.raises(FxRateUnavailable):
+        quote(EcbFxRates(at("2025-04-17"), load=load), "USD", "GBP")

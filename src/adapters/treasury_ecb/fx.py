@@ -34,6 +34,10 @@ _BPS = Decimal(10_000)
 DEFAULT_MAX_AGE_DAYS = 5
 
 
+def _unavailable() -> FxRateUnavailable:
+    return FxRateUnavailable("The ECB reference rates are not available; nothing moved")
+
+
 class EcbFxRates:
     """The ECB's reference rates, offline from a loaded file, refreshed from ``url`` if given.
 
@@ -84,9 +88,12 @@ class EcbFxRates:
                         self._table = parse_rates(data)
                     except (RatesSourceError, RatesFileError) as exc:
                         log.error("ecb: the offline rates cannot be loaded: %s", exc)
-                        raise FxRateUnavailable(
-                            "The ECB reference rates are not available; nothing moved"
-                        ) from exc
+                        raise _unavailable() from exc
+                    # ``load`` may be any callable: whatever it raises, the quote is a 503
+                    # that moves nothing, not a 500; the traceback goes to the log.
+                    except Exception as exc:
+                        log.exception("ecb: the offline rates cannot be loaded")
+                        raise _unavailable() from exc
         return self._table
 
     async def refresh(self) -> bool:
@@ -99,6 +106,11 @@ class EcbFxRates:
             fetched = parse_rates(data)
         except (RatesSourceError, RatesFileError) as exc:
             log.warning("ecb: refresh from %s failed, keeping the rates loaded: %s", self.url, exc)
+            return False
+        # A refresh is best effort: an error no one foresaw must not turn a quote the loaded
+        # rates can still answer into a 500. The day guard still refuses stale rates.
+        except Exception:
+            log.exception("ecb: refresh from %s failed, keeping the rates loaded", self.url)
             return False
         self._table = table.merged(fetched)
         log.info("ecb: rates refreshed from %s up to %s", self.url, fetched.latest)

@@ -13,11 +13,22 @@ import bisect
 import csv
 import io
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from xml.etree import ElementTree
+
+#: The most a zipped file may unpack to: the ECB's full history is a few MB, so more is not
+#: its file (and a small zip unpacking to gigabytes would exhaust memory).
+MAX_UNZIPPED_BYTES = 32 * 1024 * 1024
+
+#: The range of units per euro accepted. Every currency the ECB has published, the old Turkish
+#: lira's millions included, lies well inside it; a figure outside is a broken file, and an
+#: absurd one (``1E+999999``) would overflow the cross-rate arithmetic instead of being refused.
+MIN_RATE = Decimal("1E-6")
+MAX_RATE = Decimal("1E+9")
 
 #: The namespace of the ``Cube`` elements in the ECB's XML files.
 _ECB_NS = "{http://www.ecb.int/vocabulary/2002-08-01/eurofxref}"
@@ -74,9 +85,17 @@ def _unzip(data: bytes) -> bytes:
             names = [n for n in archive.namelist() if not n.endswith("/")]
             if len(names) != 1:
                 raise RatesFileError(f"expected one file in the zip, found {len(names)}")
-            return archive.read(names[0])
-    except zipfile.BadZipFile as exc:
+            # The size in the zip's directory is the sender's claim: read one byte past the
+            # limit rather than trust it, so a bomb stops at the limit whatever it declares.
+            with archive.open(names[0]) as member:
+                unzipped = member.read(MAX_UNZIPPED_BYTES + 1)
+    # A corrupt deflate stream raises zlib.error, a truncated one EOFError, an unsupported
+    # method NotImplementedError and an encrypted member RuntimeError: all a file not read.
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
         raise RatesFileError(f"not a readable zip: {exc}") from None
+    if len(unzipped) > MAX_UNZIPPED_BYTES:
+        raise RatesFileError(f"the zipped file unpacks to more than {MAX_UNZIPPED_BYTES} bytes")
+    return unzipped
 
 
 def _decode(data: bytes) -> str:
@@ -98,6 +117,8 @@ def _rate(value: str, where: str) -> Decimal | None:
         raise RatesFileError(f"{where}: {value!r} is not a rate") from None
     if not rate.is_finite() or rate <= 0:
         raise RatesFileError(f"{where}: {value!r} is not a positive rate")
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise RatesFileError(f"{where}: {value!r} is outside {MIN_RATE} to {MAX_RATE} per euro")
     return rate
 
 

@@ -5,6 +5,7 @@ Every function here is called when rates are first needed or refreshed, never at
 
 from __future__ import annotations
 
+import http.client
 import urllib.request
 from importlib import resources
 from pathlib import Path
@@ -47,8 +48,14 @@ def download(url: str, timeout_seconds: float) -> bytes:
     try:
         with urllib.request.urlopen(request, timeout=timeout_seconds) as response:  # noqa: S310
             data: bytes = response.read(MAX_DOWNLOAD_BYTES + 1)
-    except OSError as exc:
-        raise RatesSourceError(f"cannot fetch the ECB rates from {url}: {exc}") from None
+            # A body cut short of its Content-Length comes back without an error from a read
+            # of a given size: what is left to read says the file is incomplete.
+            left = response.length
+    # http.client's errors (a garbled status line, a broken chunked body) are not OSErrors.
+    except (OSError, http.client.HTTPException) as exc:
+        raise RatesSourceError(f"cannot fetch the ECB rates from {url}: {exc!r}") from None
     if len(data) > MAX_DOWNLOAD_BYTES:
         raise RatesSourceError(f"{url} is larger than any ECB rates file")
+    if left:
+        raise RatesSourceError(f"{url} ended {left} bytes before its stated length")
     return data
