@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import struct
+import threading
 import zipfile
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -283,3 +284,27 @@ def test_a_loader_failing_in_an_unforeseen_way_is_a_503() -> None:
 
     with pytest.raises(FxRateUnavailable):
         quote(EcbFxRates(at("2025-04-17"), load=load), "USD", "GBP")
+
+
+def test_the_offline_file_is_parsed_off_the_event_loop() -> None:
+    # The file's text is only reached by the parser: once it is, the parser waits for the loop
+    # to run a task. A parse on the loop's own thread would hold the loop and never see it.
+    parsing = threading.Event()
+    loop_ran = threading.Event()
+
+    class Gated(bytes):
+        def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+            parsing.set()
+            if not loop_ran.wait(timeout=10):
+                raise AssertionError("the event loop was blocked while the file was parsed")
+            return super().decode(encoding, errors)
+
+    fx = EcbFxRates(at("2025-04-17"), load=lambda: Gated(XML.read_bytes()))
+
+    async def scenario() -> FxQuote:
+        quoting = asyncio.ensure_future(fx.rate("USD", "GBP"))
+        await asyncio.to_thread(parsing.wait)
+        loop_ran.set()
+        return await quoting
+
+    assert asyncio.run(scenario()).rate == Decimal("0.7559242958")

