@@ -24,6 +24,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from treasury_aiohttp import create_app
 from treasury_core import KeyKind, Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import ValidationFailed
+from treasury_core.ports import FxQuote
 from treasury_core.testing import check_invariants
 from treasury_core.testing.clock import FakeClock
 from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
@@ -401,3 +402,48 @@ def test_a_redirect_to_another_scheme_is_refused(server: RatesServer) -> None:
         listener.shutdown(socket.SHUT_RDWR)
         listener.close()
         thread.join()
+
+
+def test_loops_in_several_threads_share_one_load_and_one_refresh(
+    server: RatesServer, tmp_path: Path
+) -> None:
+    # Offline up to Thursday; on Easter Tuesday each thread's loop quotes at once. The offline
+    # file is read once and the URL fetched once; a quote made while that fetch is under way
+    # gets Thursday's rate (within the day guard), every quote after it Tuesday's.
+    snapshot = snapshot_until(tmp_path, date(2025, 4, 17))
+    loads: list[int] = []
+
+    def load() -> bytes:
+        loads.append(threading.get_ident())
+        return snapshot.read_bytes()
+
+    clock = FakeClock(datetime(2025, 4, 22, 17, tzinfo=UTC))
+    fx = EcbFxRates(clock, load=load, url=server.url("/eurofxref-hist-90d.xml"))
+    threads = 4
+    start = threading.Barrier(threads)
+    answers: list[FxQuote | BaseException] = []
+
+    async def quotes() -> list[FxQuote | BaseException]:
+        return await asyncio.gather(
+            *(fx.rate("USD", target) for target in ("GBP", "JPY", "CHF")), return_exceptions=True
+        )
+
+    def run() -> None:
+        start.wait()
+        answers.extend(asyncio.run(quotes()))
+
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert len(answers) == 3 * threads
+    assert all(isinstance(a, FxQuote) for a in answers), answers
+    assert {a.rate_date for a in answers if isinstance(a, FxQuote)} <= {
+        date(2025, 4, 17),
+        date(2025, 4, 22),
+    }
+    assert len(loads) == 1
+    assert server.hits == ["/eurofxref-hist-90d.xml"]
+    assert asyncio.run(fx.table()).days == parse_rates(XML).days
+    assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 22)

@@ -308,3 +308,24 @@ def test_the_offline_file_is_parsed_off_the_event_loop() -> None:
         return await quoting
 
     assert asyncio.run(scenario()).rate == Decimal("0.7559242958")
+
+
+def test_one_adapter_serves_quotes_in_one_event_loop_after_another(tmp_path: Path) -> None:
+    # The file appears only after the first loop: both loops contend for the first load, which
+    # an asyncio.Lock would tie to the first loop and refuse (a 500) in the second.
+    path = tmp_path / "eurofxref-hist.csv"
+    fx = EcbFxRates(at("2025-04-17"), load=lambda: read_snapshot(path))
+
+    async def two_quotes() -> list[FxQuote | BaseException]:
+        return await asyncio.gather(
+            fx.rate("USD", "GBP"), fx.rate("EUR", "USD"), return_exceptions=True
+        )
+
+    first = asyncio.run(two_quotes())
+    assert all(isinstance(answer, FxRateUnavailable) for answer in first), first
+    path.write_bytes(CSV.read_bytes())
+    second = asyncio.run(two_quotes())
+    assert [a.rate if isinstance(a, FxQuote) else a for a in second] == [
+        Decimal("0.7559242958"),
+        Decimal("1.136"),
+    ]

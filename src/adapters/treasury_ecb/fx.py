@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal
@@ -82,58 +83,81 @@ class EcbFxRates:
         self._refresh_every = timedelta(seconds=refresh_seconds)
         self._timeout = timeout_seconds
         self._next_refresh: datetime | None = None
-        self._lock = asyncio.Lock()
+        # A threading lock, not an asyncio one: an asyncio.Lock binds to the first event loop
+        # that waits on it, and one adapter may serve several loops (one per asyncio.run, one
+        # per thread). It is only taken in worker threads, so a loop never blocks on it.
+        self._lock = threading.Lock()
 
     async def table(self) -> RateTable:
         """The rates in use, loading the offline file first if nothing is loaded yet."""
-        if self._table is None:
-            async with self._lock:
-                if self._table is None:
-                    try:
-                        # Parsing a history takes long enough to stall every other request
-                        # on the loop: it runs in the thread with the read.
-                        self._table = await asyncio.to_thread(_parsed, self._load)
-                    except (RatesSourceError, RatesFileError) as exc:
-                        log.error("ecb: the offline rates cannot be loaded: %s", exc)
-                        raise _unavailable() from exc
-                    # ``load`` may be any callable: whatever it raises, the quote is a 503
-                    # that moves nothing, not a 500; the traceback goes to the log.
-                    except Exception as exc:
-                        log.exception("ecb: the offline rates cannot be loaded")
-                        raise _unavailable() from exc
-        return self._table
+        table = self._table
+        if table is not None:
+            return table
+        return await asyncio.to_thread(self._loaded)
+
+    def _loaded(self) -> RateTable:
+        """The rates in use, loaded under the lock so only one thread reads the file."""
+        with self._lock:
+            if self._table is None:
+                try:
+                    # Parsing a history takes long enough to stall every other request on the
+                    # loop: it runs here, in the thread, with the read.
+                    self._table = _parsed(self._load)
+                except (RatesSourceError, RatesFileError) as exc:
+                    log.error("ecb: the offline rates cannot be loaded: %s", exc)
+                    raise _unavailable() from exc
+                # ``load`` may be any callable: whatever it raises, the quote is a 503 that
+                # moves nothing, not a 500; the traceback goes to the log.
+                except Exception as exc:
+                    log.exception("ecb: the offline rates cannot be loaded")
+                    raise _unavailable() from exc
+            return self._table
 
     async def refresh(self) -> bool:
         """Fetch ``url`` now and add its days to the rates; ``False`` (logged) if that failed."""
         if self.url is None:
             return False
-        table = await self.table()
+        return await asyncio.to_thread(self._refreshed, self.url)
+
+    def _refreshed(self, url: str) -> bool:
+        loaded = self._loaded()
         try:
-            fetched = await asyncio.to_thread(_parsed, partial(download, self.url, self._timeout))
+            # The fetch runs outside the lock: a slow server must not hold up the first load
+            # of another loop, and the merge below takes the lock anyway.
+            fetched = _parsed(partial(download, url, self._timeout))
         except (RatesSourceError, RatesFileError) as exc:
-            log.warning("ecb: refresh from %s failed, keeping the rates loaded: %s", self.url, exc)
+            log.warning("ecb: refresh from %s failed, keeping the rates loaded: %s", url, exc)
             return False
         # A refresh is best effort: an error no one foresaw must not turn a quote the loaded
         # rates can still answer into a 500. The day guard still refuses stale rates.
         except Exception:
-            log.exception("ecb: refresh from %s failed, keeping the rates loaded", self.url)
+            log.exception("ecb: refresh from %s failed, keeping the rates loaded", url)
             return False
-        self._table = table.merged(fetched)
-        log.info("ecb: rates refreshed from %s up to %s", self.url, fetched.latest)
+        with self._lock:
+            # Merged into the table as it is now, not as it was before the fetch, so a refresh
+            # that finished meanwhile in another thread is kept.
+            self._table = (self._table or loaded).merged(fetched)
+        log.info("ecb: rates refreshed from %s up to %s", url, fetched.latest)
         return True
 
+    def _refresh_if_due(self, url: str, now: datetime) -> None:
+        with self._lock:
+            # Checked and set together, so quotes in several threads or loops that find the
+            # rates behind start one refresh between them, not one each.
+            if self._next_refresh is not None and now < self._next_refresh:
+                return
+            self._next_refresh = now + self._refresh_every
+        self._refreshed(url)
+
     async def _maybe_refresh(self, now: datetime) -> None:
-        if self.url is None or (self._next_refresh is not None and now < self._next_refresh):
+        url = self.url
+        # Read without the lock: only a shortcut, which _refresh_if_due checks again under it.
+        if url is None or (self._next_refresh is not None and now < self._next_refresh):
             return
         table = await self.table()
         if table.latest is not None and table.latest >= now.date():
             return
-        async with self._lock:
-            # Another quote may have refreshed while this one waited for the lock.
-            if self._next_refresh is not None and now < self._next_refresh:
-                return
-            self._next_refresh = now + self._refresh_every
-        await self.refresh()
+        await asyncio.to_thread(self._refresh_if_due, url, now)
 
     async def rate(self, source: str, target: str) -> FxQuote:
         """Major units of ``target`` per major unit of ``source``, on the ECB's latest day.
