@@ -44,7 +44,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from treasury_core.cards.numbers import brand_of, luhn_valid, normalize
+from treasury_core.cards.numbers import brand_of
 from treasury_core.errors import CardError
 from treasury_core.ports import Clock
 from treasury_core.ports.card_provider import (
@@ -54,6 +54,7 @@ from treasury_core.ports.card_provider import (
     CardProviderStatus,
     ChargebackOutcome,
     HoldGone,
+    refuse_unusable_card,
 )
 
 #: Test cards refused at authorization, with their ``failure_reason``.
@@ -176,7 +177,7 @@ class SandboxCardProvider(CardProviderBase):
         no answers, so there is no retry to recognize.
         """
         _check_amount(amount)
-        number = self._checked_number(card)
+        number = refuse_unusable_card(card, self._clock.now().date())
         if number in DECLINED_CARDS:
             reason = DECLINED_CARDS[number]
             raise _refuse(_DECLINE_MESSAGES[reason], reason)
@@ -201,7 +202,7 @@ class SandboxCardProvider(CardProviderBase):
         declined when it is charged (as real networks behave). 3-D Secure is asked for when
         the saved card is charged, not when it is saved.
         """
-        number = self._checked_number(card)
+        number = refuse_unusable_card(card, self._clock.now().date())
         reason = DECLINED_CARDS.get(number)
         if reason is not None and reason != "insufficient_funds":
             raise _refuse(_DECLINE_MESSAGES[reason], reason)
@@ -263,16 +264,3 @@ class SandboxCardProvider(CardProviderBase):
         if _REFUND.fullmatch(reference):
             return None
         return _CHARGEBACKS.get(_charge(reference).code)
-
-    def _checked_number(self, card: CardData) -> str:
-        number = normalize(card.number)
-        if not (number.isdigit() and 12 <= len(number) <= 19 and luhn_valid(number)):
-            raise _refuse("Your card number is invalid", "invalid_number")
-        if not 1 <= card.expiry_month <= 12:
-            raise _refuse("Your card's expiration month is invalid", "invalid_expiry_month")
-        now = self._clock.now()
-        if (card.expiry_year, card.expiry_month) < (now.year, now.month):
-            raise _refuse("Your card has expired", "expired_card")
-        if card.cvc is not None and not (card.cvc.isdigit() and 3 <= len(card.cvc) <= 4):
-            raise _refuse("Your card's security code is invalid", "invalid_cvc")
-        return number

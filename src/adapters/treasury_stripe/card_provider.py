@@ -57,7 +57,7 @@ from typing import TypeVar
 import stripe
 from stripe.params import PaymentMethodCreateParamsCard
 
-from treasury_core.cards.numbers import brand_of, luhn_valid, normalize
+from treasury_core.cards.numbers import brand_of
 from treasury_core.errors import (
     CardError,
     InvalidRequestError,
@@ -72,6 +72,7 @@ from treasury_core.ports.card_provider import (
     CardProviderResult,
     CardProviderStatus,
     HoldGone,
+    refuse_unusable_card,
 )
 
 T = TypeVar("T")
@@ -288,7 +289,7 @@ class StripeCardProvider(CardProviderBase):
         """
         _check_amount(amount)
         stripe_amount = to_stripe_amount(amount, currency)
-        number = self._checked_number(card)
+        number = refuse_unusable_card(card, self._clock.now().date())
         details = PaymentMethodCreateParamsCard(
             number=number, exp_month=card.expiry_month, exp_year=card.expiry_year
         )
@@ -467,18 +468,3 @@ class StripeCardProvider(CardProviderBase):
         if refund.status in ("failed", "canceled"):
             raise _refuse("The card provider refused the refund", "refund_failed")
         return CardProviderResult(reference=refund.id, status=CardProviderStatus.REFUNDED)
-
-    def _checked_number(self, card: CardData) -> str:
-        # The checks the sandbox makes, so a bad card is the same 402 with either provider and
-        # never costs a Stripe request.
-        number = normalize(card.number)
-        if not (number.isdigit() and 12 <= len(number) <= 19 and luhn_valid(number)):
-            raise _refuse("Your card number is invalid", "invalid_number")
-        if not 1 <= card.expiry_month <= 12:
-            raise _refuse("Your card's expiration month is invalid", "invalid_expiry_month")
-        now = self._clock.now()
-        if (card.expiry_year, card.expiry_month) < (now.year, now.month):
-            raise _refuse("Your card has expired", "expired_card")
-        if card.cvc is not None and not (card.cvc.isdigit() and 3 <= len(card.cvc) <= 4):
-            raise _refuse("Your card's security code is invalid", "invalid_cvc")
-        return number

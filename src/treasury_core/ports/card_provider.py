@@ -24,9 +24,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from datetime import date
 from enum import StrEnum
 from typing import Literal, Protocol, runtime_checkable
 
+from treasury_core.cards.numbers import luhn_valid, normalize
 from treasury_core.errors import CardError
 
 #: How a chargeback the provider announced ends: the merchant ``lost`` or ``won`` the dispute.
@@ -101,6 +103,29 @@ class HoldGone(CardError):
         failure_reason: str = HOLD_GONE_FAILURE_REASON,
     ) -> None:
         super().__init__(message, failure_reason=failure_reason)
+
+
+def refuse_unusable_card(card: CardData, today: date) -> str:
+    """The card's number, digits only, or the 402 a card network gives a card it cannot use.
+
+    For adapters: a number that fails its length or Luhn check, an impossible expiry month, an
+    expired card or a malformed CVC is refused as a decline (:class:`CardError` with
+    ``invalid_number``, ``invalid_expiry_month``, ``expired_card`` or ``invalid_cvc``), the
+    same with every provider and before any network call. The services validate cards before
+    they reach a provider (400); this is the provider's own line, for a caller that did not.
+    """
+    number = normalize(card.number)
+    if not (number.isdigit() and 12 <= len(number) <= 19 and luhn_valid(number)):
+        raise CardError("Your card number is invalid", failure_reason="invalid_number")
+    if not 1 <= card.expiry_month <= 12:
+        raise CardError(
+            "Your card's expiration month is invalid", failure_reason="invalid_expiry_month"
+        )
+    if (card.expiry_year, card.expiry_month) < (today.year, today.month):
+        raise CardError("Your card has expired", failure_reason="expired_card")
+    if card.cvc is not None and not (card.cvc.isdigit() and 3 <= len(card.cvc) <= 4):
+        raise CardError("Your card's security code is invalid", failure_reason="invalid_cvc")
+    return number
 
 
 @runtime_checkable
