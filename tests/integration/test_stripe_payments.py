@@ -413,17 +413,8 @@ async def test_a_retry_after_a_lost_answer_charges_once(localstripe_url: str) ->
 
 def test_a_402_at_capture_leaves_the_hold_to_be_captured_again(localstripe_url: str) -> None:
     with StripeFront(localstripe_url) as front:
-        clock = FakeClock()
-        config = TreasuryConfig(
-            database_url="memory://",
-            card_provider="stripe",
-            stripe_api_key=KEY,  # type: ignore[arg-type]
-            stripe_api_base=front.url,
-        )
-        treasury = bootstrap(config, storage=MemoryStorage(), clock=clock, wall_clock=clock)
-        created = asyncio.run(treasury.companies.create_company("Acme"))
-        reader = stripe.StripeClient(KEY, base_addresses={"api": localstripe_url})
-        world = World(treasury, reader, created.company.id, created.merchant_account.id)
+        world = _treasury_behind(front)
+        treasury = world.treasury
         intent = world.pay(world.create(CaptureMethod.MANUAL))
         front.refuse["/capture"] = [
             (402, _stripe_error("card_error", "card_declined", "insufficient_funds"))
