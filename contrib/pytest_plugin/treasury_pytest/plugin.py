@@ -40,11 +40,13 @@ import pytest
 
 from treasury_pytest.receiver import WebhookReceiver
 
-# The storage contract (treasury_core.testing.contract) is a test module that lives in the
-# package: registered here, before anything imports it, its failures show the compared values
-# in every install (pytest rewrites a wheel's pytest11 packages, but not an editable checkout's
-# other modules).
-pytest.register_assert_rewrite("treasury_core.testing.contract")
+# The storage and card provider contracts (treasury_core.testing.contract and
+# .card_provider_contract) are test modules that live in the package: registered here, before
+# anything imports them, their failures show the compared values in every install (pytest
+# rewrites a wheel's pytest11 packages, but not an editable checkout's other modules).
+pytest.register_assert_rewrite(
+    "treasury_core.testing.contract", "treasury_core.testing.card_provider_contract"
+)
 
 if TYPE_CHECKING:
     from treasury_core import Treasury, TreasuryConfig

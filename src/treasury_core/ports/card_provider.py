@@ -196,23 +196,42 @@ class CardProvider(Protocol):
         ...
 
     def manual_capture_supported(self) -> bool:
-        """Whether ``authorize(..., capture=False)`` holds can be captured later."""
+        """Whether ``authorize(..., capture=False)`` holds can be captured later.
+
+        When not, the services never ask for a hold, and the provider refuses one with a
+        ``CardError`` whose ``failure_reason`` is ``unsupported``.
+        """
         ...
 
     def verification_supported(self) -> bool:
-        """Whether :meth:`verify` checks cards (otherwise cards are saved unverified)."""
+        """Whether :meth:`verify` checks cards (otherwise cards are saved unverified).
+
+        When not, :meth:`verify` raises ``CardError`` with ``failure_reason`` ``unsupported``.
+        """
         ...
 
     def three_d_secure_supported(self) -> bool:
-        """Whether authorize may answer ``requires_action`` (3-D Secure)."""
+        """Whether authorize may answer ``requires_action`` (3-D Secure).
+
+        When not, authorize never does (a card that needs 3-D Secure is declined) and
+        :meth:`complete_action` raises ``CardError`` with ``failure_reason``
+        ``no_action_required``.
+        """
         ...
 
     def refunds_supported(self) -> bool:
-        """Whether captured charges can be refunded."""
+        """Whether captured charges can be refunded.
+
+        When not, :meth:`refund` raises ``CardError`` with ``failure_reason`` ``unsupported``.
+        """
         ...
 
     def partial_refunds_supported(self) -> bool:
-        """Whether a refund may be for less than the captured amount."""
+        """Whether a refund may be for less than the captured amount.
+
+        When not, the services never ask for one, and the provider refuses it with a
+        ``CardError`` whose ``failure_reason`` is ``unsupported``.
+        """
         ...
 
     def chargeback_outcome(self, reference: str) -> ChargebackOutcome | None:

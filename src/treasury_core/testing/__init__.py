@@ -4,6 +4,7 @@ Importable without Hypothesis:
 
 - :class:`MemoryStorage`: the in-memory storage adapter (the reference implementation);
 - :class:`FakeClock` and :class:`SequentialIds`: time and ids under test control;
+- :class:`SalesOnlyCardProvider`: a card provider with every optional capability off;
 - :func:`check_invariants`: the ledger invariants (docs/concepts/ledger.md), run against any
   storage; raises :class:`InvariantViolation` listing every breach.
 
@@ -27,9 +28,13 @@ With pytest installed:
 
 - :class:`StorageContract` (:mod:`~treasury_core.testing.contract`): the storage contract tests
   every built-in backend passes, run on your storage by subclassing it in a ``Test*`` class that
-  provides a ``storage`` fixture.
+  provides a ``storage`` fixture;
+- :class:`CardProviderContract` (:mod:`~treasury_core.testing.card_provider_contract`): the card
+  provider contract tests the sandbox and Stripe providers pass, run on your card provider by
+  subclassing it in a ``Test*`` class that provides ``card_provider``, ``good_card`` and
+  ``declined_card`` fixtures.
 
-The machines, their ``*_test_case`` helpers and the contract are exported here but imported on
+The machines, their ``*_test_case`` helpers and the contracts are exported here but imported on
 first use, so that ``import treasury_core.testing`` works without Hypothesis or pytest. The
 guide ``docs/guides/property-testing.md`` walks through finding a bug in a storage adapter with
 them; ``docs/guides/writing-an-adapter.md`` shows the contract.
@@ -38,11 +43,13 @@ them; ``docs/guides/writing-an-adapter.md`` shows the contract.
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from treasury_core.testing.card_providers import SalesOnlyCardProvider
 from treasury_core.testing.clock import FakeClock, SequentialIds
 from treasury_core.testing.invariants import InvariantViolation, check_invariants
 from treasury_core.testing.memory import MemoryStorage
 
 if TYPE_CHECKING:
+    from treasury_core.testing.card_provider_contract import CardProviderContract
     from treasury_core.testing.contract import StorageContract
     from treasury_core.testing.machine import LedgerMachine, ledger_machine_test_case
     from treasury_core.testing.payments_machine import (
@@ -55,11 +62,13 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CardProviderContract",
     "FakeClock",
     "InvariantViolation",
     "LedgerMachine",
     "MemoryStorage",
     "PaymentsMachine",
+    "SalesOnlyCardProvider",
     "SequentialIds",
     "StorageContract",
     "TreasuryMachine",
@@ -78,11 +87,12 @@ _LAZY = {
     "TreasuryMachine": "treasury_core.testing.treasury_machine",
     "treasury_machine_test_case": "treasury_core.testing.treasury_machine",
     "StorageContract": "treasury_core.testing.contract",
+    "CardProviderContract": "treasury_core.testing.card_provider_contract",
 }
 
 
 def __getattr__(name: str) -> object:
-    """The machines need Hypothesis and the contract pytest: import their module when asked."""
+    """The machines need Hypothesis and the contracts pytest: import their module when asked."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,102 @@
+"""One card provider contract, three providers: the sandbox, Stripe and a sales-only fake.
+
+The contract lives in :mod:`treasury_core.testing.card_provider_contract`, shipped so that
+third-party card providers run exactly what ours pass. The Stripe provider runs it against a
+real localstripe on loopback (the ``localstripe_url`` fixture), whose test cards are its own:
+4000000000000341 is declined at authorization there, 4000000000003220 asks for 3-D Secure.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+import pytest
+import stripe
+
+from treasury_core.ports.card_provider import CardData
+from treasury_core.testing import FakeClock, SalesOnlyCardProvider
+from treasury_core.testing.card_provider_contract import CardProviderContract
+from treasury_sandbox.card_provider import SandboxCardProvider
+from treasury_stripe.card_provider import StripeCardProvider
+
+#: localstripe takes any secret key of this shape.
+KEY = "sk_test_contract"
+
+
+def card(number: str) -> CardData:
+    return CardData(number=number, expiry_month=12, expiry_year=2040, cvc="123")
+
+
+# The cards every provider here shares; a class overrides what its provider does otherwise.
+
+
+@pytest.fixture
+def good_card() -> CardData:
+    return card("4242424242424242")
+
+
+@pytest.fixture
+def declined_card() -> CardData:
+    return card("4000000000000002")
+
+
+class TestSandboxCardProvider(CardProviderContract):
+    """Holds, refunds, 3-D Secure and verification on; attempt keys off (nothing to check)."""
+
+    @pytest.fixture
+    def card_provider(self) -> SandboxCardProvider:
+        return SandboxCardProvider(FakeClock())
+
+    @pytest.fixture
+    def three_d_secure_card(self) -> CardData:
+        return card("4000000000003220")
+
+    @pytest.fixture
+    def hold_gone_card(self) -> CardData:
+        return card("4000000000000259")
+
+
+class TestStripeCardProvider(CardProviderContract):
+    """Holds and refunds; 3-D Secure and verification off (the contract checks the refusals)."""
+
+    @pytest.fixture
+    def card_provider(self, localstripe_url: str) -> StripeCardProvider:
+        return StripeCardProvider(KEY, FakeClock(), api_base=localstripe_url)
+
+    @pytest.fixture
+    def declined_card(self) -> CardData:
+        # localstripe approves 4000000000000002; this is the one card it declines.
+        return card("4000000000000341")
+
+    @pytest.fixture
+    def three_d_secure_card(self) -> CardData:
+        return card("4000000000003220")
+
+    @pytest.fixture
+    def lose_hold(self, localstripe_url: str) -> Callable[[str], None]:
+        # What Stripe does itself when an authorization expires; localstripe cannot expire one.
+        at_stripe = stripe.StripeClient(KEY, base_addresses={"api": localstripe_url})
+
+        def cancel(reference: str) -> None:
+            at_stripe.v1.payment_intents.cancel(reference)
+
+        return cancel
+
+    @pytest.fixture
+    def offline_card_provider(self) -> StripeCardProvider:
+        # A port that was just free: nothing listens there, so every connection is refused.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        return StripeCardProvider(
+            KEY, FakeClock(), api_base=f"http://127.0.0.1:{port}", max_network_retries=0
+        )
+
+
+class TestSalesOnlyCardProvider(CardProviderContract):
+    """Every capability flag off: each capability's test asserts the port's refusal."""
+
+    @pytest.fixture
+    def card_provider(self) -> SalesOnlyCardProvider:
+        return SalesOnlyCardProvider(FakeClock())

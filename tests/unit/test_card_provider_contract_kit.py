@@ -1,0 +1,177 @@
+"""The shipped card provider contract as an adapter author meets it: their test files, run by
+pytest through ``pytester``, on a good provider and on providers each broken in one way."""
+
+from __future__ import annotations
+
+import pytest
+
+from treasury_core.testing.card_provider_contract import CardProviderContract
+
+# pytest-asyncio warns in every run without it; users set it in their own configuration.
+INI = """
+[pytest]
+asyncio_default_fixture_loop_scope = function
+"""
+
+CONTRACT_TESTS = sorted(name for name in dir(CardProviderContract) if name.startswith("test_"))
+
+#: The sandbox provider with its test cards, as a subclass of the contract; ``PROVIDER`` is
+#: replaced by the provider class under test.
+USER_TESTS = """
+import logging
+
+import pytest
+
+from treasury_core.errors import CardError
+from treasury_core.ports.card_provider import CardData
+from treasury_core.testing import FakeClock
+from treasury_core.testing.card_provider_contract import CardProviderContract
+from treasury_sandbox.card_provider import SandboxCardProvider
+
+{provider}
+
+
+def card(number):
+    return CardData(number, 12, 2040, "123")
+
+
+class TestMyProvider(CardProviderContract):
+    @pytest.fixture
+    def card_provider(self):
+        return MyProvider(FakeClock())
+
+    @pytest.fixture
+    def good_card(self):
+        return card("4242424242424242")
+
+    @pytest.fixture
+    def declined_card(self):
+        return card("4000000000000002")
+
+    @pytest.fixture
+    def three_d_secure_card(self):
+        return card("4000000000003220")
+
+    @pytest.fixture
+    def hold_gone_card(self):
+        return card("4000000000000259")
+"""
+
+GOOD = """
+class MyProvider(SandboxCardProvider):
+    pass
+"""
+
+#: Providers broken in one way each, and the contract tests that must fail for it (in the
+#: contract's order).
+BROKEN = {
+    "logs the card number": (
+        """
+class MyProvider(SandboxCardProvider):
+    async def authorize(self, card, amount, currency, *, capture, attempt_key=None):
+        logging.getLogger("acme").debug("charging card %s", card.number)
+        return await super().authorize(card, amount, currency, capture=capture)
+""",
+        ["test_card_data_never_appears_in_references_results_errors_or_logs"],
+    ),
+    "captures over the hold": (
+        """
+class MyProvider(SandboxCardProvider):
+    async def capture(self, reference, amount):
+        return await super().capture(reference, min(amount, 1_000))
+""",
+        ["test_manual_capture_in_part_and_never_over_the_hold"],
+    ),
+    "voids a voided hold with an error": (
+        """
+class MyProvider(SandboxCardProvider):
+    async def void(self, reference):
+        if reference.endswith("_v"):
+            raise CardError("Already voided", failure_reason="already_voided")
+        return await super().void(reference)
+""",
+        ["test_manual_capture_a_hold_is_voided_twice_harmlessly"],
+    ),
+    "refunds with its refund flags off": (
+        """
+class MyProvider(SandboxCardProvider):
+    def refunds_supported(self):
+        return False
+
+    def partial_refunds_supported(self):
+        return False
+""",
+        [
+            "test_refunds_in_full_within_the_captured_amount",
+            "test_partial_refunds_add_up_to_the_captured_amount",
+        ],
+    ),
+    "challenges with 3-D Secure off": (
+        """
+class MyProvider(SandboxCardProvider):
+    def three_d_secure_supported(self):
+        return False
+""",
+        ["test_three_d_secure_challenge_then_complete"],
+    ),
+}
+
+
+@pytest.fixture
+def user(pytester: pytest.Pytester) -> pytest.Pytester:
+    """An adapter author's project, with an ini file."""
+    pytester.makeini(INI)
+    return pytester
+
+
+def test_a_users_subclass_runs_the_whole_contract_and_passes(user: pytest.Pytester) -> None:
+    assert len(CONTRACT_TESTS) >= 14
+    user.makepyfile(test_my_provider=USER_TESTS.format(provider=GOOD))
+    result = user.runpytest("-p", "no:cacheprovider", "-v", "-rs")
+    # The sandbox takes no attempt keys: that one test has nothing to check, and says so.
+    result.assert_outcomes(passed=len(CONTRACT_TESTS) - 1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED*attempt_keys_supported() is off*"])
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN))
+def test_a_broken_provider_fails_the_tests_of_what_it_breaks(
+    user: pytest.Pytester, broken: str
+) -> None:
+    provider, failing = BROKEN[broken]
+    user.makepyfile(test_my_provider=USER_TESTS.format(provider=provider))
+    result = user.runpytest("-p", "no:cacheprovider", "-v")
+    result.assert_outcomes(
+        passed=len(CONTRACT_TESTS) - 1 - len(failing), failed=len(failing), skipped=1
+    )
+    result.stdout.fnmatch_lines([f"*TestMyProvider::{name} FAILED*" for name in failing])
+
+
+def test_without_the_fixtures_pytest_says_which_is_missing(user: pytest.Pytester) -> None:
+    user.makepyfile(
+        test_forgotten="""
+from treasury_core.testing.card_provider_contract import CardProviderContract
+
+
+class TestForgotten(CardProviderContract):
+    pass
+"""
+    )
+    result = user.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=len(CONTRACT_TESTS))
+    result.stdout.fnmatch_lines(["*fixture 'card_provider' not found*"])
+
+
+def test_a_provider_announcing_3_d_secure_needs_its_test_card(user: pytest.Pytester) -> None:
+    tests = USER_TESTS.format(provider=GOOD).replace("def three_d_secure_card", "def unused")
+    user.makepyfile(test_my_provider=tests)
+    result = user.runpytest("-p", "no:cacheprovider", "-k", "three_d_secure")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*define a three_d_secure_card fixture*"])
+
+
+def test_the_contract_and_the_sales_only_provider_are_in_the_kit() -> None:
+    import treasury_core.testing as kit
+    from treasury_core.testing.card_providers import SalesOnlyCardProvider
+
+    assert kit.CardProviderContract is CardProviderContract
+    assert kit.SalesOnlyCardProvider is SalesOnlyCardProvider
