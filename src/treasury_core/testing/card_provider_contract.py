@@ -9,10 +9,10 @@ exactly these tests. A third-party card provider runs them too by subclassing
     from treasury_core.ports.card_provider import CardData
     from treasury_core.testing.card_provider_contract import CardProviderContract
 
-    class TestAcmeCardProvider(CardProviderContract):
+    class TestMyCardProvider(CardProviderContract):
         @pytest.fixture
         def card_provider(self):
-            return AcmeCardProvider(AcmeTestApi())
+            return MyCardProvider(MyTestApi())
 
         @pytest.fixture
         def good_card(self):
