@@ -175,3 +175,16 @@ def test_the_contract_and_the_sales_only_provider_are_in_the_kit() -> None:
 
     assert kit.CardProviderContract is CardProviderContract
     assert kit.SalesOnlyCardProvider is SalesOnlyCardProvider
+
+
+def test_the_plugin_has_the_contracts_asserts_rewritten(user: pytest.Pytester) -> None:
+    # In a fresh interpreter: this session imported the contract already, rewritten or not.
+    provider, _ = BROKEN["logs the card number"]
+    user.makepyfile(test_my_provider=USER_TESTS.format(provider=provider))
+    selected = ("-p", "no:cacheprovider", "-k", "card_data_never_appears")
+    shown = user.runpytest_subprocess(*selected)
+    shown.assert_outcomes(failed=1)
+    shown.stdout.fnmatch_lines(["*assert [[]*DEBUG*] == []*"])
+    bare = user.runpytest_subprocess(*selected, "-p", "no:treasury")
+    bare.assert_outcomes(failed=1)
+    bare.stdout.no_fnmatch_line("*assert [[]*DEBUG*] == []*")
