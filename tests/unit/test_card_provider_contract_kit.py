@@ -188,3 +188,17 @@ def test_the_plugin_has_the_contracts_asserts_rewritten(user: pytest.Pytester) -
     bare = user.runpytest_subprocess(*selected, "-p", "no:treasury")
     bare.assert_outcomes(failed=1)
     bare.stdout.no_fnmatch_line("*assert [[]*DEBUG*] == []*")
+
+
+def test_an_optional_fixture_that_cannot_be_built_is_an_error_not_a_skip(
+    user: pytest.Pytester,
+) -> None:
+    tests = USER_TESTS.format(provider=GOOD).replace(
+        '    def hold_gone_card(self):\n        return card("4000000000000259")',
+        "    def lose_hold(self, nope):\n        return nope",
+    )
+    assert "def lose_hold" in tests
+    user.makepyfile(test_my_provider=tests)
+    result = user.runpytest("-p", "no:cacheprovider", "-k", "hold_gone")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*fixture 'nope' not found*"])
