@@ -68,12 +68,14 @@ class TransactionRecord(_Frozen):
 
 
 class Transaction(TreasuryRecord, TransactionRecord):
-    """A stored payment attempt; ``provider_reference`` while 3-D Secure is pending."""
+    """A stored payment attempt; ``provider_reference`` while 3-D Secure is pending, and
+    ``action_url``, the provider's page where the customer authenticates, when it has one."""
 
     prefix: ClassVar[str] = "txn"
     record_model: ClassVar[type[BaseModel]] = TransactionRecord
 
     provider_reference: str | None = None
+    action_url: str | None = None
 
     def failed(self, reason: str | None, message: str) -> Transaction:
         """This attempt, failed for ``reason``; nothing is left to do at the provider."""
@@ -83,6 +85,7 @@ class Transaction(TreasuryRecord, TransactionRecord):
                 "failure_reason": reason,
                 "failure_message": message,
                 "provider_reference": None,
+                "action_url": None,
             }
         )
 

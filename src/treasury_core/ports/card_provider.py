@@ -76,12 +76,17 @@ class CardProviderResult:
     ``reference`` is the provider's reference to keep for the next call on this charge (for
     :meth:`CardProvider.refund`, the refund's own reference). ``brand`` and ``last4`` are set
     when the provider knows the card (always on :meth:`CardProvider.authorize`).
+
+    ``action_url``, with status ``requires_action``, is the provider's page where the customer
+    authenticates (an ``http(s)`` URL the hosted challenge page sends them to); ``None`` when
+    the customer acts elsewhere (the sandbox's own challenge page, the provider's SDK).
     """
 
     reference: str
     status: CardProviderStatus
     brand: str | None = None
     last4: str | None = None
+    action_url: str | None = None
 
     @property
     def requires_action(self) -> bool:
@@ -151,6 +156,12 @@ class CardProvider(Protocol):
         :meth:`CardProviderBase.attempt_keys_supported`); it is not part of this protocol, so
         providers written before the key existed still conform.
 
+        ``return_url``, a keyword passed only to a provider whose ``return_urls_supported()``
+        answers ``True`` and only when the server knows its public address, is where the
+        provider's 3-D Secure page sends the customer back; the service then calls
+        :meth:`complete_action`. Without it the provider may still answer ``requires_action``,
+        with no ``action_url`` of its own page to send the customer to.
+
         With ``capture=False`` this places a hold: money is reserved at the issuer, none moves.
         With ``capture=True`` it authorizes and captures at once: **moves money**. A result with
         status ``requires_action`` moves nothing until :meth:`complete_action`.
@@ -183,7 +194,9 @@ class CardProvider(Protocol):
 
         Authorizes (a hold, no money moves) or, if the charge was started with
         ``capture=True``, authorizes and captures (**moves money**). Raises ``CardError`` when
-        authentication failed or no action was pending.
+        authentication failed or no action was pending. A provider that learns the verdict
+        from its own page answers ``requires_action`` while the customer has not finished
+        there: nothing changed, and the challenge keeps waiting.
         """
         ...
 
@@ -293,6 +306,12 @@ class CardProviderBase(ABC):
 
     def three_d_secure_supported(self) -> bool:
         """Default: no 3-D Secure."""
+        return False
+
+    def return_urls_supported(self) -> bool:
+        """Default: ``return_url`` is not passed to ``authorize`` (see
+        :meth:`CardProvider.authorize`), so adapters whose ``authorize`` does not take it keep
+        working."""
         return False
 
     def refunds_supported(self) -> bool:

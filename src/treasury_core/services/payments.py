@@ -120,6 +120,9 @@ SavedCards = Callable[[int, str], Awaitable[CardData | None]]
 
 #: The ``code`` of the 400 refusing what the card provider says it cannot do (decisions.md).
 CAPABILITY_UNSUPPORTED = "provider_capability_unsupported"
+#: The ``code`` of the 400 answering a 3-D Secure completion the provider has no verdict for
+#: yet (the customer has not finished at its page); the challenge keeps waiting.
+AUTHENTICATION_INCOMPLETE = "authentication_incomplete"
 
 
 def _unsupported(message: str, param: str | None = None) -> InvalidRequestError:
@@ -423,10 +426,15 @@ class PaymentService:
                         intent.billing_currency,
                         capture=capture,
                         attempt_key=attempt_key(intent),
+                        **self._challenge_return(intent),
                     )
                 else:
                     result = await self.provider.authorize(
-                        card, intent.billing_amount, intent.billing_currency, capture=capture
+                        card,
+                        intent.billing_amount,
+                        intent.billing_currency,
+                        capture=capture,
+                        **self._challenge_return(intent),
                     )
             except CardError as declined:
                 # Not replayed: the answer is the decline, and a retry is a new attempt.
@@ -508,7 +516,7 @@ class PaymentService:
             brand=result.brand,
             last4=result.last4 or _safe_last4(card),
             reference=result.reference,
-        )
+        ).model_copy(update={"action_url": result.action_url})
 
         def write(uow: UnitOfWork) -> PaymentOutcome:
             current = self._locked(uow, intent)
@@ -604,9 +612,23 @@ class PaymentService:
             await self._undo(result.reference, intent.billing_amount if captured else None)
             raise
 
+    def _challenge_return(self, intent: PaymentIntent) -> dict[str, str]:
+        """``return_url`` for ``authorize``, for a provider that takes it and a server that
+        knows its public address (config ``public_url``); otherwise nothing."""
+        base = self._ctx.config.public_url
+        if not base or not _takes_return_urls(self.provider):
+            return {}
+        return {"return_url": base.rstrip("/") + challenge_return_path(intent)}
+
     async def complete_challenge(self, lookup_id: str, *, passed: bool = True) -> PaymentOutcome:
         """Finish the intent's pending 3-D Secure attempt: ``passed`` authorizes or charges
-        (per the capture method), otherwise the attempt fails as a decline would."""
+        (per the capture method), otherwise the attempt fails as a decline would.
+
+        With ``passed`` the provider's verdict decides (:meth:`CardProvider.complete_action`):
+        while the customer has not finished at the provider's own page the attempt keeps
+        waiting and :class:`InvalidRequestError` ``authentication_incomplete`` (400) is raised;
+        a :class:`ProviderError` leaves it waiting too.
+        """
         intent = await self.get_by_lookup_id(None, lookup_id)
         async with self._lock(intent.id):
             intent = await self.get(intent.company_id, intent.id)
@@ -626,9 +648,16 @@ class PaymentService:
                 failure = CardError(
                     "The customer did not pass 3-D Secure", failure_reason="authentication_failed"
                 )
+            if result is not None and result.requires_action:
+                # No verdict yet: the customer has not finished at the provider's page.
+                raise InvalidRequestError(
+                    "The customer has not finished 3-D Secure at the card provider yet",
+                    code=AUTHENTICATION_INCOMPLETE,
+                )
             if failure is None and result is not None:
+                done = txn.model_copy(update={"action_url": None})
                 return await self._record_success(
-                    intent, txn.type, result, txn.card_last4, None, pending=txn
+                    intent, txn.type, result, txn.card_last4, None, pending=done
                 )
             assert failure is not None
             await self._fail_challenge(intent, txn, failure)
@@ -1065,6 +1094,18 @@ def attempt_key(intent: PaymentIntent) -> str:
     """
     seed = f"{intent.payment_intent_lookup_id}:{intent.latest_transaction_id or ''}"
     return hashlib.sha256(seed.encode()).hexdigest()[:40]
+
+
+def challenge_return_path(intent: PaymentIntent) -> str:
+    """Where the card provider's 3-D Secure page sends the customer back (the hosted pages'
+    ``GET /pay/{lookup_id}/challenge/return``), relative to the server's base URL."""
+    return f"/pay/{intent.payment_intent_lookup_id}/challenge/return"
+
+
+def _takes_return_urls(provider: CardProvider) -> bool:
+    # Looked up, as the attempt keys' flag is: providers written before it take no return_url.
+    flag = getattr(provider, "return_urls_supported", None)
+    return callable(flag) and flag() is True
 
 
 def _takes_attempt_keys(provider: CardProvider) -> bool:
