@@ -6,7 +6,8 @@ localstripe through the official SDK. What each test asserts at Stripe is read b
 localstripe with the SDK, separately from the provider under test.
 
 localstripe's test cards differ from the sandbox's (docs/payments.md lists how): here
-4000000000000341 is declined at authorization, 4000000000003220 asks for 3-D Secure.
+4000000000000341 is declined at authorization (4000000000003220, which asks for 3-D Secure,
+in test_stripe_three_d_secure.py).
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from treasury_stripe.card_provider import MAX_NETWORK_RETRIES, StripeCardProvide
 KEY = "sk_test_treasury"
 CARD = CardData(number="4242424242424242", expiry_month=12, expiry_year=2040, cvc="123")
 DECLINED = CardData(number="4000000000000341", expiry_month=12, expiry_year=2040, cvc="123")
-THREE_D_SECURE = CardData(number="4000000000003220", expiry_month=12, expiry_year=2040, cvc="123")
 
 
 @dataclass
@@ -129,16 +129,6 @@ def test_a_decline_leaves_the_intent_open_with_stripes_reason(world: World) -> N
     assert world.get(intent).status is IntentStatus.INITIALIZED
     # The customer may try another card.
     assert world.pay(intent).status is IntentStatus.PROCESSED
-
-
-def test_a_card_asking_for_3_d_secure_is_declined_and_released(world: World) -> None:
-    intent = world.create(CaptureMethod.MANUAL)
-    with pytest.raises(CardError) as declined:
-        world.pay(intent, THREE_D_SECURE)
-    assert declined.value.failure_reason == "authentication_required"
-    assert world.get(intent).status is IntentStatus.INITIALIZED
-    listed = world.stripe.v1.payment_intents.list()
-    assert all(pi.status != "requires_action" for pi in listed.data)
 
 
 def test_a_hold_gone_at_stripe_cancels_the_intent_as_expired(world: World) -> None:

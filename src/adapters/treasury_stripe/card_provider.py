@@ -41,8 +41,14 @@ The SDK's calls are blocking and run in a worker thread (``asyncio.to_thread``):
 client keeps one aiohttp session bound to the event loop of its first call, and an embedding
 application may call a provider from more than one loop.
 
-3-D Secure is not offered yet: a card Stripe wants authenticated is declined with
-``authentication_required`` and its PaymentIntent cancelled.
+3-D Secure: a PaymentIntent Stripe leaves ``requires_action`` is answered ``requires_action``
+with its id as the reference. Confirmed with a ``return_url`` (passed when the server knows its
+public address), Stripe's ``next_action`` is ``redirect_to_url``: its URL is the result's
+``action_url``, where the customer authenticates and from where Stripe sends them back to the
+``return_url``. ``complete_action`` reads the PaymentIntent for Stripe's verdict:
+``requires_capture`` is authorized, ``succeeded`` captured, ``requires_payment_method`` a failed
+authentication (or a decline after it), ``canceled`` refused, and ``requires_action`` still
+waiting for the customer.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import stripe
-from stripe.params import PaymentMethodCreateParamsCard
+from stripe.params import PaymentIntentCreateParams, PaymentMethodCreateParamsCard
 
 from treasury_core.cards.numbers import brand_of
 from treasury_core.errors import (
@@ -98,7 +104,7 @@ _DECLINE_MESSAGES: dict[str, str] = {
     "lost_card": "Your card was declined",
     "stolen_card": "Your card was declined",
     "processing_error": "The card provider could not process your card; try again",
-    "authentication_required": "Your card requires 3-D Secure, which is not available here",
+    "authentication_failed": "Your bank did not confirm the payment (3-D Secure failed)",
 }
 
 
@@ -212,6 +218,37 @@ def _silence_request_bodies() -> None:
         logger.addFilter(_NO_REQUEST_BODIES)
 
 
+def _action_url(intent: stripe.PaymentIntent) -> str | None:
+    """Stripe's page for the customer's 3-D Secure, when its ``next_action`` names one.
+
+    Only ``redirect_to_url`` does (a confirmation with a ``return_url``); ``use_stripe_sdk``
+    needs Stripe.js. Only an ``http(s)`` URL is passed on: it becomes a link on our page.
+    """
+    action = getattr(intent, "next_action", None)
+    if action is None or action.type != "redirect_to_url" or action.redirect_to_url is None:
+        return None
+    url = action.redirect_to_url.url
+    if isinstance(url, str) and url.startswith(("https://", "http://")):
+        return url
+    return None
+
+
+def _authentication_failure(intent: stripe.PaymentIntent) -> CardError:
+    """Why a PaymentIntent went back to ``requires_payment_method`` after 3-D Secure: the
+    failed authentication, or the decline of a card that passed it."""
+    error = getattr(intent, "last_payment_error", None)
+    code = getattr(error, "code", None)
+    decline_code = getattr(error, "decline_code", None)
+    reason = decline_code if decline_code and decline_code != "generic_decline" else code
+    if code != _AUTHENTICATION_FAILURE and isinstance(reason, str) and _CODE.fullmatch(reason):
+        return _refuse(_DECLINE_MESSAGES.get(reason, "Your card was declined"), reason)
+    return _refuse(_DECLINE_MESSAGES["authentication_failed"], "authentication_failed")
+
+
+#: Stripe's ``last_payment_error.code`` when the customer failed 3-D Secure.
+_AUTHENTICATION_FAILURE = "payment_intent_authentication_failure"
+
+
 def _check_reference(reference: str) -> None:
     # Checked before any call: a reference is put in a URL path.
     if not (isinstance(reference, str) and _REFERENCE.fullmatch(reference)):
@@ -266,6 +303,50 @@ class StripeCardProvider(CardProviderBase):
         _check_reference(reference)
         return await self._call(lambda: self._client.v1.payment_intents.retrieve(reference))
 
+    def three_d_secure_supported(self) -> bool:
+        """Stripe's ``requires_action`` is the challenge; :meth:`complete_action` reads its
+        verdict."""
+        return True
+
+    def return_urls_supported(self) -> bool:
+        """``authorize`` takes ``return_url``, sent to Stripe with the confirmation."""
+        return True
+
+    async def complete_action(self, reference: str) -> CardProviderResult:
+        """Stripe's verdict on the customer's 3-D Secure, read from the PaymentIntent.
+
+        Authorized (``requires_capture``: a hold, no money moved) or captured (``succeeded``:
+        money moved when the customer passed). Still ``requires_action`` answers
+        ``requires_action``: the customer has not finished at Stripe, nothing changed. A failed
+        authentication (Stripe leaves the intent ``requires_payment_method``) is a
+        :class:`CardError` ``authentication_failed``, or Stripe's decline when the card was
+        declined after it; the PaymentIntent is then cancelled, as nothing will retry it.
+        A cancelled one is refused (``payment_canceled``).
+        """
+        intent = await self._intent(reference)
+        status = intent.status
+        if status == "requires_capture":
+            return CardProviderResult(reference=reference, status=CardProviderStatus.AUTHORIZED)
+        if status == "succeeded":
+            return CardProviderResult(reference=reference, status=CardProviderStatus.CAPTURED)
+        if status == "requires_action":
+            return CardProviderResult(
+                reference=reference,
+                status=CardProviderStatus.REQUIRES_ACTION,
+                action_url=_action_url(intent),
+            )
+        if status == "canceled":
+            raise _refuse("The payment was cancelled at the card provider", "payment_canceled")
+        if status == "requires_payment_method":
+            failure = _authentication_failure(intent)
+            try:
+                await self._cancel(reference)
+            except TreasuryError:
+                # Best effort: an intent waiting for a payment method holds no money.
+                log.warning("could not cancel Stripe PaymentIntent %s after 3-D Secure", reference)
+            raise failure
+        raise ProviderError(f"The card provider left the charge {status}")
+
     def attempt_keys_supported(self) -> bool:
         """``authorize`` keys its Stripe requests by the service's attempt key."""
         return True
@@ -278,6 +359,7 @@ class StripeCardProvider(CardProviderBase):
         *,
         capture: bool,
         attempt_key: str | None = None,
+        return_url: str | None = None,
     ) -> CardProviderResult:
         """Hold ``amount`` (``capture=False``, no money moves) or charge it (**moves money**).
 
@@ -286,6 +368,9 @@ class StripeCardProvider(CardProviderBase):
         charge; a retry with another card under the same key is refused
         (``payment_attempt_in_doubt``). Without one the keys are fresh: only the SDK's own
         retries are covered.
+
+        A card Stripe wants authenticated answers ``requires_action`` (nothing held yet); with
+        ``return_url`` its ``action_url`` is Stripe's page for the customer.
         """
         _check_amount(amount)
         stripe_amount = to_stripe_amount(amount, currency)
@@ -302,24 +387,31 @@ class StripeCardProvider(CardProviderBase):
                 options={"idempotency_key": f"{key}-pm"},
             )
         )
+        params: PaymentIntentCreateParams = {
+            "amount": stripe_amount,
+            "currency": currency.lower(),
+            "payment_method": method.id,
+            "payment_method_types": ["card"],
+            "capture_method": "automatic" if capture else "manual",
+            "confirm": True,
+        }
+        if return_url is not None:
+            # Where Stripe's 3-D Secure page sends the customer back; with it, Stripe's
+            # next_action is a page to redirect to rather than one for Stripe.js.
+            params["return_url"] = return_url
         intent = await self._call(
             lambda: self._client.v1.payment_intents.create(
-                params={
-                    "amount": stripe_amount,
-                    "currency": currency.lower(),
-                    "payment_method": method.id,
-                    # Cards only: no redirect-based method can be picked, so no return_url.
-                    "payment_method_types": ["card"],
-                    "capture_method": "automatic" if capture else "manual",
-                    "confirm": True,
-                },
-                options={"idempotency_key": key},
+                params=params, options={"idempotency_key": key}
             )
         )
         if intent.status == "requires_action":
-            # No challenge page shows Stripe's 3-D Secure yet: release it and decline.
-            await self._cancel(intent.id)
-            raise _refuse(_DECLINE_MESSAGES["authentication_required"], "authentication_required")
+            return CardProviderResult(
+                reference=intent.id,
+                status=CardProviderStatus.REQUIRES_ACTION,
+                brand=brand_of(number),
+                last4=number[-4:],
+                action_url=_action_url(intent),
+            )
         expected = "succeeded" if capture else "requires_capture"
         if intent.status != expected:
             # Nothing records this PaymentIntent, so nothing would ever release it: cancel it
