@@ -34,6 +34,11 @@ from treasury_aiohttp.logs import BufferedLineHandler, JsonFormatter, RedactingF
             "/api/v1/payments/intent?payment_intent_lookup_id=pil_SECRET&x=1",
             "/api/v1/payments/intent?payment_intent_lookup_id=…&x=1",
         ),
+        (
+            "/pay/pil_SECRET/challenge/return?payment_intent=pi_1"
+            "&payment_intent_client_secret=pi_1_secret_SECRET",
+            "/pay/pil_…/challenge/return?payment_intent=pi_1&payment_intent_client_secret=…",
+        ),
         ("/api/v1/wallets?limit=5", "/api/v1/wallets?limit=5"),
     ],
 )

@@ -36,9 +36,11 @@ from treasury_core.errors import (
     ValidationFailed,
 )
 from treasury_core.payments import IntentStatus, PaymentIntent
+from treasury_core.payments.records import Transaction
 from treasury_core.payments.requests import ChallengeRequest, PayRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.services.cards import card_data
+from treasury_core.services.payments import AUTHENTICATION_INCOMPLETE
 
 _STATIC_PATH = "/hosted/static"
 
@@ -104,9 +106,11 @@ def _form_key(request: web.Request) -> FormKey:
 
 _PAY = "/pay/{payment_intent_lookup_id}"
 _CHALLENGE = "/pay/{payment_intent_lookup_id}/challenge"
+_CHALLENGE_RETURN = "/pay/{payment_intent_lookup_id}/challenge/return"
 
 _NOT_A_LINK = "This payment link is not valid"
 _PROVIDER_DOWN = "The payment could not be completed right now; please try again."
+_NOT_CONFIRMED = "Your bank has not confirmed this payment yet."
 
 
 def _pay_urls(request: web.Request, lookup_id: str, route_path: str) -> tuple[str, str, str]:
@@ -241,26 +245,75 @@ async def pay_from_form(request: web.Request) -> web.StreamResponse:
     return _redirect(page)
 
 
+def _challenge_view(
+    request: web.Request,
+    intent: PaymentIntent,
+    waiting: Transaction,
+    route_path: str,
+    *,
+    status: int = 200,
+    notice: str | None = None,
+) -> web.Response:
+    lookup_id = intent.payment_intent_lookup_id
+    prefix, _, challenge = _pay_urls(request, lookup_id, route_path)
+    # With the provider's own page (action_url) the customer authenticates there and comes
+    # back to the return route; otherwise the page is the sandbox's pass/fail test page.
+    return render(
+        request, "challenge.html", prefix, status=status, title="Confirm your payment",
+        amount=format_amount(request, intent.billing_amount, intent.billing_currency),
+        action=challenge, csrf_token=_form_key(request).token(f"challenge:{lookup_id}"),
+        action_url=waiting.action_url, notice=notice,
+    )  # fmt: skip
+
+
 async def challenge_page(request: web.Request) -> web.StreamResponse:
-    """``GET /pay/{lookup_id}/challenge``: the sandbox's 3-D Secure page."""
+    """``GET /pay/{lookup_id}/challenge``: the 3-D Secure page (a link to the card provider's
+    page when it has one, the sandbox's test page otherwise)."""
     payments = treasury(request).payments
     lookup_id = request.match_info["payment_intent_lookup_id"]
     intent = await _intent_or_404(request, lookup_id, _CHALLENGE)
     if isinstance(intent, web.Response):
         return intent
-    prefix, page, challenge = _pay_urls(request, lookup_id, _CHALLENGE)
-    if await payments.waiting_challenge(intent) is None:
+    _, page, _ = _pay_urls(request, lookup_id, _CHALLENGE)
+    waiting = await payments.waiting_challenge(intent)
+    if waiting is None:
         return _redirect(page)
-    return render(
-        request, "challenge.html", prefix, title="Confirm your payment",
-        amount=format_amount(request, intent.billing_amount, intent.billing_currency),
-        action=challenge, csrf_token=_form_key(request).token(f"challenge:{lookup_id}"),
-    )  # fmt: skip
+    return _challenge_view(request, intent, waiting, _CHALLENGE)
+
+
+async def _answer_challenge(
+    request: web.Request, intent: PaymentIntent, route_path: str, *, passed: bool
+) -> web.StreamResponse:
+    """Complete the challenge and show where the payment stands (303 to the payment page)."""
+    payments = treasury(request).payments
+    lookup_id = intent.payment_intent_lookup_id
+    _, page, _ = _pay_urls(request, lookup_id, route_path)
+    try:
+        await payments.complete_challenge(lookup_id, passed=passed)
+    except CardError as failed:
+        intent = await payments.get_by_lookup_id(None, lookup_id)
+        return _pay_view(request, intent, route_path, status=402, error=failed.message)
+    except IllegalTransition:
+        return _redirect(page)  # finished meanwhile: the page shows where it stands
+    except InvalidRequestError as refused:
+        if refused.code != AUTHENTICATION_INCOMPLETE:
+            raise
+        waiting = await payments.waiting_challenge(intent)
+        if waiting is None:
+            return _redirect(page)
+        return _challenge_view(
+            request, intent, waiting, route_path, status=400, notice=_NOT_CONFIRMED
+        )
+    except ProviderError:
+        return _pay_view(
+            request, intent, route_path, status=502,
+            error=_PROVIDER_DOWN,
+        )  # fmt: skip
+    return _redirect(page)
 
 
 async def challenge_from_form(request: web.Request) -> web.StreamResponse:
     """A browser's answer to the challenge page (called by ``POST …/challenge``)."""
-    payments = treasury(request).payments
     lookup_id = request.match_info["payment_intent_lookup_id"]
     intent = await _intent_or_404(request, lookup_id, _CHALLENGE)
     if isinstance(intent, web.Response):
@@ -271,18 +324,20 @@ async def challenge_from_form(request: web.Request) -> web.StreamResponse:
         return form
     try:
         body = form_model(form, ChallengeRequest)
-        await payments.complete_challenge(lookup_id, passed=body.outcome == "pass")
-    except CardError as failed:
-        intent = await payments.get_by_lookup_id(None, lookup_id)
-        return _pay_view(request, intent, _CHALLENGE, status=402, error=failed.message)
-    except (IllegalTransition, ValidationFailed):
+    except ValidationFailed:
         return _redirect(page)
-    except ProviderError:
-        return _pay_view(
-            request, intent, _CHALLENGE, status=502,
-            error=_PROVIDER_DOWN,
-        )  # fmt: skip
-    return _redirect(page)
+    return await _answer_challenge(request, intent, _CHALLENGE, passed=body.outcome == "pass")
+
+
+async def challenge_return(request: web.Request) -> web.StreamResponse:
+    """``GET /pay/{lookup_id}/challenge/return``: back from the card provider's 3-D Secure
+    page. The provider's verdict, not anything in the request, completes the payment, so a
+    GET (Stripe's redirect) may do it; the query Stripe appends is not read."""
+    lookup_id = request.match_info["payment_intent_lookup_id"]
+    intent = await _intent_or_404(request, lookup_id, _CHALLENGE_RETURN)
+    if isinstance(intent, web.Response):
+        return intent
+    return await _answer_challenge(request, intent, _CHALLENGE_RETURN, passed=True)
 
 
 # --- the tokenization form -----------------------------------------------------------------------
@@ -384,6 +439,7 @@ async def stylesheet(request: web.Request) -> web.StreamResponse:
 _HANDLERS: dict[tuple[str, str], Handler] = {
     ("GET", _PAY): pay_page,
     ("GET", _CHALLENGE): challenge_page,
+    ("GET", _CHALLENGE_RETURN): challenge_return,
     ("GET", _TOKENIZE): tokenize_page,
     ("POST", _TOKENIZE): tokenize_from_form,
     ("GET", f"{_STATIC_PATH}/hosted.css"): stylesheet,
@@ -419,14 +475,31 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         _CHALLENGE,
         challenge_page,
-        "The sandbox's 3-D Secure challenge page (the customer)",
+        "The 3-D Secure challenge page (the customer)",
         auth=Auth.NONE,
         tags=_PAGE_TAGS,
         path_params={"payment_intent_lookup_id": "The intent's lookup id (`pil_…`)."},
         html={
-            200: "The challenge",
+            200: "The challenge: the sandbox's test page, or a link to the card provider's page",
             303: "No challenge is waiting: to the payment page",
             404: _NOT_A_LINK_PAGE,
+        },
+    ),
+    Route(
+        "GET",
+        _CHALLENGE_RETURN,
+        challenge_return,
+        "Back from the card provider's 3-D Secure page (the customer's browser)",
+        auth=Auth.NONE,
+        tags=_PAGE_TAGS,
+        path_params={"payment_intent_lookup_id": "The intent's lookup id (`pil_…`)."},
+        html={
+            303: "The card provider's verdict is recorded (or none was waiting): to the payment "
+            "page, which shows the result",
+            400: "The challenge page again: the bank has not confirmed the payment yet",
+            402: "The payment page, saying the authentication failed",
+            404: _NOT_A_LINK_PAGE,
+            502: "The payment page: the card provider could not be asked right now",
         },
     ),
     Route(

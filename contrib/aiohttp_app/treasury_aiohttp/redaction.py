@@ -3,7 +3,8 @@ numbers, and the two functions that blank them.
 
 Several URLs are credentials: a payment intent's lookup id (``/pay/pil_…`` and the polling
 query), the hosted tokenization form (``/tokenize/{pmti_id}/{secret}``) and the confirm
-endpoint (``…/confirm/{secret}``). Logs are read by more people than the API keys are.
+endpoint (``…/confirm/{secret}``), and the client secret Stripe appends to the 3-D Secure return
+URL (``payment_intent_client_secret=…``). Logs are read by more people than the API keys are.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ _URL_SECRETS: Final = re.compile(
     r"(?P<pay>/pay/)pil_[^/?#]*"
     r"|(?P<tokenize>/tokenize/[^/?#]+/)[^/?#]*"
     r"|(?P<confirm>/confirm/)[^/?#]*"
-    r"|(?P<lookup>payment_intent_lookup_id=)[^&#]*"
+    r"|(?P<lookup>payment_intent_lookup_id=|payment_intent_client_secret=)[^&#]*"
 )
 #: API keys, webhook secrets and payment-intent lookup ids (bearer secrets, all of them).
 _TOKENS: Final = re.compile(r"\b(sk|pk|whsec|pil)_[A-Za-z0-9_+/=-]{8,}")
