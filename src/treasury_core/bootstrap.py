@@ -170,8 +170,11 @@ def bootstrap(
         saved_cards=cards.saved_card,
         delays_seconds=config.payment_delays_seconds,
     )
-    for kind, handler in PaymentJobs(payments).handlers().items():
+    payment_jobs = PaymentJobs(payments)
+    for kind, handler in payment_jobs.handlers().items():
         settlement.register(kind, handler)
+    for kind, outside in payment_jobs.outside_handlers().items():
+        settlement.register_outside(kind, outside)
     return Treasury(
         config=config,
         currencies=currencies,

@@ -3,13 +3,17 @@
 Each handler runs in the job's own transaction: it locks the intent (then the record, if any)
 before claiming the job, as every other path that changes an intent locks it first; it does
 nothing when the work is no longer due (so running a job twice changes nothing), and finishes the
-job either way.
+job either way. The exception is :meth:`PaymentJobs.release_hold`, which calls the card provider
+and so runs outside any transaction, after the expiry that scheduled it committed.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
+from treasury_core.errors import CardError, TreasuryError
 from treasury_core.events import EventType
 from treasury_core.jobs import Job
 from treasury_core.ledger import ExpirePending, Journal, Leg, PostPending, VoidPending
@@ -24,14 +28,25 @@ from treasury_core.services.payments import (
     EXPIRE_AUTHORIZATION,
     PAYOUT,
     PAYOUT_APPLY,
+    RELEASE_HOLD,
     PaymentService,
     intent_job_key,
 )
-from treasury_core.services.settlement import JobHandler
+from treasury_core.services.settlement import JobHandler, OutsideJobHandler
 from treasury_core.treasury.records import MovementError
 from treasury_core.wallets import Wallet
 
 _WALLET_PAGE = 100
+
+log = logging.getLogger("treasury.payments")
+
+#: How many times a hold's release at the provider is tried, and the delays between tries
+#: (doubling from the first to the cap; business time, as every job's).
+RELEASE_ATTEMPTS = 10
+RELEASE_FIRST_RETRY = timedelta(minutes=1)
+RELEASE_MAX_RETRY = timedelta(hours=6)
+#: The longest ``resource_id`` storage keeps.
+MAX_RESOURCE_ID = 64
 
 
 class PaymentJobs:
@@ -75,7 +90,9 @@ class PaymentJobs:
 
     def expire_authorization(self, uow: UnitOfWork, job: Job) -> bool:
         """``AUTHORIZED`` past ``authorization_expires_at`` → ``CANCELLED`` (``expired``); the
-        ledger hold expires. An intent no longer authorized (or re-authorized later) is left."""
+        ledger hold expires, and a ``release_hold`` job is scheduled to void the hold at the card
+        provider once this has committed. An intent no longer authorized (or re-authorized
+        later) is left."""
         intent = self._intent(uow, job)
 
         def work() -> None:
@@ -94,8 +111,78 @@ class PaymentJobs:
             stored = moved.intent.model_copy(update={"hold_pending_ids": ()})
             uow.intents.update(stored)
             self._payments._intent_events(uow, moved, stored)
+            if intent.provider_reference is not None:
+                self._schedule_release(uow, intent.company_id, intent.provider_reference, 0, now)
 
         return self._claimed(uow, job, work)
+
+    def _schedule_release(
+        self, uow: UnitOfWork, company_id: int, reference: str, attempt: int, due: datetime
+    ) -> None:
+        """Void the hold at the provider once this transaction committed (:meth:`release_hold`).
+
+        In the same transaction as the expiry, so a committed expiry always has its release
+        to do, and the release never holds up the expiry."""
+        resource_id = f"{attempt}:{reference}"
+        if len(resource_id) > MAX_RESOURCE_ID:
+            # A job could not be stored; the provider's own expiry releases the hold instead.
+            log.error(
+                "hold %s not released at the card provider: its reference is too long for a job",
+                reference,
+            )
+            return
+        job_id = self._ctx.ids.new_id("job")
+        uow.jobs.schedule(Job(job_id, RELEASE_HOLD, resource_id, company_id, due))
+
+    async def release_hold(self, job: Job) -> bool:
+        """Void at the card provider the hold an expiry released here (job ``release_hold``).
+
+        Runs outside any transaction, after the expiry committed. Voiding twice is harmless,
+        so two runners doing it is too. A refusal (a :class:`CardError`: the charge was
+        captured at the provider after all, or the provider does not know it) is logged as an
+        error and not retried; any other failure is logged and retried with doubling delays,
+        up to :data:`RELEASE_ATTEMPTS` tries.
+        """
+        attempt_text, _, reference = job.resource_id.partition(":")
+        attempt = int(attempt_text) if attempt_text.isdigit() else RELEASE_ATTEMPTS
+        retry = False
+        try:
+            await self._payments.provider.void(reference)
+        except CardError as refused:
+            log.error(
+                "could not release expired hold %s at the card provider (%s); check it there",
+                reference,
+                refused.failure_reason,
+            )
+        except Exception as exc:
+            retry = attempt + 1 < RELEASE_ATTEMPTS
+            log.warning(
+                "releasing expired hold %s at the card provider failed (try %d of %d: %s)%s",
+                reference,
+                attempt + 1,
+                RELEASE_ATTEMPTS,
+                exc.message if isinstance(exc, TreasuryError) else type(exc).__name__,
+                "; will retry" if retry else "; giving up, release it at the provider",
+                # Our errors carry our own message; anything else is a bug: its traceback.
+                exc_info=not isinstance(exc, TreasuryError),
+            )
+
+        def finish(uow: UnitOfWork) -> bool:
+            if uow.jobs.claim(job.id) is None:
+                return False  # another runner finished it
+            if retry:
+                delay = min(RELEASE_FIRST_RETRY * 2**attempt, RELEASE_MAX_RETRY)
+                due = self._ctx.clock.now() + delay
+                self._schedule_release(uow, job.company_id, reference, attempt + 1, due)
+            uow.jobs.finish(job.id)
+            return True
+
+        return await self._ctx.storage.run(finish)
+
+    def outside_handlers(self) -> dict[str, OutsideJobHandler]:
+        """Job kind → handler run outside transactions, for
+        :meth:`SettlementService.register_outside`."""
+        return {RELEASE_HOLD: self.release_hold}
 
     # --- payouts ------------------------------------------------------------------------------
 

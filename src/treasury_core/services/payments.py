@@ -97,6 +97,8 @@ def check_publishable_create(request: CreateIntentRequest) -> None:
 
 #: Job kinds of the payments service (run by the job runner on the clock).
 EXPIRE_AUTHORIZATION = "expire_authorization"
+#: Voids at the card provider a hold the expiry released in the ledger (after it committed).
+RELEASE_HOLD = "release_hold"
 PAYOUT = "payout"
 PAYOUT_APPLY = "payout_apply"
 CHARGEBACK_OPEN = "chargeback_open"

@@ -9,7 +9,7 @@ the record's scheduled job, all in the caller's transaction.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -185,6 +185,12 @@ def settle(
 #: another runner holds it or it is done), do the work and finish the job, all in ``uow``.
 JobHandler = Callable[[UnitOfWork, Job], bool]
 
+#: A job whose work calls out (a card provider): awaited outside any transaction, it does the
+#: call and then claims and finishes the job in a transaction of its own; ``False`` when it was
+#: not the one to finish it. Two runners may both do the call before one claims the job, so
+#: the work must be safe to repeat (at least once, not exactly once).
+OutsideJobHandler = Callable[[Job], Awaitable[bool]]
+
 
 class SettlementService:
     """Runs the jobs that fall due on the clock: settlements, and whatever else is registered."""
@@ -192,10 +198,16 @@ class SettlementService:
     def __init__(self, ctx: TreasuryContext) -> None:
         self._ctx = ctx
         self._handlers: dict[str, JobHandler] = dict.fromkeys(JOB_KINDS, self._settle)
+        self._outside: dict[str, OutsideJobHandler] = {}
 
     def register(self, kind: str, handler: JobHandler) -> None:
         """Run ``handler`` for due jobs of ``kind`` (the payments service registers its own)."""
         self._handlers[kind] = handler
+
+    def register_outside(self, kind: str, handler: OutsideJobHandler) -> None:
+        """Await ``handler`` for due jobs of ``kind``, outside any transaction (its work calls
+        out and must not hold a transaction open meanwhile)."""
+        self._outside[kind] = handler
 
     def _settle(self, uow: UnitOfWork, job: Job) -> bool:
         # Lock the record before the job: every path that settles by hand locks the record and
@@ -229,6 +241,10 @@ class SettlementService:
                 return handler(uow, job)
 
             try:
+                outside = self._outside.get(job.kind)
+                if outside is not None:
+                    ran += await outside(job)
+                    continue
                 ran += await ctx.storage.run(run)
             except Exception:
                 # One job that cannot run must not hold up every later one; it stays pending
