@@ -10,6 +10,7 @@ through :meth:`PaymentService.complete_challenge`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -218,3 +219,22 @@ async def test_the_provider_maps_stripes_states(localstripe_url: str) -> None:
     with pytest.raises(CardError) as cancelled:
         await provider.complete_action(started.reference)
     assert cancelled.value.failure_reason == "payment_canceled"
+
+
+@pytest.mark.parametrize("public_url", [None, "https://pay.example"])
+def test_the_stripe_provider_warns_when_no_return_url_can_be_made(
+    public_url: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = TreasuryConfig(
+        database_url="memory://",
+        card_provider="stripe",
+        stripe_api_key=KEY,  # type: ignore[arg-type]
+        public_url=public_url,
+    )
+    with caplog.at_level(logging.WARNING, logger="treasury.stripe"):
+        bootstrap(config, storage=MemoryStorage()).close()
+    warned = [r.getMessage() for r in caplog.records if r.name == "treasury.stripe"]
+    if public_url is None:
+        assert len(warned) == 1 and "TREASURY_PUBLIC_URL is not set" in warned[0]
+    else:
+        assert warned == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from treasury_core.config import TreasuryConfig
@@ -28,6 +29,12 @@ def _stripe_card_provider(config: TreasuryConfig, clock: Clock) -> CardProvider:
         # TreasuryConfig refuses this already; an embedding application may have built the
         # config with model_construct, which skips that check.
         raise BadSetting("TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe")
+    if not config.public_url:
+        # Not refused: the API still works, and a front end may authenticate with Stripe.js.
+        logging.getLogger("treasury.stripe").warning(
+            "TREASURY_PUBLIC_URL is not set: Stripe gets no return_url, so the hosted challenge "
+            "page cannot send customers to Stripe's 3-D Secure page"
+        )
     return StripeCardProvider(
         config.stripe_api_key.get_secret_value(), clock, api_base=config.stripe_api_base
     )
