@@ -28,6 +28,7 @@ from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.payments.records import Transaction
 from treasury_core.testing import check_invariants
 from treasury_core.testing.clock import FakeClock
+from treasury_vault.aesgcm import generate_key
 
 Client = TestClient[Any, Any]
 INTENT = "/api/v1/payments/intent"
@@ -130,6 +131,11 @@ def _config(tmp_path: Path, api_base: str, **fields: Any) -> TreasuryConfig:
 
 
 @pytest.fixture
+def live_mode() -> None:
+    """Asked for by a test whose server runs outside sandbox mode."""
+
+
+@pytest.fixture
 def treasury(
     request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock, localstripe_url: str
 ) -> Iterator[Treasury]:
@@ -138,6 +144,14 @@ def treasury(
     if "redirecting_stripe" in request.fixturenames:
         front = request.getfixturevalue("redirecting_stripe")
         config = _config(tmp_path, front.url, public_url=PUBLIC_URL)
+    elif "live_mode" in request.fixturenames:
+        config = _config(
+            tmp_path,
+            localstripe_url,
+            sandbox=False,
+            vault_key=generate_key(),
+            form_key="a form key of at least sixteen characters",
+        )
     else:
         config = _config(tmp_path, localstripe_url)
     built = bootstrap(config, clock=clock, wall_clock=clock)
@@ -256,3 +270,14 @@ async def test_the_api_completes_with_stripes_verdict(
     assert passed.status == 200, answer
     assert answer["status"] == "PROCESSED"
     assert answer["transaction"]["status"] == "completed"
+
+
+async def test_outside_sandbox_mode_the_page_does_not_call_itself_a_test(
+    client: Client, tenant: Tenant, live_mode: None
+) -> None:
+    lookup_id, _ = await _challenged(client, tenant, "automatic")
+    page = await client.get(f"/pay/{lookup_id}/challenge")
+    html = await page.text()
+    assert page.status == 200
+    assert "test page" not in html
+    assert "Confirm the payment as your bank asks" in html

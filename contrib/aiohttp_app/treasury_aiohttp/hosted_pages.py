@@ -257,12 +257,13 @@ def _challenge_view(
     lookup_id = intent.payment_intent_lookup_id
     prefix, _, challenge = _pay_urls(request, lookup_id, route_path)
     # With the provider's own page (action_url) the customer authenticates there and comes
-    # back to the return route; otherwise the page is the sandbox's pass/fail test page.
+    # back to the return route; otherwise the page answers pass or fail itself (in sandbox
+    # mode it says it is a test page: outside it, a provider may have had no page to link).
     return render(
         request, "challenge.html", prefix, status=status, title="Confirm your payment",
         amount=format_amount(request, intent.billing_amount, intent.billing_currency),
         action=challenge, csrf_token=_form_key(request).token(f"challenge:{lookup_id}"),
-        action_url=waiting.action_url, notice=notice,
+        action_url=waiting.action_url, notice=notice, sandbox=treasury(request).config.sandbox,
     )  # fmt: skip
 
 
