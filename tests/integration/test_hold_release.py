@@ -82,7 +82,7 @@ def _expire(treasury: Treasury, clock: FakeClock, intent: Any) -> Any:
     return expired
 
 
-def _sandbox(provider: RecordsVoids, clock: FakeClock) -> Treasury:
+def _sandbox(provider: SandboxCardProvider, clock: FakeClock) -> Treasury:
     config = TreasuryConfig(database_url="memory://")
     return bootstrap(
         config, storage=MemoryStorage(), clock=clock, wall_clock=clock, card_provider=provider
@@ -175,4 +175,28 @@ def test_a_release_the_provider_refuses_is_logged_not_retried(
         _expire(treasury, clock, intent)
     assert provider.voids == [intent.provider_reference]
     assert "already_captured" in caplog.text
+    assert _pending_jobs(treasury) == []
+
+
+class VoidsTogether(SandboxCardProvider):
+    """A provider whose voids each wait for the other: they succeed only when run at once."""
+
+    def __init__(self, clock: FakeClock, parties: int) -> None:
+        super().__init__(clock)
+        self.barrier = asyncio.Barrier(parties)
+
+    async def void(self, reference: str) -> CardProviderResult:
+        await asyncio.wait_for(self.barrier.wait(), timeout=5)
+        return await super().void(reference)
+
+
+def test_releases_do_not_wait_for_each_other() -> None:
+    clock = FakeClock()
+    treasury = _sandbox(VoidsTogether(clock, parties=2), clock)
+    first, second = _hold(treasury), _hold(treasury)
+    _expire(treasury, clock, first)
+    assert asyncio.run(treasury.payments.get(second.company_id, second.id)).status is (
+        IntentStatus.CANCELLED
+    )
+    # Both voids ran in the one pass, side by side: none failed and waits for a retry.
     assert _pending_jobs(treasury) == []
