@@ -5,11 +5,14 @@ port call                       Stripe calls
 ==============================  ===============================================================
 ``authorize``                   ``POST /v1/payment_methods`` (the raw card), then
                                 ``POST /v1/payment_intents`` with ``confirm=true`` and
-                                ``capture_method`` ``manual`` (a hold) or ``automatic``
+                                ``capture_method`` ``manual`` (a hold) or ``automatic``, and
+                                ``return_url`` when the service passes one
 ``capture``                     ``GET`` the intent, then ``POST …/capture`` with
                                 ``amount_to_capture``
 ``void``                        ``GET`` the intent, then ``POST …/cancel``
 ``refund``                      ``GET`` the intent and its charge, then ``POST /v1/refunds``
+``complete_action``             ``GET`` the intent (Stripe's 3-D Secure verdict); ``POST …/cancel``
+                                after a failed authentication
 ==============================  ===============================================================
 
 Amounts arrive in ISO 4217 minor units and are sent in Stripe's (:func:`to_stripe_amount`).
