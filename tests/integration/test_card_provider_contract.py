@@ -58,7 +58,8 @@ class TestSandboxCardProvider(CardProviderContract):
 
 
 class TestStripeCardProvider(CardProviderContract):
-    """Holds and refunds; 3-D Secure and verification off (the contract checks the refusals)."""
+    """Holds, refunds and 3-D Secure on Stripe's side; verification off (the contract checks
+    the refusal)."""
 
     @pytest.fixture
     def card_provider(self, localstripe_url: str) -> StripeCardProvider:
@@ -72,6 +73,22 @@ class TestStripeCardProvider(CardProviderContract):
     @pytest.fixture
     def three_d_secure_card(self) -> CardData:
         return card("4000000000003220")
+
+    @pytest.fixture
+    def pass_three_d_secure(self, localstripe_url: str) -> Callable[[str], None]:
+        # The customer authenticating on Stripe's page: localstripe's endpoint for it.
+        at_stripe = stripe.StripeClient(KEY, base_addresses={"api": localstripe_url})
+
+        def authenticate(reference: str) -> None:
+            secret = at_stripe.v1.payment_intents.retrieve(reference).client_secret
+            at_stripe.raw_request(
+                "post",
+                f"/v1/payment_intents/{reference}/_authenticate",
+                client_secret=secret,
+                success="true",
+            )
+
+        return authenticate
 
     @pytest.fixture
     def lose_hold(self, localstripe_url: str) -> Callable[[str], None]:

@@ -32,6 +32,7 @@ STRIPE_CARDS: tuple[ModelCard, ...] = (
     ModelCard("4242424242424242"),
     ModelCard("5555555555554444"),
     ModelCard("4000000000000341", declined="card_declined"),
+    ModelCard("4000000000003220", three_d_secure=True),
 )
 
 STRIPE_SETTINGS = settings(

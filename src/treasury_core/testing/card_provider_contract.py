@@ -125,6 +125,12 @@ def _run(call: Awaitable[T]) -> T:
     return asyncio.run(wrapped())
 
 
+def _flag(card_provider: CardProvider, name: str) -> bool:
+    """A capability flag outside the protocol (added after it): off when a provider lacks it."""
+    flag = getattr(card_provider, name, None)
+    return callable(flag) and flag() is True
+
+
 def _refusal(call: Awaitable[object]) -> CardError:
     """The ``CardError`` that ``call`` raises; fails the test if it succeeds or raises another."""
     with pytest.raises(CardError) as refused:
@@ -389,7 +395,9 @@ class CardProviderContract:
         ``complete_action`` charges (``CAPTURED``) or holds (``AUTHORIZED``), once; a charge
         awaiting the challenge cannot be captured and can be voided. Off: such a card is
         refused, never challenged, and ``complete_action`` is refused
-        (``no_action_required``)."""
+        (``no_action_required``). A provider that hosts the challenge itself
+        (``return_urls_supported()``) answers ``complete_action`` with the charge's state when
+        no challenge waits, instead of refusing."""
         card: CardData | None = _optional(request, "three_d_secure_card")
         sale = self.sale(card_provider, good_card)
         if not card_provider.three_d_secure_supported():
@@ -403,7 +411,12 @@ class CardProviderContract:
         passed: Callable[[str], None] = _optional(request, "pass_three_d_secure") or (
             lambda reference: None
         )
-        _refusal(card_provider.complete_action(sale.reference))  # nothing pending
+        # A provider whose challenge page is its own (return URLs) reads the verdict from the
+        # charge, so it answers a charge that never asked for one with its state: the service
+        # asks it only about attempts that waited for the challenge.
+        reads_verdicts = _flag(card_provider, "return_urls_supported")
+        if not reads_verdicts:
+            _refusal(card_provider.complete_action(sale.reference))  # nothing pending
 
         def challenged(capture: bool) -> CardProviderResult:
             result = _run(
@@ -417,7 +430,11 @@ class CardProviderContract:
         passed(charge.reference)
         done = _run(card_provider.complete_action(charge.reference))
         assert done.status is CardProviderStatus.CAPTURED
-        _refusal(card_provider.complete_action(done.reference))  # no longer pending
+        if reads_verdicts:  # asked again, the same verdict: nothing moves twice
+            again = _run(card_provider.complete_action(done.reference))
+            assert again.status is CardProviderStatus.CAPTURED
+        else:
+            _refusal(card_provider.complete_action(done.reference))  # no longer pending
 
         abandoned = challenged(True)
         assert _run(card_provider.void(abandoned.reference)).status is CardProviderStatus.VOIDED
@@ -456,7 +473,7 @@ class CardProviderContract:
     ) -> None:
         """On: ``authorize`` takes ``attempt_key``, and two attempts with different keys are two
         charges. Off: there is nothing to refuse (the services never pass a key), so skipped."""
-        if not getattr(card_provider, "attempt_keys_supported", lambda: False)():
+        if not _flag(card_provider, "attempt_keys_supported"):
             pytest.skip("attempt_keys_supported() is off: no attempt_key is ever passed")
         authorize: Callable[..., Awaitable[CardProviderResult]] = card_provider.authorize
         # Fresh keys: a real provider remembers keys for a while, across test runs.
