@@ -13,12 +13,20 @@ port call                       Stripe calls
 ``refund``                      ``GET`` the intent and its charge, then ``POST /v1/refunds``
 ``complete_action``             ``GET`` the intent (Stripe's 3-D Secure verdict); ``POST …/cancel``
                                 after a failed authentication
+``save_card`` (card on file)    ``GET /v1/customers?email=…`` (else ``POST /v1/customers``),
+                                ``POST /v1/payment_methods``, then ``POST …/attach`` to the
+                                Customer (where Stripe checks the card)
+``authorize_saved``             ``GET`` the PaymentMethod (for its Customer), then
+                                ``POST /v1/payment_intents`` with ``customer``,
+                                ``off_session=true`` and ``confirm=true``
 ==============================  ===============================================================
 
 Amounts arrive in ISO 4217 minor units and are sent in Stripe's (:func:`to_stripe_amount`).
 
 The reference of a charge is the PaymentIntent's id (``pi_…``); a refund's is the Refund's id
-(``re_…``). Stripe keeps the state, so the reference never changes.
+(``re_…``). Stripe keeps the state, so the reference never changes. A saved card's reference
+is its PaymentMethod's id (``pm_…``): saved cards live at Stripe, one Customer per e-mail, and
+the treasury's vault holds none of their numbers.
 
 Raw card numbers reach Stripe only through ``POST /v1/payment_methods``, which real Stripe
 accepts from merchants it has cleared to send raw card data (PCI DSS scope); everyone else
@@ -64,7 +72,11 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import stripe
-from stripe.params import PaymentIntentCreateParams, PaymentMethodCreateParamsCard
+from stripe.params import (
+    CustomerCreateParams,
+    PaymentIntentCreateParams,
+    PaymentMethodCreateParamsCard,
+)
 
 from treasury_core.cards.numbers import brand_of
 from treasury_core.errors import (
@@ -81,6 +93,7 @@ from treasury_core.ports.card_provider import (
     CardProviderResult,
     CardProviderStatus,
     HoldGone,
+    SavedCardReference,
     refuse_unusable_card,
 )
 
@@ -95,6 +108,9 @@ MAX_NETWORK_RETRIES = 2
 REQUEST_TIMEOUT_SECONDS = 30.0
 
 _REFERENCE = re.compile(r"pi_[A-Za-z0-9]{1,200}")
+#: A saved card's reference: a PaymentMethod's id (checked before it is put in a URL path).
+_SAVED_CARD = re.compile(r"pm_[A-Za-z0-9]{1,200}")
+_SAVED_CARD_GONE = "The saved card no longer exists at the card provider; save the card again"
 #: Stripe's codes are snake_case words; anything else is not repeated to our callers.
 _CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
@@ -258,6 +274,11 @@ def _check_reference(reference: str) -> None:
         raise _refuse("No such charge at the card provider", "unknown_reference")
 
 
+def _charged(reference: str, capture: bool, brand: str, last4: str) -> CardProviderResult:
+    status = CardProviderStatus.CAPTURED if capture else CardProviderStatus.AUTHORIZED
+    return CardProviderResult(reference=reference, status=status, brand=brand, last4=last4)
+
+
 def _key(operation: str) -> str:
     """A fresh idempotency key for one logical call (the SDK reuses it on its retries)."""
     return f"treasury-{operation}-{uuid.uuid4().hex}"
@@ -378,22 +399,53 @@ class StripeCardProvider(CardProviderBase):
         _check_amount(amount)
         stripe_amount = to_stripe_amount(amount, currency)
         number = refuse_unusable_card(card, self._clock.now().date())
+        key = f"treasury-authorize-{attempt_key}" if attempt_key else _key("authorize")
+        method = await self._create_method(card, number, f"{key}-pm")
+        return await self._charge(
+            method.id,
+            stripe_amount,
+            currency,
+            capture=capture,
+            key=key,
+            brand=brand_of(number),
+            last4=number[-4:],
+            return_url=return_url,
+        )
+
+    async def _create_method(self, card: CardData, number: str, key: str) -> stripe.PaymentMethod:
+        """A Stripe PaymentMethod of ``card`` (``number`` is its checked digits)."""
         details = PaymentMethodCreateParamsCard(
             number=number, exp_month=card.expiry_month, exp_year=card.expiry_year
         )
         if card.cvc is not None:
             details["cvc"] = card.cvc
-        key = f"treasury-authorize-{attempt_key}" if attempt_key else _key("authorize")
-        method = await self._call(
+        return await self._call(
             lambda: self._client.v1.payment_methods.create(
-                params={"type": "card", "card": details},
-                options={"idempotency_key": f"{key}-pm"},
+                params={"type": "card", "card": details}, options={"idempotency_key": key}
             )
         )
+
+    async def _charge(
+        self,
+        method: str,
+        amount: int,
+        currency: str,
+        *,
+        capture: bool,
+        key: str,
+        brand: str,
+        last4: str,
+        customer: str | None = None,
+        return_url: str | None = None,
+    ) -> CardProviderResult:
+        """Create and confirm a PaymentIntent of ``amount`` (Stripe's units) on the
+        PaymentMethod ``method``: a hold (``capture=False``), a charge (``capture=True``,
+        **moves money**), or ``requires_action`` when Stripe wants the customer authenticated
+        first. With ``customer`` (a saved card's) the charge is off session."""
         params: PaymentIntentCreateParams = {
-            "amount": stripe_amount,
+            "amount": amount,
             "currency": currency.lower(),
-            "payment_method": method.id,
+            "payment_method": method,
             "payment_method_types": ["card"],
             "capture_method": "automatic" if capture else "manual",
             "confirm": True,
@@ -402,6 +454,9 @@ class StripeCardProvider(CardProviderBase):
             # Where Stripe's 3-D Secure page sends the customer back; with it, Stripe's
             # next_action is a page to redirect to rather than one for Stripe.js.
             params["return_url"] = return_url
+        if customer is not None:
+            params["customer"] = customer
+            params["off_session"] = True
         intent = await self._call(
             lambda: self._client.v1.payment_intents.create(
                 params=params, options={"idempotency_key": key}
@@ -411,8 +466,8 @@ class StripeCardProvider(CardProviderBase):
             return CardProviderResult(
                 reference=intent.id,
                 status=CardProviderStatus.REQUIRES_ACTION,
-                brand=brand_of(number),
-                last4=number[-4:],
+                brand=brand,
+                last4=last4,
                 action_url=_action_url(intent),
             )
         expected = "succeeded" if capture else "requires_capture"
@@ -426,12 +481,7 @@ class StripeCardProvider(CardProviderBase):
                     "could not cancel Stripe PaymentIntent %s left %s", intent.id, intent.status
                 )
             raise ProviderError(f"The card provider left the charge {intent.status}")
-        return CardProviderResult(
-            reference=intent.id,
-            status=CardProviderStatus.CAPTURED if capture else CardProviderStatus.AUTHORIZED,
-            brand=brand_of(number),
-            last4=number[-4:],
-        )
+        return _charged(intent.id, capture, brand, last4)
 
     async def capture(self, reference: str, amount: int) -> CardProviderResult:
         """Capture up to the held amount. **Moves money.**
@@ -563,3 +613,98 @@ class StripeCardProvider(CardProviderBase):
         if refund.status in ("failed", "canceled"):
             raise _refuse("The card provider refused the refund", "refund_failed")
         return CardProviderResult(reference=refund.id, status=CardProviderStatus.REFUNDED)
+
+    # --- card on file: a PaymentMethod attached to a Customer ---------------------------------
+
+    def saved_cards_supported(self) -> bool:
+        """Saved cards are kept at Stripe, as PaymentMethods attached to Customers."""
+        return True
+
+    async def save_card(
+        self, card: CardData, *, customer_email: str | None, key: str
+    ) -> SavedCardReference:
+        """Keep ``card`` at Stripe: a PaymentMethod attached to the e-mail's Customer. Moves no
+        money.
+
+        The Customer is the first one Stripe lists with exactly ``customer_email``, else a new
+        one with it; without an e-mail, a new Customer of its own. Attaching is where Stripe
+        checks the card, so a card it declines is a :class:`CardError` and stays unattached.
+        Every request is keyed by ``key``: a repeated save makes no second PaymentMethod.
+        """
+        number = refuse_unusable_card(card, self._clock.now().date())
+        customer = await self._customer(customer_email, f"treasury-save-{key}-customer")
+        method = await self._create_method(card, number, f"treasury-save-{key}-pm")
+        await self._call(
+            lambda: self._client.v1.payment_methods.attach(
+                method.id,
+                params={"customer": customer},
+                options={"idempotency_key": f"treasury-save-{key}-attach"},
+            )
+        )
+        return SavedCardReference(
+            reference=method.id,
+            brand=brand_of(number),
+            last4=number[-4:],
+            expiry_month=card.expiry_month,
+            expiry_year=card.expiry_year,
+        )
+
+    async def _customer(self, email: str | None, key: str) -> str:
+        """The id of the Customer to keep a card of ``email`` on (see :meth:`save_card`)."""
+        if email is not None:
+            found = await self._call(
+                lambda: self._client.v1.customers.list(params={"email": email, "limit": 1})
+            )
+            if found.data:
+                return found.data[0].id
+        params: CustomerCreateParams = {} if email is None else {"email": email}
+        created = await self._call(
+            lambda: self._client.v1.customers.create(
+                params=params, options={"idempotency_key": key}
+            )
+        )
+        return created.id
+
+    async def authorize_saved(
+        self,
+        card: SavedCardReference,
+        amount: int,
+        currency: str,
+        *,
+        capture: bool,
+        attempt_key: str | None = None,
+    ) -> CardProviderResult:
+        """As :meth:`authorize`, on the saved PaymentMethod of ``card``, off session (the
+        customer is not there to pass 3-D Secure). **Moves money** when ``capture`` is true.
+
+        The PaymentMethod is read first for its Customer, which Stripe requires with it: one
+        Stripe no longer has, or that was detached from its Customer, is declined with
+        ``saved_card_unavailable`` before anything is charged.
+        """
+        _check_amount(amount)
+        stripe_amount = to_stripe_amount(amount, currency)
+        if not _SAVED_CARD.fullmatch(card.reference):
+            raise _refuse(_SAVED_CARD_GONE, "saved_card_unavailable")
+        try:
+            method = await self._call(
+                lambda: self._client.v1.payment_methods.retrieve(card.reference)
+            )
+        except CardError as exc:
+            if exc.failure_reason != "unknown_reference":
+                raise
+            raise _refuse(_SAVED_CARD_GONE, "saved_card_unavailable") from None
+        customer = method.customer
+        if customer is None:
+            raise _refuse(_SAVED_CARD_GONE, "saved_card_unavailable")
+        customer_id = customer if isinstance(customer, str) else customer.id
+        key = f"treasury-authorize-{attempt_key}" if attempt_key else _key("authorize")
+        return await self._charge(
+            method.id,
+            stripe_amount,
+            currency,
+            capture=capture,
+            key=key,
+            brand=card.brand,
+            last4=card.last4,
+            customer=customer_id,
+        )

@@ -10,7 +10,8 @@ Rules:
   random salt (:meth:`treasury_core.ports.Vault.derive_secret`): the server recomputes them,
   nothing stored is enough to rebuild them. The form's secret does not open the confirm call.
 - A token charges only for the company that created it, until its ``expiry_date`` (inclusive)
-  and the card's own expiry month; the card number inside it is sealed by the vault.
+  and the card's own expiry month; the card number inside it is sealed by the vault, or, with a
+  card provider that keeps saved cards, not held at all (the token names the provider's card).
 """
 
 from __future__ import annotations
@@ -203,12 +204,18 @@ class PaymentMethodTokenRecord(_Frozen):
 
 
 class PaymentMethodToken(TreasuryRecord, PaymentMethodTokenRecord):
-    """A stored saved-card token: the card sealed by the vault, its fingerprint, the name."""
+    """A stored saved-card token: the card sealed by the vault, its fingerprint, the name.
+
+    With a card provider that keeps saved cards itself, ``provider_reference`` is the card's
+    reference there (a Stripe PaymentMethod's ``pm_…``) and ``sealed_card`` is ``None``: the
+    treasury holds no card number, sealed or not. Exactly one of the two is set.
+    """
 
     prefix: ClassVar[str] = "pmt"
     record_model: ClassVar[type[BaseModel]] = PaymentMethodTokenRecord
 
-    sealed_card: str
+    sealed_card: str | None = None
+    provider_reference: str | None = None
     fingerprint: str
     cardholder_name: str | None = None
     status: str = "active"

@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import date
 from enum import StrEnum
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, TypeGuard, runtime_checkable
 
 from treasury_core.cards.numbers import luhn_valid, normalize
 from treasury_core.errors import CardError
@@ -325,3 +325,78 @@ class CardProviderBase(ABC):
     def chargeback_outcome(self, reference: str) -> ChargebackOutcome | None:
         """Default: chargebacks are not known in advance."""
         return None
+
+    def saved_cards_supported(self) -> bool:
+        """Default: saved cards are sealed in the treasury's vault, not kept by the provider
+        (see :class:`SavedCardProvider`)."""
+        return False
+
+
+# --- card on file kept by the provider --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SavedCardReference:
+    """A saved card the provider keeps itself: its ``reference`` there and what may be shown.
+
+    What a token of a provider that keeps saved cards resolves to, instead of a
+    :class:`CardData`: the card number never left the provider after it was saved, so the
+    treasury charges the card by ``reference`` (:meth:`SavedCardProvider.authorize_saved`).
+    """
+
+    reference: str
+    brand: str
+    last4: str
+    expiry_month: int
+    expiry_year: int
+
+
+@runtime_checkable
+class SavedCardProvider(Protocol):
+    """The optional capability of a provider that keeps saved cards itself (card on file).
+
+    A provider announces it with ``saved_cards_supported()`` answering ``True``
+    (:func:`keeps_saved_cards`); the card-on-file service then saves cards with
+    :meth:`save_card` instead of sealing them in the treasury's vault, and the payments
+    service charges their tokens with :meth:`authorize_saved`. Neither is called otherwise.
+    """
+
+    def saved_cards_supported(self) -> bool:
+        """Whether the provider keeps saved cards (``save_card`` and ``authorize_saved``)."""
+        ...
+
+    async def save_card(
+        self, card: CardData, *, customer_email: str | None, key: str
+    ) -> SavedCardReference:
+        """Check ``card`` and keep it at the provider for later charges. Moves no money.
+
+        ``customer_email`` groups the customer's cards at the provider (``None``: the card is
+        kept on its own). ``key`` names the saving: a call repeated with the same key (the retry
+        of one whose answer was lost) keeps no second card. Raises ``CardError`` when the card
+        is declined; the CVC is used for the check and never kept.
+        """
+        ...
+
+    async def authorize_saved(
+        self,
+        card: SavedCardReference,
+        amount: int,
+        currency: str,
+        *,
+        capture: bool,
+        attempt_key: str | None = None,
+    ) -> CardProviderResult:
+        """As :meth:`CardProvider.authorize`, on a card :meth:`save_card` kept, the customer
+        absent (an off-session charge). **Moves money** when ``capture`` is true. A card the
+        provider no longer has is declined (``CardError``)."""
+        ...
+
+
+def keeps_saved_cards(provider: object) -> TypeGuard[SavedCardProvider]:
+    """Whether ``provider`` keeps saved cards itself (see :class:`SavedCardProvider`).
+
+    Looked up rather than required by :class:`CardProvider`, so providers written before the
+    capability existed still conform and keep their cards in the treasury's vault.
+    """
+    flag = getattr(provider, "saved_cards_supported", None)
+    return callable(flag) and flag() is True

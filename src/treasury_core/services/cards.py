@@ -8,6 +8,10 @@ event; the notifications dispatcher then sends the result to the PMTI's ``callba
 token is later a payment intent's ``card_token`` (:meth:`CardOnFileService.saved_card` is what
 the payments service asks).
 
+With a card provider that keeps saved cards itself (``saved_cards_supported()``, the Stripe
+provider), the provider checks and keeps the card instead (:meth:`SavedCardProvider.save_card`)
+and the token stores only its reference there: no card number, not even sealed, is kept here.
+
 Card numbers and CVCs never appear in a message, a log line, an event or a stored field here:
 errors name the field, and storage holds the vault's ciphertext only.
 """
@@ -35,7 +39,7 @@ from treasury_core.events import Event, EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.payments.intents import PaymentType
 from treasury_core.ports import CardProvider, SealedCard, UnitOfWork, Vault
-from treasury_core.ports.card_provider import CardData
+from treasury_core.ports.card_provider import CardData, SavedCardReference, keeps_saved_cards
 from treasury_core.services.idempotency import finish
 from treasury_core.services.support import TreasuryContext
 from treasury_core.treasury.records import TreasuryRecord
@@ -214,11 +218,20 @@ class CardOnFileService:
         data = checked_card(card_data(card), ctx.clock.now().date())
         expiry_year = data.expiry_year
         declined: CardError | None = None
-        if self.provider.verification_supported():
-            try:
+        kept: SavedCardReference | None = None
+        fingerprint = self.vault.fingerprint(data.number)
+        try:
+            if keeps_saved_cards(self.provider):
+                # The provider checks the card as it saves it; nothing goes to the vault.
+                kept = await self.provider.save_card(
+                    data,
+                    customer_email=intent.customer_email,
+                    key=self._saving_key(intent, fingerprint),
+                )
+            elif self.provider.verification_supported():
                 await self.provider.verify(data)
-            except CardError as exc:
-                declined = exc
+        except CardError as exc:
+            declined = exc
         if declined is not None:
             finished = intent.model_copy(
                 update={
@@ -231,12 +244,18 @@ class CardOnFileService:
             token = None
         else:
             token_id = ctx.ids.new_id(PaymentMethodToken.prefix)
-            sealed = self.vault.seal(data.number, data.expiry_month, expiry_year, context=token_id)
+            sealed_card: str | None = None
+            saved: SavedCardReference | SealedCard | None = kept
+            if saved is None:
+                saved = self.vault.seal(
+                    data.number, data.expiry_month, expiry_year, context=token_id
+                )
+                sealed_card = saved.ciphertext
             summary = CardSummary(
-                brand=sealed.brand,
-                last4=sealed.last4,
-                expiry_month=sealed.expiry_month,
-                expiry_year=sealed.expiry_year,
+                brand=saved.brand,
+                last4=saved.last4,
+                expiry_month=saved.expiry_month,
+                expiry_year=saved.expiry_year,
             )
             token = PaymentMethodToken(
                 id=token_id,
@@ -247,8 +266,9 @@ class CardOnFileService:
                 customer_email=intent.customer_email,
                 expiry_date=intent.expiry_date,
                 created_at=ctx.clock.now(),
-                sealed_card=sealed.ciphertext,
-                fingerprint=sealed.fingerprint,
+                sealed_card=sealed_card,
+                provider_reference=None if kept is None else kept.reference,
+                fingerprint=fingerprint,
                 cardholder_name=card.cardholder_name,
             )
             finished = intent.model_copy(
@@ -284,14 +304,23 @@ class CardOnFileService:
         await ctx.storage.run(write)
         return finished
 
+    def _saving_key(self, intent: TokenIntent, fingerprint: str) -> str:
+        # One per PMTI and card: a confirm retried after a lost answer saves no second card at
+        # the provider, while another card submitted after that failure is its own saving. A
+        # keyed digest, as the provider sees it: it must not reveal the salt or the fingerprint.
+        return self.vault.derive_secret(
+            "pmti-card-saving", f"{intent.id}:{intent.url_salt}:{fingerprint}"
+        )
+
     # --- charging a saved card ------------------------------------------------------------------
 
-    async def saved_card(self, company_id: int, token: str) -> CardData | None:
+    async def saved_card(self, company_id: int, token: str) -> CardData | SavedCardReference | None:
         """The card behind the company's ``token`` for the card provider, or ``None``.
 
-        Raises :class:`ValidationFailed` (``payment_method_token_expired``) once the token is
-        past its ``expiry_date`` or the card past its expiry month. The CVC is never stored,
-        so the card goes to the provider without one.
+        A card the provider keeps itself is its :class:`SavedCardReference`; one in the vault
+        is opened. Raises :class:`ValidationFailed` (``payment_method_token_expired``) once the
+        token is past its ``expiry_date`` or the card past its expiry month. The CVC is never
+        stored, so a vaulted card goes to the provider without one.
         """
         found = await self._find(PaymentMethodToken, token, company_id)
         if found is None:
@@ -299,6 +328,14 @@ class CardOnFileService:
         if found.expired(self._ctx.clock.now().date()):
             raise ValidationFailed(
                 TOKEN_EXPIRED, code="payment_method_token_expired", param="card_token"
+            )
+        if found.provider_reference is not None:
+            return SavedCardReference(
+                reference=found.provider_reference,
+                brand=found.card.brand,
+                last4=found.card.last4,
+                expiry_month=found.card.expiry_month,
+                expiry_year=found.card.expiry_year,
             )
         sealed = _sealed(found)
         return CardData(
@@ -310,6 +347,7 @@ class CardOnFileService:
 
 
 def _sealed(token: PaymentMethodToken) -> SealedCard:
+    assert token.sealed_card is not None  # a token without a provider reference is sealed
     return SealedCard(
         ciphertext=token.sealed_card,
         brand=token.card.brand,

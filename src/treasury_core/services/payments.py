@@ -71,7 +71,13 @@ from treasury_core.payments.states import (
     transition,
 )
 from treasury_core.ports import CardProvider, UnitOfWork
-from treasury_core.ports.card_provider import CardData, CardProviderResult, HoldGone
+from treasury_core.ports.card_provider import (
+    CardData,
+    CardProviderResult,
+    HoldGone,
+    SavedCardReference,
+    keeps_saved_cards,
+)
 from treasury_core.services.cards import checked_card
 from treasury_core.services.idempotency import finish
 from treasury_core.services.support import TreasuryContext
@@ -115,9 +121,10 @@ DEFAULT_DELAYS: dict[str, float] = {
     CHARGEBACK_RESOLVE: 24 * 3600,
 }
 
-#: Finds a saved card for ``(company_id, card_token)``; ``None`` when the company has no such
-#: token. Supplied by the card-on-file service (the vault); without one no token is known.
-SavedCards = Callable[[int, str], Awaitable[CardData | None]]
+#: Finds a saved card for ``(company_id, card_token)``: the card from the vault, or the reference
+#: of one the card provider keeps; ``None`` when the company has no such token. Supplied by the
+#: card-on-file service; without one no token is known.
+SavedCards = Callable[[int, str], Awaitable[CardData | SavedCardReference | None]]
 
 
 #: The ``code`` of the 400 refusing what the card provider says it cannot do (decisions.md).
@@ -359,7 +366,9 @@ class PaymentService:
         outcome = await self._attempt(intent, card, idempotency=idempotency)
         return outcome.intent
 
-    async def _saved_card(self, company_id: int, token: str | None) -> CardData | None:
+    async def _saved_card(
+        self, company_id: int, token: str | None
+    ) -> CardData | SavedCardReference | None:
         if token is None:
             return None
         if not is_resource_id(token, "pmt"):
@@ -369,6 +378,22 @@ class PaymentService:
         card = await self.saved_cards(company_id, token) if self.saved_cards else None
         if card is None:
             raise NotFound(f"No such payment method token: {token}", param="card_token")
+        # A token is charged the way it was saved: the provider's reference needs a provider
+        # that keeps cards, and one that does is never handed a number from the vault (its
+        # tokens keep none; a vaulted card from before the switch is saved again).
+        keeps = keeps_saved_cards(self.provider)
+        if isinstance(card, SavedCardReference) and not keeps:
+            raise _unsupported(
+                "This card was saved with a card provider that keeps cards itself; the current "
+                "card provider cannot charge it",
+                "card_token",
+            )
+        if isinstance(card, CardData) and keeps:
+            raise _unsupported(
+                "This card was saved in the treasury's vault; the current card provider charges "
+                "only cards saved with it, so the card must be saved again",
+                "card_token",
+            )
         return card
 
     # --- pay ----------------------------------------------------------------------------------
@@ -406,7 +431,7 @@ class PaymentService:
     async def _attempt(
         self,
         intent: PaymentIntent,
-        card: CardData,
+        card: CardData | SavedCardReference,
         *,
         idempotency: IdempotencyTicket[PaymentIntent] | None = None,
     ) -> PaymentOutcome:
@@ -421,7 +446,17 @@ class PaymentService:
             await self._abandon_challenge(intent)
             kind = TransactionType.SALE if capture else TransactionType.AUTHORIZATION
             try:
-                if _takes_attempt_keys(self.provider):
+                if isinstance(card, SavedCardReference):
+                    if not keeps_saved_cards(self.provider):  # checked by _saved_card
+                        raise _unsupported("The card provider cannot charge this saved card")
+                    result = await self.provider.authorize_saved(
+                        card,
+                        intent.billing_amount,
+                        intent.billing_currency,
+                        capture=capture,
+                        attempt_key=attempt_key(intent),
+                    )
+                elif _takes_attempt_keys(self.provider):
                     result = await self.provider.authorize(
                         card,
                         intent.billing_amount,
@@ -486,7 +521,7 @@ class PaymentService:
         intent: PaymentIntent,
         kind: TransactionType,
         declined: CardError,
-        card: CardData,
+        card: CardData | SavedCardReference,
     ) -> None:
         now = self._ctx.clock.now()
         txn = self._transaction(
@@ -508,7 +543,7 @@ class PaymentService:
         intent: PaymentIntent,
         kind: TransactionType,
         result: CardProviderResult,
-        card: CardData,
+        card: CardData | SavedCardReference,
         idempotency: IdempotencyTicket[PaymentIntent] | None,
     ) -> PaymentOutcome:
         txn = self._transaction(
@@ -1125,6 +1160,8 @@ def _is_lookup_id(value: str) -> bool:
     return isinstance(value, str) and _LOOKUP_ID.fullmatch(value) is not None
 
 
-def _safe_last4(card: CardData) -> str | None:
+def _safe_last4(card: CardData | SavedCardReference) -> str | None:
+    if isinstance(card, SavedCardReference):
+        return card.last4
     digits = "".join(c for c in card.number if c.isdigit())
     return digits[-4:] if len(digits) >= 12 else None
