@@ -13,6 +13,7 @@ saved), 4000000000000341 is saved but declined when charged.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -38,8 +39,9 @@ from treasury_core.payments.intents import (
     PaymentIntent,
 )
 from treasury_core.payments.requests import CreateIntentRequest
+from treasury_core.ports.card_provider import CardData, CardProviderStatus
 from treasury_core.testing import FakeClock, MemoryStorage, check_invariants
-from treasury_stripe.card_provider import MAX_NETWORK_RETRIES
+from treasury_stripe.card_provider import MAX_NETWORK_RETRIES, StripeCardProvider
 
 VISA = "4242424242424242"
 #: Declined by localstripe when attached to a Customer, i.e. when saved.
@@ -337,3 +339,32 @@ def test_a_vaulted_token_is_refused_by_the_stripe_provider(
         finally:
             sandbox.treasury.close()
             at_stripe.treasury.close()
+
+
+async def test_saving_and_charging_log_no_card_number_or_cvc(
+    localstripe_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    provider = StripeCardProvider(KEY, FakeClock(), api_base=localstripe_url)
+    data = CardData(number=VISA, expiry_month=12, expiry_year=2040, cvc="987")
+    saved = await provider.save_card(data, customer_email=new_email(), key=uuid.uuid4().hex)
+    charged = await provider.authorize_saved(saved, 1_000, "USD", capture=True)
+    assert charged.status is CardProviderStatus.CAPTURED
+    assert [r for r in caplog.records if r.name == "stripe"]  # the SDK logged, at INFO
+    for record in caplog.records:
+        text = record.getMessage()
+        assert VISA not in text
+        assert "cvc" not in text.lower()
+
+
+async def test_a_card_without_an_email_gets_a_customer_of_its_own(localstripe_url: str) -> None:
+    provider = StripeCardProvider(KEY, FakeClock(), api_base=localstripe_url)
+    data = CardData(number=VISA, expiry_month=12, expiry_year=2040, cvc="123")
+    first = await provider.save_card(data, customer_email=None, key=uuid.uuid4().hex)
+    second = await provider.save_card(data, customer_email=None, key=uuid.uuid4().hex)
+    reader = stripe.StripeClient(KEY, base_addresses={"api": localstripe_url})
+    owners = [reader.v1.payment_methods.retrieve(s.reference).customer for s in (first, second)]
+    assert owners[0] != owners[1]
+    for owner in owners:
+        assert isinstance(owner, str)
+        assert reader.v1.customers.retrieve(owner).email is None

@@ -209,8 +209,9 @@ class CardOnFileService:
         """Tokenize ``card`` for the PMTI the secret opens; returns the finished PMTI.
 
         A card failing the checks raises :class:`ValidationFailed` and leaves the PMTI open. A
-        decline by the provider's verification finishes it ``failed`` (returned, not raised);
-        an unreachable provider raises and leaves it open.
+        decline by the provider's verification, or by a provider that keeps saved cards as it
+        saves the card, finishes it ``failed`` (returned, not raised); an unreachable provider
+        raises and leaves it open (a retry saves no second card at the provider).
         """
         ctx = self._ctx
         intent = await self.find_by_secret(pmti_id, secret, form=form)
