@@ -38,6 +38,7 @@ from treasury_core.payments.intents import (
     IntentStatus,
     PaymentIntent,
 )
+from treasury_core.payments.records import Transaction, TransactionStatus
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData, CardProviderStatus
 from treasury_core.testing import FakeClock, MemoryStorage, check_invariants
@@ -232,6 +233,14 @@ def test_a_saved_card_declined_when_charged(world: World) -> None:
     assert declined.value.failure_reason == "card_declined"
     (intent,) = world.intents()
     assert intent.status is IntentStatus.INITIALIZED
+    # The decline is recorded with the saved card's last four digits, from the token.
+    failed = world.run(
+        world.treasury.storage.run(
+            lambda uow: uow.records.get(Transaction, intent.latest_transaction_id, world.company),
+            write=False,
+        )
+    )
+    assert (failed.status, failed.card_last4) == (TransactionStatus.FAILED, "0341")
 
 
 def test_a_saved_card_gone_at_stripe_is_a_clear_decline(localstripe_url: str) -> None:

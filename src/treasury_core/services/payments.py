@@ -293,7 +293,8 @@ class PaymentService:
         (:func:`check_publishable_create`),
         :class:`ValidationFailed` for manual capture on a non-card type (part 4.1) and bad
         fields, :class:`InvalidRequestError` (``provider_capability_unsupported``) for manual
-        capture when the card provider cannot capture holds later, :class:`NotFound` for
+        capture when the card provider cannot capture holds later and for a ``card_token``
+        saved with another kind of provider (the vault or the provider), :class:`NotFound` for
         another company's account or card token. A saved card that is declined leaves the
         intent ``INITIALIZED`` and raises the :class:`CardError`.
         """
