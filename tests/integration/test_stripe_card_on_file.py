@@ -377,3 +377,24 @@ async def test_a_card_without_an_email_gets_a_customer_of_its_own(localstripe_ur
     for owner in owners:
         assert isinstance(owner, str)
         assert reader.v1.customers.retrieve(owner).email is None
+
+
+def test_a_retry_with_other_details_of_the_same_card_is_in_doubt(localstripe_url: str) -> None:
+    lost = {"/attach": 1 + MAX_NETWORK_RETRIES}
+    with StripeFront(localstripe_url, lose_answers=lost) as front:
+        world = _world(front.url, localstripe_url)
+        pmti = world.pmti(new_email())
+        secret = pmti.confirm_path.rsplit("/", 1)[1]
+        with pytest.raises(ProviderError):
+            world.confirm(pmti)
+        retyped = card().model_copy(update={"cvc": "456"})
+        with pytest.raises(InvalidRequestError) as in_doubt:
+            world.run(world.treasury.cards.submit(pmti.intent.id, secret, retyped))
+        assert in_doubt.value.http_status == 400
+        assert in_doubt.value.code == "payment_attempt_in_doubt"
+        assert "submit the same card details again" in in_doubt.value.message
+        # The PMTI is still open: the same details save the card Stripe already holds.
+        assert world.confirm(pmti).status is TokenIntentStatus.SUCCEEDED
+        creates = [line for line in front.forwarded if line == "POST /v1/payment_methods"]
+        assert len(creates) == 1
+        world.treasury.close()

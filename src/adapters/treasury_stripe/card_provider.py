@@ -629,11 +629,23 @@ class StripeCardProvider(CardProviderBase):
         The Customer is the first one Stripe lists with exactly ``customer_email``, else a new
         one with it; without an e-mail, a new Customer of its own. Attaching is where Stripe
         checks the card, so a card it declines is a :class:`CardError` and stays unattached.
-        Every request is keyed by ``key``: a repeated save makes no second PaymentMethod.
+        Every request is keyed by ``key``: a repeated save makes no second PaymentMethod, and
+        one with other details under the same key is refused (``payment_attempt_in_doubt``).
         """
         number = refuse_unusable_card(card, self._clock.now().date())
         customer = await self._customer(customer_email, f"treasury-save-{key}-customer")
-        method = await self._create_method(card, number, f"treasury-save-{key}-pm")
+        try:
+            method = await self._create_method(card, number, f"treasury-save-{key}-pm")
+        except InvalidRequestError as exc:
+            if exc.code != "payment_attempt_in_doubt":
+                raise
+            # The retry of a saving whose answer was lost, with other details of the same card
+            # (a retyped expiry or CVC): Stripe may hold the first, so ask for it again.
+            raise InvalidRequestError(
+                "An earlier submission of this card may have reached the card provider; "
+                "submit the same card details again",
+                code="payment_attempt_in_doubt",
+            ) from None
         await self._call(
             lambda: self._client.v1.payment_methods.attach(
                 method.id,
