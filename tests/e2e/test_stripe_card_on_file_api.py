@@ -15,28 +15,34 @@ from urllib.parse import urlsplit
 
 import pytest
 import stripe
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 
-from tests.e2e.conftest import Tenant
+from tests.e2e.conftest import Tenant, _tenant
 from tests.e2e.test_cards_api import CARD, VISA, confirm, create_pmti
 from tests.e2e.test_hosted_pages import HTML, form, page, token_of
-from tests.integration.test_stripe_payments import KEY
+from tests.integration.test_stripe_payments import KEY, StripeFront
+from treasury_aiohttp import create_app
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.testing.clock import FakeClock
+from treasury_stripe.card_provider import MAX_NETWORK_RETRIES
 
 Client = TestClient[Any, Any]
 INTENT = "/api/v1/payments/intent"
 
 
-@pytest.fixture
-def treasury(sqlite_url: str, localstripe_url: str, clock: FakeClock) -> Treasury:
+def stripe_treasury(database_url: str, api_base: str, clock: FakeClock) -> Treasury:
     config = TreasuryConfig(
-        database_url=sqlite_url,
+        database_url=database_url,
         card_provider="stripe",
         stripe_api_key=KEY,  # type: ignore[arg-type]  # pydantic makes the SecretStr
-        stripe_api_base=localstripe_url,
+        stripe_api_base=api_base,
     )
     return bootstrap(config, clock=clock, wall_clock=clock)
+
+
+@pytest.fixture
+def treasury(sqlite_url: str, localstripe_url: str, clock: FakeClock) -> Treasury:
+    return stripe_treasury(sqlite_url, localstripe_url, clock)
 
 
 @pytest.fixture
@@ -132,3 +138,37 @@ async def test_a_card_stripe_declines_fails_the_pmti(client: Client, tenant: Ten
     assert result["status"] == "failed"
     assert result["payment_method_token"] is None
     assert result["error"] == {"code": "card_declined", "message": "Your card was declined"}
+
+
+async def test_the_form_after_a_lost_answer_asks_for_the_same_details(
+    sqlite_url: str, localstripe_url: str, clock: FakeClock, at_stripe: stripe.StripeClient
+) -> None:
+    # Every answer to the attach is lost, the SDK's retries' too: Stripe holds the card, the
+    # treasury never heard.
+    with StripeFront(localstripe_url, lose_answers={"/attach": 1 + MAX_NETWORK_RETRIES}) as front:
+        served = stripe_treasury(sqlite_url, front.url, clock)
+        client: Client = TestClient(TestServer(create_app(served, close_treasury=True)))
+        await client.start_server()
+        try:
+            tenant = await _tenant(served, "Acme")
+            email = new_email()
+            pmti = await create_pmti(client, tenant, customer_email=email)
+            path = urlsplit(pmti["latest_version"]["provider_tokenization_url"]).path
+
+            async def send(details: dict[str, Any]) -> Any:
+                html = await page(client, path)
+                return await client.post(
+                    path, data=form(details, token_of(html)), headers=HTML, allow_redirects=False
+                )
+
+            lost = await send(CARD)
+            assert lost.status == 502
+            retyped = await send({**CARD, "cvc": "456"})
+            assert retyped.status == 400
+            assert "submit the same card details again" in await retyped.text()
+            saved = await send(CARD)
+            assert saved.status == 303
+            assert "Visa •••• 4242 is saved" in await page(client, path)
+            assert saved_method(at_stripe, email).card.last4 == "4242"
+        finally:
+            await client.close()

@@ -422,8 +422,11 @@ async def tokenize_from_form(request: web.Request) -> web.StreamResponse:
             request, intent, status=502, values=values,
             error="The card could not be checked right now; please try again.",
         )  # fmt: skip
-    except InvalidRequestError:
-        pass  # finished or expired meanwhile: the page says which
+    except InvalidRequestError as refused:
+        if refused.code == "payment_attempt_in_doubt":
+            # Still open: an earlier try of this card may have reached the provider.
+            return _tokenize_view(request, intent, status=400, values=values, error=refused.message)
+        # Otherwise finished or expired meanwhile: the page says which.
     return _redirect(request.path)
 
 
