@@ -170,15 +170,6 @@ def test_a_declined_card_leaves_the_intent_payable(walk: Walk) -> None:
     assert walk.new_at_stripe().status == "succeeded"
 
 
-# The vault keeps no CVC, and localstripe (unlike Stripe) refuses a PaymentMethod without one,
-# so the charge of a vaulted card is a 502 here. Saved cards as Stripe PaymentMethods, made at
-# the confirm with the CVC (issue 21, in progress), end that: strict, so the test then fails
-# until this marker goes.
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="localstripe refuses a card without a CVC, and the vault keeps none",
-)
 def test_a_saved_card_pays_without_the_customer(walk: Walk) -> None:
     pmti = walk.call(
         "POST",
@@ -193,9 +184,10 @@ def test_a_saved_card_pays_without_the_customer(walk: Walk) -> None:
     confirm = urlsplit(pmti["latest_version"]["confirm_endpoint_url"]).path
     saved = walk.call("POST", confirm, {"cardholder_name": "Ada Lovelace", **CARD}, key=False)
     token = saved["payment_method_token"]
-    walk.made_at_stripe()  # saving may or may not touch Stripe; the charge is what counts
+    walk.made_at_stripe()  # the saving made no PaymentIntent; the charge below is the new one
     intent = walk.intent(1_200, card_token=token)
     assert walk.lookup(intent)["status"] == "PROCESSED"
-    # However the card was kept (our vault or a Stripe PaymentMethod), Stripe charged it.
+    # Stripe charged the PaymentMethod the confirm saved, off session, without a CVC.
     remote = walk.new_at_stripe()
     assert (remote.status, remote.amount, remote.currency) == ("succeeded", 1_200, "eur")
+    assert remote.payment_method is not None and remote.customer is not None
