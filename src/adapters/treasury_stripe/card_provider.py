@@ -65,10 +65,11 @@ waiting for the customer.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import stripe
@@ -88,8 +89,11 @@ from treasury_core.errors import (
 )
 from treasury_core.ports import Clock
 from treasury_core.ports.card_provider import (
+    BadProviderEvent,
     CardData,
     CardProviderBase,
+    CardProviderEvent,
+    CardProviderEventKind,
     CardProviderResult,
     CardProviderStatus,
     HoldGone,
@@ -217,6 +221,13 @@ def to_stripe_amount(amount: int, currency: str) -> int:
     return amount * multiply // divide
 
 
+def from_stripe_amount(amount: int, currency: str) -> int:
+    """``amount`` in Stripe's units of ``currency`` as ISO 4217 minor units (the inverse of
+    :func:`to_stripe_amount`; Stripe's ISK amounts are whole krónur, so nothing is lost)."""
+    multiply, divide = _STRIPE_SCALE.get(currency.upper(), (1, 1))
+    return amount * divide // multiply
+
+
 class _NoRequestBodies(logging.Filter):
     """Drops the SDK's DEBUG records: they carry request and response bodies, and a
     PaymentMethod create's body is the card number and CVC, form-encoded. Its INFO records
@@ -295,9 +306,11 @@ class StripeCardProvider(CardProviderBase):
         api_base: str | None = None,
         max_network_retries: int = MAX_NETWORK_RETRIES,
         timeout_seconds: float = REQUEST_TIMEOUT_SECONDS,
+        webhook_secret: str | None = None,
     ) -> None:
         _silence_request_bodies()
         self._clock = clock
+        self._webhook_secret = webhook_secret
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base} if api_base else {},
@@ -720,3 +733,158 @@ class StripeCardProvider(CardProviderBase):
             last4=card.last4,
             customer=customer_id,
         )
+
+    # --- webhooks -----------------------------------------------------------------------------
+
+    def provider_events_supported(self) -> bool:
+        """Webhooks are read once their signing secret (``whsec_…``) is configured."""
+        return self._webhook_secret is not None
+
+    def parse_event(self, body: bytes, headers: Mapping[str, str]) -> CardProviderEvent:
+        """The event of one webhook delivery, its ``Stripe-Signature`` verified by the SDK.
+
+        Refused (:class:`BadProviderEvent`) without the header, with a signature that is not
+        the secret's over the body, or signed more than :data:`WEBHOOK_TOLERANCE_SECONDS` ago
+        (a replayed old delivery). Stripe's signature timestamps are real time, not business
+        time. Reads the body only: nothing is asked of Stripe.
+        """
+        secret = self._webhook_secret
+        if secret is None:
+            raise BadProviderEvent(
+                "Stripe webhooks are not configured", code="provider_events_unsupported"
+            )
+        signature = _header(headers, "Stripe-Signature")
+        if not signature:
+            raise BadProviderEvent("The Stripe-Signature header is missing")
+        try:
+            text = body.decode("utf-8")
+            stripe.WebhookSignature.verify_header(
+                text, signature, secret, tolerance=WEBHOOK_TOLERANCE_SECONDS
+            )
+        except (UnicodeDecodeError, stripe.SignatureVerificationError):
+            # The SDK's message is not passed on (it names what it expected).
+            raise BadProviderEvent(
+                "The Stripe-Signature header does not sign this body with the webhook secret, "
+                f"or is older than {WEBHOOK_TOLERANCE_SECONDS} seconds"
+            ) from None
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            raise BadProviderEvent(
+                "The webhook body is not JSON", code="webhook_body_invalid"
+            ) from None
+        return stripe_event(payload)
+
+
+#: How old a webhook's signature may be, in seconds (Stripe's own libraries' default).
+WEBHOOK_TOLERANCE_SECONDS = 300
+
+#: An id of a Stripe object (``dp_…``, ``ch_…``, ``evt_…``).
+_STRIPE_ID = re.compile(r"[a-z]{2,6}_[A-Za-z0-9]{1,200}")
+
+_K = CardProviderEventKind
+#: The dispute statuses of ``charge.dispute.closed``: an inquiry closed without a chargeback
+#: (``warning_closed``) took no money, like a dispute won.
+_DISPUTE_CLOSED: dict[str, CardProviderEventKind] = {
+    "won": _K.DISPUTE_WON,
+    "warning_closed": _K.DISPUTE_WON,
+    "lost": _K.DISPUTE_LOST,
+}
+#: ``payment_intent.succeeded`` by the intent's status: localstripe sends it for a hold too.
+_INTENT_SUCCEEDED: dict[str, CardProviderEventKind] = {
+    "requires_capture": _K.AUTHORIZED,
+    "succeeded": _K.CAPTURED,
+}
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    # aiohttp's headers ignore case; a plain dict (an embedding application's) may not.
+    value = headers.get(name)
+    if value is None:
+        lowered = name.lower()
+        value = next((v for k, v in headers.items() if k.lower() == lowered), None)
+    return value
+
+
+def _text(value: object, pattern: re.Pattern[str]) -> str | None:
+    return value if isinstance(value, str) and pattern.fullmatch(value) else None
+
+
+def stripe_event(payload: object) -> CardProviderEvent:
+    """A verified Stripe event (the webhook's JSON) in the port's terms.
+
+    Mapped: ``payment_intent.succeeded`` (authorized or captured, by the intent's status),
+    ``.amount_capturable_updated`` (authorized), ``.payment_failed``, ``.canceled``;
+    ``charge.dispute.created`` and ``.funds_withdrawn`` (opened), ``.closed`` (won or lost);
+    ``charge.refunded`` (the charge's total refunded). Any other type keeps ``kind`` ``None``.
+    Amounts come back in ISO 4217 minor units (:func:`from_stripe_amount`).
+    """
+    not_an_event = BadProviderEvent(
+        "The webhook body is not a Stripe event", code="webhook_body_invalid"
+    )
+    if not isinstance(payload, dict):
+        raise not_an_event
+    event_id, event_type, data = payload.get("id"), payload.get("type"), payload.get("data")
+    obj = data.get("object") if isinstance(data, dict) else None
+    if not (
+        isinstance(obj, dict)
+        and isinstance(event_id, str)
+        and isinstance(event_type, str)
+        and 0 < len(event_id) <= 255
+        and len(event_type) <= 255
+    ):
+        raise not_an_event
+    kind: CardProviderEventKind | None = None
+    reference: str | None = None
+    dispute: str | None = None
+    amount_field: str | None = None
+    failure_reason: str | None = None
+    status = obj.get("status")
+    if event_type.startswith("payment_intent."):
+        reference = _text(obj.get("id"), _REFERENCE)
+        action = event_type.removeprefix("payment_intent.")
+        if action == "succeeded" and isinstance(status, str):
+            kind = _INTENT_SUCCEEDED.get(status)
+        elif action == "amount_capturable_updated":
+            kind = _K.AUTHORIZED
+        elif action == "canceled":
+            kind = _K.CANCELED
+        elif action == "payment_failed":
+            kind = _K.PAYMENT_FAILED
+            error = obj.get("last_payment_error")
+            if isinstance(error, dict):
+                failure_reason = _text(error.get("decline_code"), _CODE) or _text(
+                    error.get("code"), _CODE
+                )
+    elif event_type.startswith("charge.dispute."):
+        reference = _text(obj.get("payment_intent"), _REFERENCE)
+        dispute = _text(obj.get("id"), _STRIPE_ID)
+        amount_field = "amount"
+        action = event_type.removeprefix("charge.dispute.")
+        if action in ("created", "funds_withdrawn"):
+            kind = _K.DISPUTE_OPENED
+        elif action == "closed" and isinstance(status, str):
+            kind = _DISPUTE_CLOSED.get(status)
+    elif event_type == "charge.refunded":
+        reference = _text(obj.get("payment_intent"), _REFERENCE)
+        kind = _K.REFUNDED
+        amount_field = "amount_refunded"
+    amount: int | None = None
+    currency = obj.get("currency")
+    currency = currency.upper() if isinstance(currency, str) and len(currency) == 3 else None
+    if amount_field is not None and currency is not None:
+        raw = obj.get(amount_field)
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+            amount = from_stripe_amount(raw, currency)
+    if kind is not None and (amount_field is not None and amount is None):
+        kind = None  # an amount event without its amount: nothing safe to do with it
+    return CardProviderEvent(
+        id=event_id,
+        type=event_type,
+        kind=kind,
+        reference=reference,
+        amount=amount,
+        currency=currency,
+        dispute=dispute,
+        failure_reason=failure_reason,
+    )

@@ -35,8 +35,12 @@ def _stripe_card_provider(config: TreasuryConfig, clock: Clock) -> CardProvider:
             "TREASURY_PUBLIC_URL is not set: Stripe gets no return_url, so the hosted challenge "
             "page cannot send customers to Stripe's 3-D Secure page"
         )
+    secret = config.stripe_webhook_secret
     return StripeCardProvider(
-        config.stripe_api_key.get_secret_value(), clock, api_base=config.stripe_api_base
+        config.stripe_api_key.get_secret_value(),
+        clock,
+        api_base=config.stripe_api_base,
+        webhook_secret=None if secret is None else secret.get_secret_value(),
     )
 
 

@@ -23,13 +23,14 @@ appear in a reference, a result, an error message or a log line.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from enum import StrEnum
 from typing import Literal, Protocol, TypeGuard, runtime_checkable
 
 from treasury_core.cards.numbers import luhn_valid, normalize
-from treasury_core.errors import CardError
+from treasury_core.errors import CardError, InvalidRequestError
 
 #: How a chargeback the provider announced ends: the merchant ``lost`` or ``won`` the dispute.
 ChargebackOutcome = Literal["lost", "won"]
@@ -331,6 +332,17 @@ class CardProviderBase(ABC):
         (see :class:`SavedCardProvider`)."""
         return False
 
+    def provider_events_supported(self) -> bool:
+        """Default: the provider reports nothing by event (webhook); see
+        :class:`CardProviderEvents`."""
+        return False
+
+    def parse_event(self, body: bytes, headers: Mapping[str, str]) -> CardProviderEvent:
+        """See :meth:`CardProviderEvents.parse_event`. Refused unless overridden."""
+        raise BadProviderEvent(
+            "This card provider does not send events", code="provider_events_unsupported"
+        )
+
 
 # --- card on file kept by the provider --------------------------------------------------------
 
@@ -400,3 +412,76 @@ def keeps_saved_cards(provider: object) -> TypeGuard[SavedCardProvider]:
     """
     flag = getattr(provider, "saved_cards_supported", None)
     return callable(flag) and flag() is True
+
+
+# --- Provider events (webhooks) ---------------------------------------------------------------
+
+
+class CardProviderEventKind(StrEnum):
+    """What a provider's event says happened to a charge, in the port's terms."""
+
+    #: The customer passed 3-D Secure and the charge is authorized (a hold), not captured.
+    AUTHORIZED = "authorized"
+    #: The charge is captured: money moved to the merchant.
+    CAPTURED = "captured"
+    #: The provider released the hold or abandoned the charge (its own expiry, a dashboard).
+    CANCELED = "canceled"
+    #: The payment attempt failed (3-D Secure failed or the issuer declined after it).
+    PAYMENT_FAILED = "payment_failed"
+    #: The cardholder's bank disputes the charge: the disputed amount is withheld.
+    DISPUTE_OPENED = "dispute_opened"
+    #: The dispute was decided for the merchant: the withheld amount comes back.
+    DISPUTE_WON = "dispute_won"
+    #: The dispute was decided for the cardholder: the withheld amount is gone.
+    DISPUTE_LOST = "dispute_lost"
+    #: Money of the charge was returned to the card; ``amount`` is the total refunded so far.
+    REFUNDED = "refunded"
+
+
+@dataclass(frozen=True, slots=True)
+class CardProviderEvent:
+    """One event a provider reported about a charge, stripped of the provider's own format.
+
+    ``id`` is the provider's id of the event (a redelivery has the same one); ``reference`` is
+    the charge's reference as :meth:`CardProvider.authorize` returned it. ``amount`` is in ISO
+    4217 minor units of ``currency``: for a dispute the disputed amount, for
+    :attr:`~CardProviderEventKind.REFUNDED` the charge's total refunded so far (refunds are
+    reported cumulatively, so a missed event is made up by the next). ``dispute`` is the
+    provider's id of the dispute (the same on its opening and its closing). ``failure_reason``
+    is a provider code of :attr:`~CardProviderEventKind.PAYMENT_FAILED` (snake_case, never a
+    message). ``kind`` is ``None`` for an event the port does not map: it is acknowledged and
+    ignored.
+    """
+
+    id: str
+    type: str
+    kind: CardProviderEventKind | None
+    reference: str | None
+    amount: int | None = None
+    currency: str | None = None
+    dispute: str | None = None
+    failure_reason: str | None = None
+
+
+class BadProviderEvent(InvalidRequestError):
+    """An event body that is not the provider's: a missing or wrong signature, a timestamp
+    outside the tolerance, a body that is not the provider's JSON. Nothing was applied."""
+
+    default_code = "webhook_signature_invalid"
+
+
+class CardProviderEvents(Protocol):
+    """The optional event capability of a card provider (see
+    :meth:`CardProviderBase.provider_events_supported`)."""
+
+    def provider_events_supported(self) -> bool:
+        """Whether :meth:`parse_event` can verify and read this provider's event deliveries."""
+        ...
+
+    def parse_event(self, body: bytes, headers: Mapping[str, str]) -> CardProviderEvent:
+        """The verified event of one delivery (``body`` as received, its HTTP headers).
+
+        Raises :class:`BadProviderEvent` unless the delivery is authentic. Moves no money and
+        calls nothing: only the delivery itself is read.
+        """
+        ...

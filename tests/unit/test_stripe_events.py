@@ -1,0 +1,241 @@
+"""Stripe webhook deliveries read by the Stripe adapter: the signature check and the mapping of
+Stripe's events onto the card provider port's events. Nothing here talks to Stripe."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from tests import stripe_hooks as hooks
+from treasury_core.ports.card_provider import (
+    BadProviderEvent,
+    CardProviderBase,
+    CardProviderEventKind,
+)
+from treasury_core.testing import FakeClock
+from treasury_stripe.card_provider import (
+    WEBHOOK_TOLERANCE_SECONDS,
+    StripeCardProvider,
+    from_stripe_amount,
+    stripe_event,
+    to_stripe_amount,
+)
+
+K = CardProviderEventKind
+
+
+def _provider(secret: str | None = hooks.SECRET) -> StripeCardProvider:
+    # Never called: parse_event reads the delivery only.
+    return StripeCardProvider("sk_test_unused", FakeClock(), webhook_secret=secret)
+
+
+def test_a_signed_delivery_is_read() -> None:
+    payload = hooks.event("charge.dispute.created", hooks.dispute("pi_abc", 1234))
+    body, headers = hooks.delivery(payload)
+    event = _provider().parse_event(body, headers)
+    assert (event.id, event.type, event.kind) == (payload["id"], payload["type"], K.DISPUTE_OPENED)
+    assert (event.reference, event.dispute, event.amount, event.currency) == (
+        "pi_abc",
+        "dp_test1",
+        1234,
+        "USD",
+    )
+
+
+def test_header_names_are_matched_without_case() -> None:
+    body, headers = hooks.delivery(hooks.event("charge.refunded", {"id": "ch_1"}))
+    lowered = {name.lower(): value for name, value in headers.items()}
+    assert _provider().parse_event(body, lowered).type == "charge.refunded"
+
+
+def _refused(body: bytes, headers: dict[str, str], code: str = "webhook_signature_invalid") -> str:
+    with pytest.raises(BadProviderEvent) as refused:
+        _provider().parse_event(body, headers)
+    assert refused.value.http_status == 400
+    assert refused.value.code == code
+    return refused.value.message
+
+
+def test_a_missing_signature_is_refused() -> None:
+    body, _ = hooks.delivery(hooks.event("charge.refunded", {"id": "ch_1"}))
+    assert "missing" in _refused(body, {})
+
+
+def test_a_signature_under_another_secret_is_refused() -> None:
+    body, headers = hooks.delivery(hooks.event("charge.refunded", {}), secret="whsec_other")
+    message = _refused(body, headers)
+    assert "whsec_other" not in message and hooks.SECRET not in message
+
+
+def test_a_body_changed_after_signing_is_refused() -> None:
+    body, headers = hooks.delivery(
+        hooks.event("charge.dispute.created", hooks.dispute("pi_abc", 100))
+    )
+    _refused(body.replace(b"100", b"999"), headers)
+
+
+def test_a_stale_signature_is_refused() -> None:
+    body = json.dumps(hooks.event("charge.refunded", {})).encode()
+    old = int(time.time()) - WEBHOOK_TOLERANCE_SECONDS - 60
+    _refused(body, {"Stripe-Signature": hooks.signature(body, timestamp=old)})
+    # Inside the tolerance it passes: the refusal above is about age, not the scheme.
+    recent = int(time.time()) - WEBHOOK_TOLERANCE_SECONDS + 60
+    _provider().parse_event(body, {"Stripe-Signature": hooks.signature(body, timestamp=recent)})
+
+
+@pytest.mark.parametrize(
+    "header", ["", "garbage", "t=notanumber,v1=abc", "t=1,v0=abc", "v1=" + "0" * 64]
+)
+def test_malformed_signature_headers_are_refused(header: str) -> None:
+    body = json.dumps(hooks.event("charge.refunded", {})).encode()
+    _refused(body, {"Stripe-Signature": header})
+
+
+def test_a_body_that_is_not_utf8_is_refused() -> None:
+    body = b"\xff\xfe{}"
+    _refused(body, {"Stripe-Signature": hooks.signature(body)})
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[]", b'{"id": "evt_1"}', b'{"data": 1}'])
+def test_a_signed_body_that_is_not_an_event_is_refused(body: bytes) -> None:
+    code = "webhook_body_invalid"
+    _refused(body, {"Stripe-Signature": hooks.signature(body)}, code=code)
+
+
+def test_without_a_secret_the_provider_sends_no_events() -> None:
+    provider = _provider(secret=None)
+    assert provider.provider_events_supported() is False
+    body, headers = hooks.delivery(hooks.event("charge.refunded", {}))
+    with pytest.raises(BadProviderEvent) as refused:
+        provider.parse_event(body, headers)
+    assert refused.value.code == "provider_events_unsupported"
+    assert _provider().provider_events_supported() is True
+
+
+def test_the_base_class_has_no_events() -> None:
+    class Minimal(CardProviderBase):
+        async def authorize(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+        async def capture(self, reference: str, amount: int) -> Any:
+            raise NotImplementedError
+
+        async def void(self, reference: str) -> Any:
+            raise NotImplementedError
+
+    assert Minimal().provider_events_supported() is False
+    with pytest.raises(BadProviderEvent):
+        Minimal().parse_event(b"{}", {})
+
+
+@pytest.mark.parametrize(
+    ("event_type", "status", "kind"),
+    [
+        ("payment_intent.succeeded", "succeeded", K.CAPTURED),
+        # localstripe announces a hold as succeeded; the status tells them apart.
+        ("payment_intent.succeeded", "requires_capture", K.AUTHORIZED),
+        ("payment_intent.succeeded", "processing", None),
+        ("payment_intent.amount_capturable_updated", "requires_capture", K.AUTHORIZED),
+        ("payment_intent.canceled", "canceled", K.CANCELED),
+        ("payment_intent.payment_failed", "requires_payment_method", K.PAYMENT_FAILED),
+        ("payment_intent.created", "requires_confirmation", None),
+        ("payment_intent.requires_action", "requires_action", None),
+    ],
+)
+def test_payment_intent_events(event_type: str, status: str, kind: K | None) -> None:
+    event = stripe_event(hooks.event(event_type, hooks.payment_intent("pi_123", status)))
+    assert (event.kind, event.reference) == (kind, "pi_123")
+
+
+def test_a_failed_payment_carries_the_decline_code_only() -> None:
+    error = {"code": "card_declined", "decline_code": "insufficient_funds", "message": "4242…"}
+    obj = hooks.payment_intent("pi_1", "requires_payment_method", last_payment_error=error)
+    event = stripe_event(hooks.event("payment_intent.payment_failed", obj))
+    assert event.failure_reason == "insufficient_funds"
+    odd = {"code": "Card Declined: see 4242424242424242"}
+    obj = hooks.payment_intent("pi_1", "requires_payment_method", last_payment_error=odd)
+    assert stripe_event(hooks.event("payment_intent.payment_failed", obj)).failure_reason is None
+
+
+@pytest.mark.parametrize(
+    ("event_type", "status", "kind"),
+    [
+        ("charge.dispute.created", "needs_response", K.DISPUTE_OPENED),
+        ("charge.dispute.funds_withdrawn", "needs_response", K.DISPUTE_OPENED),
+        ("charge.dispute.closed", "won", K.DISPUTE_WON),
+        ("charge.dispute.closed", "warning_closed", K.DISPUTE_WON),
+        ("charge.dispute.closed", "lost", K.DISPUTE_LOST),
+        ("charge.dispute.closed", "under_review", None),
+        ("charge.dispute.funds_reinstated", "won", None),
+        ("charge.dispute.updated", "under_review", None),
+    ],
+)
+def test_dispute_events(event_type: str, status: str, kind: K | None) -> None:
+    obj = hooks.dispute("pi_9", 500, status=status, dispute_id="dp_42")
+    event = stripe_event(hooks.event(event_type, obj))
+    assert (event.kind, event.reference, event.dispute, event.amount) == (
+        kind,
+        "pi_9",
+        "dp_42",
+        500,
+    )
+
+
+def test_a_refund_event_carries_the_charges_total_refunded() -> None:
+    charge = {
+        "id": "ch_1",
+        "object": "charge",
+        "payment_intent": "pi_7",
+        "amount": 1000,
+        "amount_refunded": 300,
+        "currency": "eur",
+    }
+    event = stripe_event(hooks.event("charge.refunded", charge))
+    assert (event.kind, event.reference, event.amount, event.currency) == (
+        K.REFUNDED,
+        "pi_7",
+        300,
+        "EUR",
+    )
+
+
+@pytest.mark.parametrize(("currency", "stripe_units", "iso_units"), [
+    ("usd", 1234, 1234),
+    ("jpy", 500, 500),
+    ("isk", 50000, 500),  # Stripe's ISK has two decimals, ISO's none
+    ("mga", 7, 700),  # and the other way round
+])  # fmt: skip
+def test_amounts_come_back_in_iso_minor_units(
+    currency: str, stripe_units: int, iso_units: int
+) -> None:
+    obj = hooks.dispute("pi_1", stripe_units, currency=currency)
+    assert stripe_event(hooks.event("charge.dispute.created", obj)).amount == iso_units
+    assert from_stripe_amount(stripe_units, currency) == iso_units
+    assert to_stripe_amount(iso_units, currency) == stripe_units
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"id": "dp_1", "payment_intent": "pi_1", "currency": "usd"},  # no amount
+        {"id": "dp_1", "payment_intent": "pi_1", "amount": -5, "currency": "usd"},
+        {"id": "dp_1", "payment_intent": "pi_1", "amount": True, "currency": "usd"},
+        {"id": "dp_1", "payment_intent": "pi_1", "amount": 5},  # no currency
+    ],
+)
+def test_an_amount_event_without_a_usable_amount_is_not_acted_on(obj: dict[str, Any]) -> None:
+    assert stripe_event(hooks.event("charge.dispute.created", obj)).kind is None
+
+
+@pytest.mark.parametrize("reference", ["ch_1", "pi_", "pi_1/../x", 17, None])
+def test_references_that_are_no_payment_intent_are_dropped(reference: object) -> None:
+    obj = {"id": "dp_1", "payment_intent": reference, "amount": 5, "currency": "usd"}
+    assert stripe_event(hooks.event("charge.dispute.created", obj)).reference is None
+
+
+def test_events_of_other_objects_are_not_mapped() -> None:
+    event = stripe_event(hooks.event("customer.created", {"id": "cus_1"}))
+    assert (event.kind, event.reference) == (None, None)
