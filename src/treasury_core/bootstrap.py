@@ -33,6 +33,7 @@ from treasury_core.services.deposits import DepositService
 from treasury_core.services.notifications import NotificationService
 from treasury_core.services.payment_jobs import PaymentJobs
 from treasury_core.services.payments import PaymentService
+from treasury_core.services.provider_events import ProviderEventService
 from treasury_core.services.sandbox import SandboxService, load_clock_offset
 from treasury_core.services.settlement import SettlementService
 from treasury_core.services.support import TreasuryContext
@@ -68,6 +69,8 @@ class Treasury:
     payments: PaymentService
     cards: CardOnFileService
     notifications: NotificationService
+    #: The card provider's events (webhooks), verified and applied.
+    provider_events: ProviderEventService
 
     def close(self) -> None:
         """Release the storage's connections and threads."""
@@ -204,4 +207,5 @@ def bootstrap(
         payments=payments,
         cards=cards,
         notifications=notifications,
+        provider_events=ProviderEventService(payments),
     )

@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+import hashlib
 from enum import StrEnum
 from typing import ClassVar, Literal
 
@@ -67,15 +68,33 @@ class TransactionRecord(_Frozen):
     created_at: Timestamp
 
 
+#: The longest provider reference a record can be found by (the storage's lookup-key column).
+MAX_LOOKUP_KEY = 64
+
+
+def _findable(reference: str | None) -> str | None:
+    return reference if reference is not None and len(reference) <= MAX_LOOKUP_KEY else None
+
+
 class Transaction(TreasuryRecord, TransactionRecord):
-    """A stored payment attempt; ``provider_reference`` while 3-D Secure is pending, and
-    ``action_url``, the provider's page where the customer authenticates, when it has one."""
+    """A stored payment attempt and the provider's reference of its charge.
+
+    The reference is kept while 3-D Secure is pending and once the attempt completed, so that
+    the provider's events about the charge find the attempt (and through it the intent); a
+    failed attempt drops it, nothing being left to do at the provider. ``action_url`` is the
+    provider's page where the customer authenticates, while 3-D Secure waits, when it has one.
+    """
 
     prefix: ClassVar[str] = "txn"
     record_model: ClassVar[type[BaseModel]] = TransactionRecord
 
     provider_reference: str | None = None
     action_url: str | None = None
+
+    @property
+    def lookup_key(self) -> str | None:
+        """The provider's reference of the charge, when the storage can index it."""
+        return _findable(self.provider_reference)
 
     def failed(self, reason: str | None, message: str) -> Transaction:
         """This attempt, failed for ``reason``; nothing is left to do at the provider."""
@@ -153,7 +172,16 @@ class Chargeback(TreasuryRecord, ChargebackRecord):
 
     processing_amount: int = 0
     pending_ids: tuple[str, ...] = ()
+    #: How a simulated dispute ends (known in advance); a provider's dispute is decided by its
+    #: closing event instead, whatever this says.
     outcome: Literal["lost", "won"] = "lost"
+    #: The provider's id of the dispute, for a chargeback its event opened.
+    provider_reference: str | None = None
+
+    @property
+    def lookup_key(self) -> str | None:
+        """The provider's id of the dispute, when the storage can index it."""
+        return _findable(self.provider_reference)
 
 
 class PayoutStatus(StrEnum):
@@ -185,3 +213,42 @@ class Payout(TreasuryRecord, PayoutRecord):
     record_model: ClassVar[type[BaseModel]] = PayoutRecord
 
     pending_ids: tuple[str, ...] = ()
+
+
+class ProviderEventView(_Frozen):
+    """A card provider's event as treasury-core applied it (internal: never served)."""
+
+    id: str
+    provider_event_id: str
+    type: str
+    kind: str | None
+    reference: str | None
+    result: str
+    created_at: Timestamp
+
+
+class ProviderEventReceipt(TreasuryRecord, ProviderEventView):
+    """The mark that a provider's event was applied: a redelivery finds it and changes nothing.
+
+    Found by the provider's event id (hashed when longer than the storage's lookup key).
+    """
+
+    prefix: ClassVar[str] = "pev"
+    record_model: ClassVar[type[BaseModel]] = ProviderEventView
+
+    @property
+    def status_value(self) -> str:
+        """What applying the event did (``applied``, ``nothing_to_do``, …)."""
+        return self.result
+
+    @property
+    def lookup_key(self) -> str:
+        """The provider's event id."""
+        return provider_event_key(self.provider_event_id)
+
+
+def provider_event_key(provider_event_id: str) -> str:
+    """The lookup key of a provider's event id: itself, or its SHA-256 when too long to index."""
+    if len(provider_event_id) <= MAX_LOOKUP_KEY:
+        return provider_event_id
+    return hashlib.sha256(provider_event_id.encode()).hexdigest()

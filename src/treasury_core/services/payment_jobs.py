@@ -16,12 +16,13 @@ from datetime import datetime, timedelta
 from treasury_core.errors import CardError, TreasuryError
 from treasury_core.events import EventType
 from treasury_core.jobs import Job
-from treasury_core.ledger import ExpirePending, Journal, Leg, PostPending, VoidPending
+from treasury_core.ledger import ExpirePending, Leg, PostPending
 from treasury_core.payments.intents import IntentStatus, PaymentIntent
-from treasury_core.payments.ledger import chargeback_legs, payout_legs, settlement_account
+from treasury_core.payments.ledger import payout_legs, settlement_account
 from treasury_core.payments.records import Chargeback, ChargebackStatus, Payout, PayoutStatus
 from treasury_core.payments.states import Trigger, transition
 from treasury_core.ports import UnitOfWork
+from treasury_core.services.chargebacks import apply_legs, open_chargeback, resolve_chargeback
 from treasury_core.services.payments import (
     CHARGEBACK_OPEN,
     CHARGEBACK_RESOLVE,
@@ -30,7 +31,6 @@ from treasury_core.services.payments import (
     PAYOUT_APPLY,
     RELEASE_HOLD,
     PaymentService,
-    intent_job_key,
 )
 from treasury_core.services.settlement import JobHandler, OutsideJobHandler
 from treasury_core.treasury.records import MovementError
@@ -75,9 +75,7 @@ class PaymentJobs:
         return uow.intents.get(int(job.resource_id[3:]), job.company_id, for_update=True)
 
     def _apply(self, uow: UnitOfWork, company_id: int, legs: tuple[Leg, ...], op: str) -> str:
-        journal = Journal(self._ctx.ids.new_id("jr"), legs, operation=op, company_id=company_id)
-        uow.ledger.apply(journal, self._ctx.clock.now())
-        return journal.id
+        return apply_legs(self._payments, uow, company_id, legs, op)
 
     def _claimed(self, uow: UnitOfWork, job: Job, work: Callable[[], None]) -> bool:
         if uow.jobs.claim(job.id) is None:
@@ -293,40 +291,7 @@ class PaymentJobs:
             amount = intent.amount_refundable
             if outcome is None or amount <= 0:
                 return
-            ctx = self._ctx
-            share = intent.processing_amount - intent.processing_refunded
-            share -= intent.processing_disputed
-            legs = chargeback_legs(
-                intent.company_id,
-                intent.processing_currency,
-                share,
-                intent.billing_currency,
-                amount,
-            )
-            journal_id = self._apply(uow, intent.company_id, legs, "chargeback")
-            now = ctx.clock.now()
-            chargeback = Chargeback(
-                id=ctx.ids.new_id(Chargeback.prefix),
-                company_id=intent.company_id,
-                payment_intent_id=intent.id,
-                amount=amount,
-                currency=intent.billing_currency,
-                status=ChargebackStatus.OPEN,
-                created_at=now,
-                processing_amount=share,
-                pending_ids=tuple(f"{journal_id}.{i}" for i in range(len(legs))),
-                outcome=outcome,
-            )
-            uow.records.add(chargeback)
-            uow.intents.update(
-                intent.model_copy(
-                    update={
-                        "amount_disputed": intent.amount_disputed + amount,
-                        "processing_disputed": intent.processing_disputed + share,
-                    }
-                )
-            )
-            ctx.event(uow, EventType.CHARGEBACK_CREATED, chargeback)
+            _, chargeback = open_chargeback(self._payments, uow, intent, amount, outcome=outcome)
             due = job.due_at + self._payments.delay(CHARGEBACK_RESOLVE)
             self._payments._schedule(uow, CHARGEBACK_RESOLVE, chargeback.id, intent, due)
 
@@ -351,31 +316,8 @@ class PaymentJobs:
                 or chargeback.status is not (ChargebackStatus.OPEN)
             ):
                 return
-            ctx = self._ctx
-            if chargeback.outcome == "won":
-                legs: tuple[Leg, ...] = tuple(VoidPending(p) for p in chargeback.pending_ids)
-                self._apply(uow, chargeback.company_id, legs, "chargeback_won")
-                uow.intents.update(
-                    intent.model_copy(
-                        update={
-                            "amount_disputed": intent.amount_disputed - chargeback.amount,
-                            "processing_disputed": intent.processing_disputed
-                            - chargeback.processing_amount,
-                        }
-                    )
-                )
-                done = chargeback.model_copy(update={"status": ChargebackStatus.WON})
-                uow.records.update(done)
-                ctx.event(uow, EventType.CHARGEBACK_COMPLETED, done)
-                ctx.event(uow, EventType.CHARGEBACK_REVERSED, done)
-                # The released money is the company's again: pay it out on the next pass.
-                key = intent_job_key(intent.id)
-                self._payments._schedule(uow, PAYOUT, key, intent, job.due_at)
-            else:
-                legs = tuple(PostPending(p) for p in chargeback.pending_ids)
-                self._apply(uow, chargeback.company_id, legs, "chargeback_lost")
-                done = chargeback.model_copy(update={"status": ChargebackStatus.LOST})
-                uow.records.update(done)
-                ctx.event(uow, EventType.CHARGEBACK_FAILED, done)
+            resolve_chargeback(
+                self._payments, uow, intent, chargeback, chargeback.outcome, job.due_at
+            )
 
         return self._claimed(uow, job, work)

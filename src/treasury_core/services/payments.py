@@ -42,7 +42,7 @@ from treasury_core.errors import (
 from treasury_core.events import Event, EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
-from treasury_core.ledger import Journal, Leg, PostPending, VoidPending
+from treasury_core.ledger import ExpirePending, Journal, Leg, PostPending, VoidPending
 from treasury_core.money import round_minor
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, page_of
 from treasury_core.payments.intents import (
@@ -586,15 +586,21 @@ class PaymentService:
         captured = kind is TransactionType.SALE
         if pending is not None:
             txn = pending.model_copy(
-                update={"status": TransactionStatus.COMPLETED, "provider_reference": None}
+                update={
+                    "status": TransactionStatus.COMPLETED,
+                    "provider_reference": result.reference,
+                }
             )
         else:
+            # The charge's reference is kept on the attempt: the provider's later events about
+            # it (a dispute, a refund made at the provider) find the intent through it.
             txn = self._transaction(
                 intent,
                 kind,
                 TransactionStatus.COMPLETED,
                 brand=result.brand,
                 last4=result.last4 or last4,
+                reference=result.reference,
             )
 
         def write(uow: UnitOfWork) -> PaymentOutcome:
@@ -834,16 +840,33 @@ class PaymentService:
 
         def write(uow: UnitOfWork) -> None:
             current = self._locked(uow, intent)
-            moved = transition(current, trigger, now=now)
+            transition(current, trigger, now=now)  # still a legal move: raises otherwise
             self._transaction_events(uow, failed, EventType.TRANSACTION_FAILED)
             if trigger is Trigger.CAPTURE_HOLD_GONE:
-                # The provider no longer holds the money: release the ledger hold too.
-                self._ledger(uow, current, (VoidPending(p) for p in current.hold_pending_ids), now)
-                uow.jobs.finish_for(intent_job_key(intent.id))
-                uow.intents.update(moved.intent.model_copy(update={"hold_pending_ids": ()}))
-                self._intent_events(uow, moved)
+                self.release_gone_hold(uow, current, now)
 
         await self._ctx.storage.run(write)
+
+    def release_gone_hold(self, uow: UnitOfWork, current: PaymentIntent, now: datetime) -> None:
+        """The provider no longer holds the money of the ``AUTHORIZED`` intent: ``CANCELLED``
+        with reason ``expired``, the ledger hold released, its jobs finished.
+
+        In the caller's transaction, ``current`` locked. Past ``authorization_expires_at`` it
+        is the expiry the job would have made (the hold's pending movements expire); before,
+        the provider let go early (they are voided).
+        """
+        deadline = current.authorization_expires_at
+        if deadline is not None and now >= deadline:
+            moved = transition(current, Trigger.EXPIRE, now=now)
+            legs: Iterable[Leg] = (ExpirePending(p) for p in current.hold_pending_ids)
+        else:
+            moved = transition(current, Trigger.CAPTURE_HOLD_GONE, now=now)
+            legs = (VoidPending(p) for p in current.hold_pending_ids)
+        self._ledger(uow, current, legs, now)
+        uow.jobs.finish_for(intent_job_key(current.id))
+        stored = moved.intent.model_copy(update={"hold_pending_ids": ()})
+        uow.intents.update(stored)
+        self._intent_events(uow, moved, stored)
 
     async def cancel(
         self,

@@ -1,0 +1,269 @@
+"""A card provider's events (its webhooks), applied to payment intents.
+
+The provider's adapter verifies a delivery and reads it into a port-neutral
+:class:`~treasury_core.ports.card_provider.CardProviderEvent`; this service applies it:
+
+==========================  ==================================================================
+event kind                  effect
+==========================  ==================================================================
+``authorized``,             the intent's attempt waiting for 3-D Secure is finished as the
+``captured``                challenge page would (:meth:`PaymentService.complete_challenge`);
+                            otherwise nothing (the API call already recorded the outcome)
+``payment_failed``          the attempt waiting for 3-D Secure fails; otherwise nothing
+``canceled``                an ``AUTHORIZED`` intent whose hold the provider released is
+                            ``CANCELLED`` (reason ``expired``), its ledger hold released; an
+                            attempt waiting for 3-D Secure fails
+``dispute_opened``          a chargeback opens on the ``PROCESSED`` intent for the disputed
+                            amount (at most what remains refundable)
+``dispute_won`` / ``_lost`` the dispute's chargeback is decided (one the opening of which was
+                            missed is opened first)
+==========================  ==================================================================
+
+Each event is applied in one transaction that locks the intent first, as every path changing an
+intent does, and records a :class:`~treasury_core.payments.records.ProviderEventReceipt` keyed
+by the provider's event id: a redelivery finds it and changes nothing. An event about a charge
+this treasury does not know, or of a kind the port does not map, changes nothing and records
+nothing; it is logged and acknowledged, so the provider stops redelivering it.
+
+The charge is found by its reference through the payment attempt that made it
+(``Transaction.lookup_key``); an event naming a charge the intent no longer uses (it was
+cancelled and paid again with a new one) changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import cast
+
+from treasury_core.errors import CardError, TreasuryError
+from treasury_core.payments.intents import IntentStatus, PaymentIntent
+from treasury_core.payments.records import (
+    Chargeback,
+    ChargebackStatus,
+    ProviderEventReceipt,
+    Transaction,
+    TransactionStatus,
+    provider_event_key,
+)
+from treasury_core.ports import UnitOfWork
+from treasury_core.ports.card_provider import (
+    BadProviderEvent,
+    CardProviderEvent,
+    CardProviderEventKind,
+    CardProviderEvents,
+    ChargebackOutcome,
+)
+from treasury_core.services.chargebacks import open_chargeback, resolve_chargeback
+from treasury_core.services.payments import PaymentService
+
+log = logging.getLogger("treasury.provider_events")
+
+_K = CardProviderEventKind
+#: The kinds that end a payment attempt waiting for 3-D Secure, and whether it passed.
+_CHALLENGE_OUTCOMES: Mapping[CardProviderEventKind, bool] = {
+    _K.AUTHORIZED: True,
+    _K.CAPTURED: True,
+    _K.PAYMENT_FAILED: False,
+    _K.CANCELED: False,
+}
+
+
+class EventResult(StrEnum):
+    """What applying one provider event did."""
+
+    APPLIED = "applied"  # the intent or its records changed
+    NOTHING_TO_DO = "nothing_to_do"  # already so (recorded by the API call, or a stale charge)
+    DUPLICATE = "duplicate"  # this event was applied before
+    UNKNOWN_CHARGE = "unknown_charge"  # no intent of this treasury made the charge
+    NOT_MAPPED = "not_mapped"  # a kind of event the port does not map
+
+
+@dataclass(frozen=True, slots=True)
+class EventOutcome:
+    """The result of one event, and the intent it concerned (if any)."""
+
+    result: EventResult
+    payment_intent_id: int | None = None
+    company_id: int | None = None
+
+
+class ProviderEventService:
+    """Verifies and applies the card provider's events (see the module docstring)."""
+
+    def __init__(self, payments: PaymentService) -> None:
+        self._payments = payments
+        self._ctx = payments._ctx
+
+    def supported(self) -> bool:
+        """Whether the card provider sends events this service can verify."""
+        flag = getattr(self._payments.provider, "provider_events_supported", None)
+        return callable(flag) and flag() is True
+
+    async def receive(self, body: bytes, headers: Mapping[str, str]) -> EventOutcome:
+        """Verify one delivery and apply its event.
+
+        Raises :class:`BadProviderEvent` (400) for a delivery that is not authentic, and when
+        the provider sends no events (``provider_events_unsupported``); nothing is changed.
+        """
+        provider = self._payments.provider
+        if not self.supported():
+            raise BadProviderEvent(
+                "The card provider does not send events", code="provider_events_unsupported"
+            )
+        # The capability is optional, so not on the CardProvider protocol; the flag vouched.
+        event = cast(CardProviderEvents, provider).parse_event(body, headers)
+        return await self.apply(event)
+
+    async def apply(self, event: CardProviderEvent) -> EventOutcome:
+        """Apply a verified event once (see the module docstring)."""
+        if event.kind is None or event.reference is None:
+            log.info("provider event %s (%s) not mapped; ignored", event.id, event.type)
+            return EventOutcome(EventResult.NOT_MAPPED)
+        reference = event.reference
+        txn = await self._ctx.storage.run(
+            lambda uow: uow.records.find(Transaction, reference), write=False
+        )
+        if txn is None:
+            log.warning(
+                "provider event %s (%s) names charge %s, which no intent made; ignored",
+                event.id,
+                event.type,
+                reference,
+            )
+            return EventOutcome(EventResult.UNKNOWN_CHARGE)
+        if txn.status is TransactionStatus.REQUIRES_ACTION and event.kind in _CHALLENGE_OUTCOMES:
+            return await self._finish_challenge(event, txn, _CHALLENGE_OUTCOMES[event.kind])
+        async with self._payments._lock(txn.payment_intent_id):
+            return await self._ctx.storage.run(lambda uow: self._apply(uow, event, txn))
+
+    # --- 3-D Secure ---------------------------------------------------------------------------
+
+    async def _finish_challenge(
+        self, event: CardProviderEvent, txn: Transaction, passed: bool
+    ) -> EventOutcome:
+        """End the attempt waiting for 3-D Secure through the challenge path (which takes the
+        intent's lock itself), then record the event."""
+        outcome = EventOutcome(EventResult.DUPLICATE, txn.payment_intent_id, txn.company_id)
+        if await self._ctx.storage.run(lambda uow: _seen(uow, event), write=False):
+            return outcome
+        intent = await self._payments.get(txn.company_id, txn.payment_intent_id)
+        result = EventResult.APPLIED
+        try:
+            await self._payments.complete_challenge(intent.payment_intent_lookup_id, passed=passed)
+        except CardError:
+            # The attempt failed and is recorded so: what this event asked for.
+            pass
+        except TreasuryError as exc:
+            # No challenge pending any more (finished by the customer meanwhile), or a
+            # provider that cannot finish one: the state stays as it is.
+            log.info("provider event %s left the intent as it was: %s", event.id, exc.code)
+            result = EventResult.NOTHING_TO_DO
+
+        def record(uow: UnitOfWork) -> EventOutcome:
+            if _seen(uow, event):
+                return outcome
+            self._receipt(uow, event, txn.company_id, result)
+            return EventOutcome(result, txn.payment_intent_id, txn.company_id)
+
+        return await self._ctx.storage.run(record)
+
+    # --- one transaction ----------------------------------------------------------------------
+
+    def _apply(self, uow: UnitOfWork, event: CardProviderEvent, txn: Transaction) -> EventOutcome:
+        intent = uow.intents.get(txn.payment_intent_id, txn.company_id, for_update=True)
+        if intent is None:  # pragma: no cover - intents are never deleted
+            return EventOutcome(EventResult.UNKNOWN_CHARGE)
+        if _seen(uow, event):
+            return EventOutcome(EventResult.DUPLICATE, intent.id, intent.company_id)
+        changed = False
+        if intent.provider_reference == event.reference:
+            changed = self._change(uow, event, intent)
+        result = EventResult.APPLIED if changed else EventResult.NOTHING_TO_DO
+        self._receipt(uow, event, intent.company_id, result)
+        log.info("provider event %s (%s) on intent %d: %s", event.id, event.type, intent.id, result)
+        return EventOutcome(result, intent.id, intent.company_id)
+
+    def _change(self, uow: UnitOfWork, event: CardProviderEvent, intent: PaymentIntent) -> bool:
+        """Make the intent what ``event`` says; whether anything changed."""
+        now = self._ctx.clock.now()
+        kind = event.kind
+        if kind is _K.CANCELED:
+            if intent.status is not IntentStatus.AUTHORIZED:
+                return False
+            self._payments.release_gone_hold(uow, intent, now)
+            return True
+        if kind is _K.DISPUTE_OPENED:
+            return self._open_dispute(uow, event, intent) is not None
+        if kind in (_K.DISPUTE_WON, _K.DISPUTE_LOST):
+            return self._close_dispute(uow, event, intent)
+        # authorized, captured, payment_failed of an attempt that is not waiting for 3-D
+        # Secure: the API call that made it recorded its outcome already.
+        return False
+
+    def _dispute(self, uow: UnitOfWork, event: CardProviderEvent) -> Chargeback | None:
+        if event.dispute is None:
+            return None
+        found = uow.records.find(Chargeback, event.dispute)
+        if found is None:
+            return None
+        return uow.records.get(Chargeback, found.id, found.company_id, for_update=True)
+
+    def _open_dispute(
+        self, uow: UnitOfWork, event: CardProviderEvent, intent: PaymentIntent
+    ) -> tuple[PaymentIntent, Chargeback] | None:
+        """Open the dispute's chargeback unless it exists already (the provider may announce
+        one dispute more than once: created, then funds withdrawn)."""
+        if intent.status is not IntentStatus.PROCESSED or event.dispute is None:
+            return None
+        if self._dispute(uow, event) is not None:
+            return None
+        amount = intent.amount_refundable
+        if event.amount is not None and event.currency == intent.billing_currency:
+            amount = min(amount, event.amount)
+        if amount <= 0:
+            log.warning("dispute %s on intent %d: nothing left to hold", event.dispute, intent.id)
+            return None
+        return open_chargeback(
+            self._payments, uow, intent, amount, provider_reference=event.dispute
+        )
+
+    def _close_dispute(
+        self, uow: UnitOfWork, event: CardProviderEvent, intent: PaymentIntent
+    ) -> bool:
+        outcome: ChargebackOutcome = "won" if event.kind is _K.DISPUTE_WON else "lost"
+        chargeback = self._dispute(uow, event)
+        if chargeback is None:
+            if outcome == "won":
+                return False  # nothing was ever held for it
+            # Closed before its opening arrived: the money is gone all the same.
+            opened = self._open_dispute(uow, event, intent)
+            if opened is None:
+                return False
+            intent, chargeback = opened
+        if chargeback.status is not ChargebackStatus.OPEN:
+            return False
+        resolve_chargeback(self._payments, uow, intent, chargeback, outcome, self._ctx.clock.now())
+        return True
+
+    def _receipt(
+        self, uow: UnitOfWork, event: CardProviderEvent, company_id: int, result: EventResult
+    ) -> None:
+        uow.records.add(
+            ProviderEventReceipt(
+                id=self._ctx.ids.new_id(ProviderEventReceipt.prefix),
+                company_id=company_id,
+                created_at=self._ctx.clock.now(),
+                provider_event_id=event.id,
+                type=event.type,
+                kind=None if event.kind is None else event.kind.value,
+                reference=event.reference,
+                result=result.value,
+            )
+        )
+
+
+def _seen(uow: UnitOfWork, event: CardProviderEvent) -> bool:
+    return uow.records.find(ProviderEventReceipt, provider_event_key(event.id)) is not None
