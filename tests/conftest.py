@@ -75,15 +75,16 @@ def _localstripe_python() -> str:
     return str(peers.LOCALSTRIPE.python)
 
 
-@pytest.fixture(scope="session")
-def localstripe_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The base URL of a localstripe server on a free loopback port, for the whole session.
+@contextlib.contextmanager
+def running_localstripe(home: Path) -> Iterator[str]:
+    """A localstripe server of its own on a free loopback port, its output in
+    ``home / "server.log"``; its base URL while the block runs.
 
     The socket is bound and listening here and handed to the server process, so a request made
-    before the server is ready waits in the backlog: no readiness polling.
+    before the server is ready waits in the backlog: no readiness polling. localstripe keeps
+    some state per process (its webhook registry): a test that changes it starts its own.
     """
     python = _localstripe_python()
-    home = tmp_path_factory.mktemp("localstripe")
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(128)
@@ -111,6 +112,13 @@ def localstripe_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def localstripe_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of a localstripe server on a free loopback port, for the whole session."""
+    with running_localstripe(tmp_path_factory.mktemp("localstripe")) as url:
+        yield url
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from treasury_aiohttp import (
     hosted_pages,
     notification_handlers,
     payment_handlers,
+    provider_hooks,
     sandbox_handlers,
     treasury_handlers,
 )
@@ -104,6 +105,7 @@ def create_app(
         + payment_handlers.ROUTES
         + card_handlers.ROUTES
         + notification_handlers.ROUTES
+        + provider_hooks.routes_for(treasury)
     )
     if treasury.config.sandbox:
         routes += sandbox_handlers.ROUTES
