@@ -135,8 +135,8 @@ def test_the_base_class_has_no_events() -> None:
     ("event_type", "status", "kind"),
     [
         ("payment_intent.succeeded", "succeeded", K.CAPTURED),
-        # localstripe announces a hold as succeeded; the status tells them apart.
-        ("payment_intent.succeeded", "requires_capture", K.AUTHORIZED),
+        # Only a captured intent is "succeeded"; anything else claiming it is not acted on.
+        ("payment_intent.succeeded", "requires_capture", None),
         ("payment_intent.succeeded", "processing", None),
         ("payment_intent.amount_capturable_updated", "requires_capture", K.AUTHORIZED),
         ("payment_intent.canceled", "canceled", K.CANCELED),

@@ -790,11 +790,6 @@ _DISPUTE_CLOSED: dict[str, CardProviderEventKind] = {
     "warning_closed": _K.DISPUTE_WON,
     "lost": _K.DISPUTE_LOST,
 }
-#: ``payment_intent.succeeded`` by the intent's status: localstripe sends it for a hold too.
-_INTENT_SUCCEEDED: dict[str, CardProviderEventKind] = {
-    "requires_capture": _K.AUTHORIZED,
-    "succeeded": _K.CAPTURED,
-}
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -813,7 +808,7 @@ def _text(value: object, pattern: re.Pattern[str]) -> str | None:
 def stripe_event(payload: object) -> CardProviderEvent:
     """A verified Stripe event (the webhook's JSON) in the port's terms.
 
-    Mapped: ``payment_intent.succeeded`` (authorized or captured, by the intent's status),
+    Mapped: ``payment_intent.succeeded`` (captured),
     ``.amount_capturable_updated`` (authorized), ``.payment_failed``, ``.canceled``;
     ``charge.dispute.created`` and ``.funds_withdrawn`` (opened), ``.closed`` (won or lost);
     ``charge.refunded`` (the charge's total refunded). Any other type keeps ``kind`` ``None``.
@@ -843,8 +838,8 @@ def stripe_event(payload: object) -> CardProviderEvent:
     if event_type.startswith("payment_intent."):
         reference = _text(obj.get("id"), _REFERENCE)
         action = event_type.removeprefix("payment_intent.")
-        if action == "succeeded" and isinstance(status, str):
-            kind = _INTENT_SUCCEEDED.get(status)
+        if action == "succeeded" and status == "succeeded":
+            kind = _K.CAPTURED  # a hold is announced by amount_capturable_updated instead
         elif action == "amount_capturable_updated":
             kind = _K.AUTHORIZED
         elif action == "canceled":
