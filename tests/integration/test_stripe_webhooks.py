@@ -28,9 +28,16 @@ from treasury_core.payments.intents import (
     PaymentIntent,
 )
 from treasury_core.payments.ledger import settlement_account
-from treasury_core.payments.records import Chargeback, ChargebackStatus, ProviderEventReceipt
+from treasury_core.payments.records import (
+    Chargeback,
+    ChargebackStatus,
+    ProviderEventReceipt,
+    Refund,
+    RefundStatus,
+)
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData
+from treasury_core.services.provider_events import PROVIDER_REFUND_REASON
 from treasury_core.testing import FakeClock, check_invariants
 
 KEY = "sk_test_treasury"
@@ -327,3 +334,103 @@ async def test_the_route_is_documented_when_served(world: World) -> None:
     operation = document["paths"][PATH]["post"]
     assert "security" not in operation  # no API key: the signature authenticates
     assert {"200", "400", "404", "413"} <= set(operation["responses"])
+
+
+def _charge(intent: PaymentIntent, refunded: int) -> dict[str, Any]:
+    """The Stripe Charge of ``intent`` as ``charge.refunded`` carries it."""
+    return {
+        "id": "ch_test1",
+        "object": "charge",
+        "payment_intent": _ref(intent),
+        "amount": intent.billing_amount,
+        "amount_refunded": refunded,
+        "currency": "usd",
+        "refunded": refunded == intent.billing_amount,
+    }
+
+
+async def _refunds(world: World, intent: PaymentIntent) -> list[Refund]:
+    return await world.treasury.payments.refunds(world.company, intent.id)
+
+
+async def test_a_refund_made_at_stripe_is_recorded_like_ours(world: World) -> None:
+    intent = await world.paid()
+    settled = await world.settled()
+    # Refunded from Stripe's dashboard: treasury-core never asked for it.
+    world.stripe.v1.refunds.create(params={"payment_intent": _ref(intent), "amount": 300})
+    payload = hooks.event("charge.refunded", _charge(intent, 300))
+    status, answer = await world.send(payload)
+    assert (status, answer["result"]) == (200, "applied")
+    [refund] = await _refunds(world, intent)
+    assert (refund.amount, refund.status, refund.reason) == (
+        300,
+        RefundStatus.SUCCEEDED,
+        PROVIDER_REFUND_REASON,
+    )
+    assert (await world.get(intent)).amount_refunded == 300
+    assert await world.settled() == settled - 300
+    assert (await world.event_types())[-1] == EventType.REFUND_CREATED.value
+    # Delivered again, or announced again with the same total: nothing more is refunded.
+    assert (await world.send(payload))[1]["result"] == "duplicate"
+    again = hooks.event("charge.refunded", _charge(intent, 300))
+    assert (await world.send(again))[1]["result"] == "nothing_to_do"
+    assert len(await _refunds(world, intent)) == 1
+    # The rest can still be refunded through the API, and no more.
+    assert (await world.treasury.payments.refund(world.company, intent.id)).amount == 700
+
+
+async def test_stripe_settles_a_refund_whose_answer_was_lost(world: World) -> None:
+    intent = await world.paid()
+    settled = await world.settled()
+    treasury, clock = world.treasury, world.treasury.clock
+
+    def reserve(uow: Any) -> Refund:
+        # What a refund through the API leaves when Stripe's answer never came back.
+        locked = uow.intents.get(intent.id, world.company, for_update=True)
+        return treasury.payments.reserve_refund(
+            uow, locked, 400, None, refund_id="re_lost", journal_id="jr_lost", now=clock.now()
+        )
+
+    await treasury.storage.run(reserve)
+    assert (await world.get(intent)).amount_refundable == 600
+    # Stripe did refund it, and a refund of 100 was made at its dashboard besides.
+    status, answer = await world.send(hooks.event("charge.refunded", _charge(intent, 500)))
+    assert (status, answer["result"]) == (200, "applied")
+    refunds = await _refunds(world, intent)
+    assert sorted((r.amount, r.status, r.id == "re_lost") for r in refunds) == [
+        (100, RefundStatus.SUCCEEDED, False),
+        (400, RefundStatus.SUCCEEDED, True),
+    ]
+    assert await world.settled() == settled - 500
+
+
+async def test_a_total_short_of_our_pending_refund_leaves_it_pending(world: World) -> None:
+    intent = await world.paid()
+    treasury, clock = world.treasury, world.treasury.clock
+
+    def reserve(uow: Any) -> Refund:
+        locked = uow.intents.get(intent.id, world.company, for_update=True)
+        return treasury.payments.reserve_refund(
+            uow, locked, 400, None, refund_id="re_lost", journal_id="jr_lost", now=clock.now()
+        )
+
+    await treasury.storage.run(reserve)
+    # Whether Stripe has our 400 is unknown from a total of 200: nothing is guessed.
+    status, answer = await world.send(hooks.event("charge.refunded", _charge(intent, 200)))
+    assert (status, answer["result"]) == (200, "nothing_to_do")
+    [refund] = await _refunds(world, intent)
+    assert refund.status is RefundStatus.PENDING
+    # Its reservation is settled by hand or by a later event; here, the later event.
+    assert (await world.send(hooks.event("charge.refunded", _charge(intent, 400))))[1][
+        "result"
+    ] == "applied"
+
+
+async def test_our_own_refund_announced_by_stripe_changes_nothing(world: World) -> None:
+    intent = await world.paid()
+    refund = await world.treasury.payments.refund(world.company, intent.id, amount=250)
+    assert refund.status is RefundStatus.SUCCEEDED
+    events = await world.event_types()
+    status, answer = await world.send(hooks.event("charge.refunded", _charge(intent, 250)))
+    assert (status, answer["result"]) == (200, "nothing_to_do")
+    assert await world.event_types() == events

@@ -941,50 +941,9 @@ class PaymentService:
                         f"({intent.billing_amount}), in one refund",
                         "amount",
                     )
-                # Differenced against what earlier refunds actually took, so the shares add up
-                # to the processing amount even after a refund failed in between.
-                share = max(
-                    0,
-                    processing_share(intent, intent.amount_refunded + value)
-                    - intent.processing_refunded,
+                refund = self.reserve_refund(
+                    uow, intent, value, reason, refund_id=refund_id, journal_id=journal_id, now=now
                 )
-                journal = Journal(
-                    journal_id,
-                    refund_legs(
-                        company_id,
-                        intent.processing_currency,
-                        share,
-                        intent.billing_currency,
-                        value,
-                    ),
-                    operation="refund",
-                    company_id=company_id,
-                )
-                uow.ledger.apply(journal, now)
-                refund = Refund(
-                    id=refund_id,
-                    company_id=company_id,
-                    payment_intent_id=intent_id,
-                    amount=value,
-                    currency=intent.billing_currency,
-                    reason=reason,
-                    status=RefundStatus.PENDING,
-                    failure_reason=None,
-                    created_at=now,
-                    processing_amount=share,
-                    pending_ids=tuple(journal.leg_id(i) for i in range(len(journal.legs))),
-                )
-                uow.records.add(refund)
-                uow.intents.update(
-                    intent.model_copy(
-                        update={
-                            "amount_refunded": intent.amount_refunded + value,
-                            "processing_refunded": intent.processing_refunded + share,
-                            "refund_ids": (*intent.refund_ids, refund_id),
-                        }
-                    )
-                )
-                ctx.event(uow, EventType.REFUND_CREATED, refund)
                 return intent, refund
 
             intent, refund = await ctx.storage.run(reserve)
@@ -998,10 +957,70 @@ class PaymentService:
             # stays pending with its reservation, counted as refunded, until reconciled.
             return await ctx.storage.run(self._refund_succeeded(refund, idempotency))
 
+    def reserve_refund(
+        self,
+        uow: UnitOfWork,
+        intent: PaymentIntent,
+        value: int,
+        reason: str | None,
+        *,
+        refund_id: str,
+        journal_id: str,
+        now: datetime,
+    ) -> Refund:
+        """Reserve a ``pending`` refund of ``value`` out of the locked ``PROCESSED`` intent's
+        settlement (``refund.created``), in the caller's transaction; checked by the caller."""
+        ctx = self._ctx
+        company_id = intent.company_id
+        # Differenced against what earlier refunds actually took, so the shares add up to the
+        # processing amount even after a refund failed in between.
+        share = max(
+            0,
+            processing_share(intent, intent.amount_refunded + value) - intent.processing_refunded,
+        )
+        journal = Journal(
+            journal_id,
+            refund_legs(
+                company_id, intent.processing_currency, share, intent.billing_currency, value
+            ),
+            operation="refund",
+            company_id=company_id,
+        )
+        uow.ledger.apply(journal, now)
+        refund = Refund(
+            id=refund_id,
+            company_id=company_id,
+            payment_intent_id=intent.id,
+            amount=value,
+            currency=intent.billing_currency,
+            reason=reason,
+            status=RefundStatus.PENDING,
+            failure_reason=None,
+            created_at=now,
+            processing_amount=share,
+            pending_ids=tuple(journal.leg_id(i) for i in range(len(journal.legs))),
+        )
+        uow.records.add(refund)
+        uow.intents.update(
+            intent.model_copy(
+                update={
+                    "amount_refunded": intent.amount_refunded + value,
+                    "processing_refunded": intent.processing_refunded + share,
+                    "refund_ids": (*intent.refund_ids, refund_id),
+                }
+            )
+        )
+        ctx.event(uow, EventType.REFUND_CREATED, refund)
+        return refund
+
     def _refund_succeeded(
         self, refund: Refund, idempotency: IdempotencyTicket[Refund] | None
     ) -> Callable[[UnitOfWork], Refund]:
         def write(uow: UnitOfWork) -> Refund:
+            current = uow.records.get(Refund, refund.id, refund.company_id, for_update=True)
+            if current is not None and current.status is not RefundStatus.PENDING:
+                # Settled meanwhile by the provider's refund event (another process).
+                return finish(uow, idempotency, current)
             self._ledger(uow, refund, (PostPending(p) for p in refund.pending_ids))
             done = refund.model_copy(update={"status": RefundStatus.SUCCEEDED})
             uow.records.update(done)

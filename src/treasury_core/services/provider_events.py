@@ -17,6 +17,10 @@ event kind                  effect
                             amount (at most what remains refundable)
 ``dispute_won`` / ``_lost`` the dispute's chargeback is decided (one the opening of which was
                             missed is opened first)
+``refunded``                the charge's total refunded: our pending refunds it covers succeed,
+                            and what it refunded beyond all of ours (at the provider's
+                            dashboard) is recorded as a new refund, succeeded, with the
+                            postings and ``refund.created`` of a refund through the API
 ==========================  ==================================================================
 
 Each event is applied in one transaction that locks the intent first, as every path changing an
@@ -44,6 +48,8 @@ from treasury_core.payments.records import (
     Chargeback,
     ChargebackStatus,
     ProviderEventReceipt,
+    Refund,
+    RefundStatus,
     Transaction,
     TransactionStatus,
     provider_event_key,
@@ -62,6 +68,8 @@ from treasury_core.services.payments import PaymentService
 log = logging.getLogger("treasury.provider_events")
 
 _K = CardProviderEventKind
+#: The ``reason`` of a refund the provider made without us (from its dashboard, say).
+PROVIDER_REFUND_REASON = "Refunded at the card provider"
 #: The kinds that end a payment attempt waiting for 3-D Secure, and whether it passed.
 _CHALLENGE_OUTCOMES: Mapping[CardProviderEventKind, bool] = {
     _K.AUTHORIZED: True,
@@ -199,6 +207,8 @@ class ProviderEventService:
             return self._open_dispute(uow, event, intent) is not None
         if kind in (_K.DISPUTE_WON, _K.DISPUTE_LOST):
             return self._close_dispute(uow, event, intent)
+        if kind is _K.REFUNDED:
+            return self._refunded(uow, event, intent)
         # authorized, captured, payment_failed of an attempt that is not waiting for 3-D
         # Secure: the API call that made it recorded its outcome already.
         return False
@@ -246,6 +256,68 @@ class ProviderEventService:
         if chargeback.status is not ChargebackStatus.OPEN:
             return False
         resolve_chargeback(self._payments, uow, intent, chargeback, outcome, self._ctx.clock.now())
+        return True
+
+    def _refunded(self, uow: UnitOfWork, event: CardProviderEvent, intent: PaymentIntent) -> bool:
+        """Stripe's total refunded on the charge: our pending refunds it covers succeed (their
+        answers were lost), and what it refunded beyond all of ours (a refund made at the
+        provider, a dashboard) becomes a new refund, as if made through the API."""
+        total = event.amount
+        if intent.status is not IntentStatus.PROCESSED or total is None:
+            return False
+        if event.currency != intent.billing_currency:
+            log.warning("refund event %s is in %s; ignored", event.id, event.currency)
+            return False
+        refunds = [
+            uow.records.get(Refund, refund_id, intent.company_id, for_update=True)
+            for refund_id in intent.refund_ids
+        ]
+        done = sum(r.amount for r in refunds if r and r.status is RefundStatus.SUCCEEDED)
+        pending = [r for r in refunds if r and r.status is RefundStatus.PENDING]
+        changed = False
+        waiting: list[Refund] = []
+        for refund in pending:  # oldest first, as the provider made them
+            if not waiting and done + refund.amount <= total:
+                self._payments._refund_succeeded(refund, None)(uow)
+                done += refund.amount
+                changed = True
+            else:
+                waiting.append(refund)
+        # A total short of ours leaves our pending refunds pending (whether the provider has
+        # them is unknown); only a total beyond all of them is a refund we did not make.
+        beyond = total - done - sum(refund.amount for refund in waiting)
+        if beyond > 0:
+            changed = self._refund_beyond(uow, intent, beyond, event) or changed
+        return changed
+
+    def _refund_beyond(
+        self, uow: UnitOfWork, intent: PaymentIntent, amount: int, event: CardProviderEvent
+    ) -> bool:
+        """Record ``amount`` refunded at the provider as a refund of ours, made and succeeded
+        at once: the postings and ``refund.created`` of a refund through the API."""
+        value = min(amount, intent.amount_refundable)
+        if value < amount:
+            log.warning(
+                "refund event %s: the provider refunded %d more than intent %d has left; "
+                "recording %d",
+                event.id,
+                amount - value,
+                intent.id,
+                value,
+            )
+        if value <= 0:
+            return False
+        ids = self._ctx.ids
+        refund = self._payments.reserve_refund(
+            uow,
+            intent,
+            value,
+            PROVIDER_REFUND_REASON,
+            refund_id=ids.new_id(Refund.prefix),
+            journal_id=ids.new_id("jr"),
+            now=self._ctx.clock.now(),
+        )
+        self._payments._refund_succeeded(refund, None)(uow)
         return True
 
     def _receipt(
