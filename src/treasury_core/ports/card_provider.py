@@ -443,7 +443,9 @@ class CardProviderEvent:
     """One event a provider reported about a charge, stripped of the provider's own format.
 
     ``id`` is the provider's id of the event (a redelivery has the same one); ``reference`` is
-    the charge's reference as :meth:`CardProvider.authorize` returned it. ``amount`` is in ISO
+    the charge's reference as :meth:`CardProvider.authorize` returned it (a provider that sends
+    events keeps one reference per charge: an event naming a reference the intent no longer
+    holds is taken as about an abandoned charge and changes nothing). ``amount`` is in ISO
     4217 minor units of ``currency``: for a dispute the disputed amount, for
     :attr:`~CardProviderEventKind.REFUNDED` the charge's total refunded so far (refunds are
     reported cumulatively, so a missed event is made up by the next). ``dispute`` is the
