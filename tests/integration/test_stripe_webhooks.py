@@ -36,9 +36,16 @@ from treasury_core.payments.records import (
     RefundStatus,
 )
 from treasury_core.payments.requests import CreateIntentRequest
-from treasury_core.ports.card_provider import CardData
+from treasury_core.payments.states import IllegalTransition
+from treasury_core.ports.card_provider import (
+    CardData,
+    CardProviderEvent,
+    CardProviderEventKind,
+    CardProviderResult,
+)
 from treasury_core.services.provider_events import PROVIDER_REFUND_REASON
 from treasury_core.testing import FakeClock, check_invariants
+from treasury_stripe.card_provider import StripeCardProvider
 
 KEY = "sk_test_treasury"
 CARD = CardData(number="4242424242424242", expiry_month=12, expiry_year=2040, cvc="123")
@@ -434,3 +441,79 @@ async def test_our_own_refund_announced_by_stripe_changes_nothing(world: World) 
     status, answer = await world.send(hooks.event("charge.refunded", _charge(intent, 250)))
     assert (status, answer["result"]) == (200, "nothing_to_do")
     assert await world.event_types() == events
+
+
+async def test_a_capture_made_at_stripe_is_recorded(world: World) -> None:
+    intent = await world.paid(CaptureMethod.MANUAL)
+    settled = await world.settled()
+    # Captured at Stripe (its dashboard, or a capture here whose answer was lost).
+    world.stripe.v1.payment_intents.capture(_ref(intent))
+    succeeded = hooks.payment_intent(
+        _ref(intent), "succeeded", amount_received=1_000, currency="usd"
+    )
+    status, answer = await world.send(hooks.event("payment_intent.succeeded", succeeded))
+    assert (status, answer["result"]) == (200, "applied")
+    now = await world.get(intent)
+    assert now.status is IntentStatus.PROCESSED
+    assert now.captured_at is not None
+    assert await world.settled() == settled + 1_000
+    assert (await world.event_types())[-3:] == [
+        EventType.TRANSACTION_CREATED.value,
+        EventType.TRANSACTION_COMPLETED.value,
+        EventType.PAYMENT_INTENT_SUCCEEDED.value,
+    ]
+    # A capture through the API now is refused as it would be after any capture.
+    with pytest.raises(IllegalTransition):
+        await world.treasury.payments.capture(world.company, intent.id)
+
+
+async def test_a_partial_capture_at_stripe_is_not_recorded(world: World) -> None:
+    intent = await world.paid(CaptureMethod.MANUAL)
+    partial = hooks.payment_intent(_ref(intent), "succeeded", amount_received=600, currency="usd")
+    status, answer = await world.send(hooks.event("payment_intent.succeeded", partial))
+    assert (status, answer["result"]) == (200, "nothing_to_do")
+    assert (await world.get(intent)).status is IntentStatus.AUTHORIZED
+
+
+class _CaptureThenEvent(StripeCardProvider):
+    """The real Stripe provider; after a real capture, and before the caller records it, the
+    capture's event is applied by another treasury on the same database (another process)."""
+
+    other: Treasury
+
+    async def capture(self, reference: str, amount: int) -> CardProviderResult:
+        result = await super().capture(reference, amount)
+        event = CardProviderEvent(
+            id="evt_capture_race",
+            type="payment_intent.succeeded",
+            kind=CardProviderEventKind.CAPTURED,
+            reference=reference,
+        )
+        assert (await self.other.provider_events.apply(event)).result.value == "applied"
+        return result
+
+
+async def test_a_capture_recorded_first_by_its_event_is_not_undone(
+    world: World, tmp_path: Path, localstripe_url: str
+) -> None:
+    provider = _CaptureThenEvent(KEY, world.treasury.clock, api_base=localstripe_url)
+    provider.other = world.treasury
+    clock = world.treasury.clock
+    process = bootstrap(
+        _config(tmp_path, localstripe_url, hooks.SECRET),
+        card_provider=provider,
+        clock=clock,
+        wall_clock=clock,
+    )
+    try:
+        intent = await world.paid(CaptureMethod.MANUAL)
+        settled = await world.settled()
+        captured = await process.payments.capture(world.company, intent.id)
+        # The event's record stands, and the money Stripe captured is not given back.
+        assert captured.status is IntentStatus.PROCESSED
+        assert await world.settled() == settled + 1_000
+        charge = world.stripe.v1.payment_intents.retrieve(_ref(intent)).latest_charge
+        charge_id = charge if isinstance(charge, str) else charge.id
+        assert world.stripe.v1.charges.retrieve(charge_id).amount_refunded == 0
+    finally:
+        process.close()

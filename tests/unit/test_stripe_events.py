@@ -239,3 +239,9 @@ def test_references_that_are_no_payment_intent_are_dropped(reference: object) ->
 def test_events_of_other_objects_are_not_mapped() -> None:
     event = stripe_event(hooks.event("customer.created", {"id": "cus_1"}))
     assert (event.kind, event.reference) == (None, None)
+
+
+def test_a_capture_carries_the_amount_received() -> None:
+    obj = hooks.payment_intent("pi_5", "succeeded", amount_received=50000, currency="isk")
+    event = stripe_event(hooks.event("payment_intent.succeeded", obj))
+    assert (event.kind, event.amount, event.currency) == (K.CAPTURED, 500, "ISK")

@@ -840,6 +840,8 @@ def stripe_event(payload: object) -> CardProviderEvent:
         action = event_type.removeprefix("payment_intent.")
         if action == "succeeded" and status == "succeeded":
             kind = _K.CAPTURED  # a hold is announced by amount_capturable_updated instead
+            # What was captured; localstripe's intents have no amount_received.
+            amount_field = "amount_received" if "amount_received" in obj else None
         elif action == "amount_capturable_updated":
             kind = _K.AUTHORIZED
         elif action == "canceled":

@@ -48,6 +48,7 @@ from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, page_of
 from treasury_core.payments.intents import (
     CaptureMethod,
     IntentFilter,
+    IntentStatus,
     PaymentIntent,
     check_create_rules,
 )
@@ -652,6 +653,10 @@ class PaymentService:
         try:
             return await ctx.storage.run(write)
         except IllegalTransition:
+            recorded = await self._recorded_elsewhere(intent, result.reference, captured=captured)
+            if recorded is not None:
+                # The provider's event about this very charge got there first: it is recorded.
+                return PaymentOutcome(recorded, txn)
             # Another process paid this intent meanwhile: give the customer's money back.
             await self._undo(result.reference, intent.billing_amount if captured else None)
             raise
@@ -806,27 +811,56 @@ class PaymentService:
 
             def write(uow: UnitOfWork) -> PaymentIntent:
                 current = self._locked(uow, intent)
-                moved = transition(current, Trigger.CAPTURE_SUCCEEDED, now=now)
-                self._ledger(uow, current, (PostPending(p) for p in current.hold_pending_ids), now)
-                stored = moved.intent.model_copy(
-                    update={
-                        "provider_reference": result.reference,
-                        "hold_pending_ids": (),
-                        "captured_at": now,
-                    }
-                )
-                uow.intents.update(stored)
-                self._transaction_events(uow, txn, EventType.TRANSACTION_COMPLETED)
-                self._intent_events(uow, moved, stored)
-                uow.jobs.finish_for(intent_job_key(intent_id))
-                self._after_capture(uow, stored, now)
+                stored = self.record_capture(uow, current, txn, result.reference, now)
                 return finish(uow, idempotency, stored)
 
             try:
                 return await ctx.storage.run(write)
             except IllegalTransition:
+                recorded = await self._recorded_elsewhere(intent, result.reference, captured=True)
+                if recorded is not None:
+                    return recorded
                 await self._undo(result.reference, intent.billing_amount)
                 raise
+
+    def record_capture(
+        self,
+        uow: UnitOfWork,
+        current: PaymentIntent,
+        txn: Transaction,
+        reference: str,
+        now: datetime,
+    ) -> PaymentIntent:
+        """Record the capture of the locked ``AUTHORIZED`` intent's hold (``txn``, a completed
+        capture attempt) in the caller's transaction: ``PROCESSED``, the ledger hold posted,
+        the payout (and a known chargeback) scheduled. The intent as stored."""
+        moved = transition(current, Trigger.CAPTURE_SUCCEEDED, now=now)
+        self._ledger(uow, current, (PostPending(p) for p in current.hold_pending_ids), now)
+        stored = moved.intent.model_copy(
+            update={"provider_reference": reference, "hold_pending_ids": (), "captured_at": now}
+        )
+        uow.intents.update(stored)
+        self._transaction_events(uow, txn, EventType.TRANSACTION_COMPLETED)
+        self._intent_events(uow, moved, stored)
+        uow.jobs.finish_for(intent_job_key(current.id))
+        self._after_capture(uow, stored, now)
+        return stored
+
+    async def _recorded_elsewhere(
+        self, intent: PaymentIntent, reference: str, *, captured: bool
+    ) -> PaymentIntent | None:
+        """The intent, if what this call got from the provider was recorded meanwhile by
+        another path (the provider's event about the same charge, handled by another process):
+        then there is nothing to undo. ``None`` when the intent moved some other way."""
+        current = await self.get(intent.company_id, intent.id)
+        wanted = (
+            {IntentStatus.PROCESSED}
+            if captured
+            else {IntentStatus.AUTHORIZED, IntentStatus.PROCESSED}
+        )
+        if current.provider_reference == reference and current.status in wanted:
+            return current
+        return None
 
     async def _capture_refused(
         self,

@@ -8,7 +8,10 @@ event kind                  effect
 ==========================  ==================================================================
 ``authorized``,             the intent's attempt waiting for 3-D Secure is finished as the
 ``captured``                challenge page would (:meth:`PaymentService.complete_challenge`);
-                            otherwise nothing (the API call already recorded the outcome)
+                            ``captured`` on an ``AUTHORIZED`` intent records the capture the
+                            provider made (an answer lost, a dashboard), for the whole amount
+                            and before the authorization expired here; otherwise nothing (the
+                            API call already recorded the outcome)
 ``payment_failed``          the attempt waiting for 3-D Secure fails; otherwise nothing
 ``canceled``                an ``AUTHORIZED`` intent whose hold the provider released is
                             ``CANCELLED`` (reason ``expired``), its ledger hold released; an
@@ -39,10 +42,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import cast
 
-from treasury_core.errors import CardError, TreasuryError
+from treasury_core.errors import CardError, InvalidRequestError
 from treasury_core.payments.intents import IntentStatus, PaymentIntent
 from treasury_core.payments.records import (
     Chargeback,
@@ -52,8 +56,10 @@ from treasury_core.payments.records import (
     RefundStatus,
     Transaction,
     TransactionStatus,
+    TransactionType,
     provider_event_key,
 )
+from treasury_core.payments.states import IllegalTransition, check_capturable
 from treasury_core.ports import UnitOfWork
 from treasury_core.ports.card_provider import (
     BadProviderEvent,
@@ -164,9 +170,11 @@ class ProviderEventService:
         except CardError:
             # The attempt failed and is recorded so: what this event asked for.
             pass
-        except TreasuryError as exc:
+        except InvalidRequestError as exc:
             # No challenge pending any more (finished by the customer meanwhile), or a
-            # provider that cannot finish one: the state stays as it is.
+            # provider that cannot finish one: the state stays as it is. (A provider that did
+            # not answer is a ProviderError, left to propagate: no receipt, so the provider's
+            # redelivery tries again.)
             log.info("provider event %s left the intent as it was: %s", event.id, exc.code)
             result = EventResult.NOTHING_TO_DO
 
@@ -209,9 +217,42 @@ class ProviderEventService:
             return self._close_dispute(uow, event, intent)
         if kind is _K.REFUNDED:
             return self._refunded(uow, event, intent)
+        if kind is _K.CAPTURED and intent.status is IntentStatus.AUTHORIZED:
+            return self._captured(uow, event, intent, now)
         # authorized, captured, payment_failed of an attempt that is not waiting for 3-D
         # Secure: the API call that made it recorded its outcome already.
         return False
+
+    def _captured(
+        self, uow: UnitOfWork, event: CardProviderEvent, intent: PaymentIntent, now: datetime
+    ) -> bool:
+        """The provider captured a hold we still hold as authorized (a capture whose answer was
+        lost, or one made at its dashboard): record the capture as the API would."""
+        if event.amount is not None and event.amount != intent.billing_amount:
+            # Captures here are always of the whole amount; a partial one is for a person.
+            log.error(
+                "provider event %s: intent %d captured %d of %d at the provider; not recorded",
+                event.id,
+                intent.id,
+                event.amount,
+                intent.billing_amount,
+            )
+            return False
+        try:
+            check_capturable(intent, now)
+        except IllegalTransition:
+            log.error(
+                "provider event %s: intent %d was captured at the provider after its "
+                "authorization expired here; not recorded",
+                event.id,
+                intent.id,
+            )
+            return False
+        payments = self._payments
+        txn = payments._transaction(intent, TransactionType.CAPTURE, TransactionStatus.COMPLETED)
+        assert event.reference is not None  # checked before the intent was looked up
+        payments.record_capture(uow, intent, txn, event.reference, now)
+        return True
 
     def _dispute(self, uow: UnitOfWork, event: CardProviderEvent) -> Chargeback | None:
         if event.dispute is None:
