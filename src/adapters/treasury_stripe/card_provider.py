@@ -60,6 +60,11 @@ public address), Stripe's ``next_action`` is ``redirect_to_url``: its URL is the
 ``requires_capture`` is authorized, ``succeeded`` captured, ``requires_payment_method`` a failed
 authentication (or a decline after it), ``canceled`` refused, and ``requires_action`` still
 waiting for the customer.
+
+Webhooks: with a signing secret (``whsec_…``), :meth:`StripeCardProvider.parse_event` verifies
+a delivery's ``Stripe-Signature`` with the SDK and :func:`stripe_event` reads the event into the
+port's :class:`~treasury_core.ports.card_provider.CardProviderEvent`; Stripe's JSON goes no
+further. Nothing is asked of Stripe to read an event.
 """
 
 from __future__ import annotations

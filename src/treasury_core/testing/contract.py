@@ -94,6 +94,12 @@ from treasury_core.payments.intents import (
     PaymentIntent,
     PaymentType,
 )
+from treasury_core.payments.records import (
+    Refund,
+    Transaction,
+    TransactionStatus,
+    TransactionType,
+)
 from treasury_core.ports import Storage, UnitOfWork
 from treasury_core.wallets import Wallet, WalletStatus
 
@@ -811,6 +817,52 @@ class StorageContract:
             )
 
         assert storage.run_sync(read, write=False) == ([second, first], None)
+
+    def test_records_are_found_by_their_lookup_key(self, storage: Storage) -> None:
+        """A payment attempt is found by its provider reference (what a provider's event
+        names), across companies, while it keeps one; a reference too long to index is not."""
+        company = setup_company(storage)
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        attempt = Transaction(
+            id="txn_contract",
+            company_id=company,
+            payment_intent_id=1,
+            type=TransactionType.SALE,
+            status=TransactionStatus.COMPLETED,
+            amount=100,
+            currency="USD",
+            card_brand=None,
+            card_last4=None,
+            failure_reason=None,
+            failure_message=None,
+            created_at=now,
+            provider_reference="pi_contract",
+        )
+        long_ref = attempt.model_copy(
+            update={"id": "txn_long", "provider_reference": "pi_" + "x" * 100}
+        )
+
+        def add(uow: UnitOfWork) -> None:
+            uow.records.add(attempt)
+            uow.records.add(long_ref)
+
+        storage.run_sync(add)
+
+        def find(reference: str) -> Transaction | None:
+            return storage.run_sync(
+                lambda uow: uow.records.find(Transaction, reference), write=False
+            )
+
+        assert find("pi_contract") == attempt
+        assert find("pi_" + "x" * 100) is None
+        assert find("pi_" + "x" * 61) is None
+        # Another kind with the same key is not confused with it.
+        assert (
+            storage.run_sync(lambda uow: uow.records.find(Refund, "pi_contract"), write=False)
+            is None
+        )
+        storage.run_sync(lambda uow: uow.records.update(attempt.failed("declined", "No")))
+        assert find("pi_contract") is None
 
     def test_events_are_dispatched_once_and_paged_newest_first(self, storage: Storage) -> None:
         """Undispatched events (and their heads) come oldest first; whole events come by id;
