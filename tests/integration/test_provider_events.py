@@ -11,6 +11,7 @@ provider after its deadline, a charge the intent no longer uses, and a replay, o
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from treasury_core.payments.intents import (
     IntentStatus,
     PaymentIntent,
 )
-from treasury_core.payments.records import Transaction, TransactionStatus
+from treasury_core.payments.records import Chargeback, Transaction, TransactionStatus
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import (
     BadProviderEvent,
@@ -193,3 +194,47 @@ async def test_the_sandbox_sends_no_events(world: World) -> None:
     with pytest.raises(BadProviderEvent) as refused:
         await world.treasury.provider_events.receive(b"{}", {})
     assert refused.value.code == "provider_events_unsupported"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """One database that two treasuries (two processes' worth of services) share."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'shared.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+async def test_one_event_delivered_to_two_processes_at_once_applies_once(
+    shared_database: str,
+) -> None:
+    clock = FakeClock()
+    config = TreasuryConfig(database_url=shared_database, pool_size=4)
+    first = bootstrap(config, clock=clock, wall_clock=clock)
+    second = bootstrap(config, clock=clock, wall_clock=clock, migrate=False)
+    try:
+        created = await first.companies.create_company("Acme")
+        world = World(first, clock, created.company.id, created.merchant_account.id)
+        intent = await world.create(CaptureMethod.AUTOMATIC)
+        intent = (await first.payments.pay(intent.payment_intent_lookup_id, CARD)).intent
+        event = CardProviderEvent(
+            id="evt_twice",
+            type="charge.dispute.created",
+            kind=K.DISPUTE_OPENED,
+            reference=intent.provider_reference,
+            amount=1_000,
+            currency="USD",
+            dispute="dp_twice",
+        )
+        # Each process has its own in-process locks: only the database keeps them apart.
+        outcomes = await asyncio.gather(
+            first.provider_events.apply(event), second.provider_events.apply(event)
+        )
+        assert sorted(o.result.value for o in outcomes) == ["applied", "duplicate"]
+        chargebacks = await first.storage.run(
+            lambda uow: uow.records.list(Chargeback, world.company, 10, None), write=False
+        )
+        assert [c.amount for c in chargebacks] == [1_000]
+        check_invariants(first.storage)
+    finally:
+        second.close()
+        first.close()
