@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -15,28 +14,9 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from tests.listening import free_port, wait_listening
 from treasury_core import TreasuryConfig, bootstrap
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> None:
-    # Readiness, not a race fix: the port accepts connections once the app serves.
-    for _ in range(300):
-        if process.returncode is not None:
-            raise RuntimeError("server exited early")
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            return
-        except OSError:
-            await asyncio.sleep(0.1)
-    raise TimeoutError("server did not start")
 
 
 async def test_sigterm_lets_the_request_in_flight_finish(tmp_path: Path) -> None:
@@ -59,7 +39,7 @@ async def test_sigterm_lets_the_request_in_flight_finish(tmp_path: Path) -> None
     )
     treasury.close()
 
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TREASURY_")}
     env["TREASURY_JOB_POLL_SECONDS"] = "3600"  # only the request below delivers anything
     server = await asyncio.create_subprocess_exec(
@@ -68,7 +48,7 @@ async def test_sigterm_lets_the_request_in_flight_finish(tmp_path: Path) -> None
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     try:
-        await _wait_listening(port, server)
+        await wait_listening(port, server)
         auth = {"Authorization": f"Bearer {created.secret_key}"}
         async with aiohttp.ClientSession(f"http://127.0.0.1:{port}", headers=auth) as http:
             intent = await http.post(

@@ -31,6 +31,7 @@ import stripe
 
 from tests import stripe_hooks as hooks
 from tests.conftest import running_localstripe
+from tests.listening import free_port, wait_listening
 from treasury_core import TreasuryConfig, bootstrap
 from treasury_core.payments.records import ProviderEventReceipt
 
@@ -49,28 +50,6 @@ def localstripe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     home = tmp_path_factory.mktemp("localstripe_hooks")
     with running_localstripe(home) as url:
         yield url, home / "server.log"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def _wait_listening(port: int, process: asyncio.subprocess.Process) -> None:
-    # Readiness, not a race fix: the port accepts connections once the app serves.
-    for _ in range(300):
-        if process.returncode is not None:
-            raise RuntimeError("server exited early")
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            return
-        except OSError:
-            await asyncio.sleep(0.1)
-    raise TimeoutError("server did not start")
 
 
 async def _logged(log: Path, delivered: int, refused: int) -> str:
@@ -95,7 +74,7 @@ async def test_localstripe_webhooks_reach_treasury_serve(
     created = await setup.companies.create_company("Acme")
     setup.close()
 
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TREASURY_")}
     env.update(
         TREASURY_CARD_PROVIDER="stripe",
@@ -110,7 +89,7 @@ async def test_localstripe_webhooks_reach_treasury_serve(
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     try:
-        await _wait_listening(port, server)
+        await wait_listening(port, server)
         hook_url = f"http://127.0.0.1:{port}/hooks/stripe"
         async with aiohttp.ClientSession() as plain:
             for name, secret in (("ours", hooks.SECRET), ("forged", "whsec_not_the_secret")):
