@@ -51,8 +51,10 @@ What the contract checks, from the port's docstrings:
   capability promises: holds captured in full or in part, never over the held amount and never
   twice, voided (twice harmlessly) and then not capturable, a vanished hold as ``HoldGone``;
   refunds in full and in part within the captured amount; the 3-D Secure flow; verification;
-  attempt keys. With the flag off, the refusal the port documents for it (``unsupported``, or
-  ``no_action_required`` for 3-D Secure), asserted rather than skipped.
+  attempt keys; saved cards kept by the provider (saved, charged by reference, the number in
+  no reference); provider events (a delivery that is not the provider's refused). With the
+  flag off, the refusal the port documents for it (``unsupported``, ``no_action_required`` for
+  3-D Secure, ``provider_events_unsupported`` for events), asserted rather than skipped.
 
 A second capture for the *same* amount is not checked: a provider may answer it as the retry
 of a capture whose answer was lost (Stripe's does). That a provider answers a repeated
@@ -82,11 +84,13 @@ import pytest
 from treasury_core.errors import CardError, ProviderError
 from treasury_core.ports.card_provider import (
     HOLD_GONE_FAILURE_REASON,
+    BadProviderEvent,
     CardData,
     CardProvider,
     CardProviderResult,
     CardProviderStatus,
     HoldGone,
+    keeps_saved_cards,
 )
 
 __all__ = ["UNUSABLE_CARD_REASONS", "CardProviderContract", "unusable_cards"]
@@ -483,3 +487,51 @@ class CardProviderContract:
         )
         assert first.status is other.status is CardProviderStatus.CAPTURED
         assert first.reference != other.reference
+
+    # --- saved cards kept by the provider --------------------------------------------------
+
+    def test_saved_cards_are_kept_and_charged_by_reference(
+        self, card_provider: CardProvider, good_card: CardData
+    ) -> None:
+        """On: ``save_card`` keeps the card at the provider (its reference shows no number),
+        and ``authorize_saved`` charges or holds it by reference; a card the provider does not
+        have is declined. (That a repeated ``key`` keeps one card is not checked, as with
+        attempt keys: fakes of providers often ignore keys.) Off: the provider is not one that keeps
+        saved cards (the services seal cards in the vault and never call either method)."""
+        if not _flag(card_provider, "saved_cards_supported"):
+            assert not keeps_saved_cards(card_provider)
+            return
+        keeper: object = card_provider  # narrowed to the capability below, kept as a provider
+        assert keeps_saved_cards(keeper)
+        key = uuid.uuid4().hex
+        saved = _run(keeper.save_card(good_card, customer_email="c@example.com", key=key))
+        assert good_card.number not in saved.reference
+        assert (saved.last4, saved.expiry_month) == (good_card.number[-4:], good_card.expiry_month)
+        sale = _run(keeper.authorize_saved(saved, self.amount, self.currency, capture=True))
+        assert sale.status is CardProviderStatus.CAPTURED
+        assert sale.last4 == good_card.number[-4:]
+        if card_provider.manual_capture_supported():
+            hold = _run(keeper.authorize_saved(saved, self.amount, self.currency, capture=False))
+            assert hold.status is CardProviderStatus.AUTHORIZED
+            captured = _run(card_provider.capture(hold.reference, self.amount))
+            assert captured.status is CardProviderStatus.CAPTURED
+        gone = replace(saved, reference=saved.reference + "gone")
+        _refusal(keeper.authorize_saved(gone, self.amount, self.currency, capture=True))
+
+    # --- provider events -------------------------------------------------------------------
+
+    def test_provider_events_refuse_what_the_provider_did_not_send(
+        self, card_provider: CardProvider
+    ) -> None:
+        """On or off: a delivery without the provider's signature is refused
+        (:class:`BadProviderEvent`), so nothing is applied; off, with
+        ``provider_events_unsupported``. Authentic deliveries are the provider's own format:
+        test them with its signing scheme in your suite."""
+        parse = getattr(card_provider, "parse_event", None)
+        if parse is None:  # written before the capability: the services never ask it
+            assert not _flag(card_provider, "provider_events_supported")
+            return
+        with pytest.raises(BadProviderEvent) as refused:
+            parse(b'{"id": "evt_1", "type": "charge.refunded"}', {})
+        if not _flag(card_provider, "provider_events_supported"):
+            assert refused.value.code == "provider_events_unsupported"
