@@ -1,12 +1,14 @@
 """``python -m bench``: run every benchmark and print one results table.
 
 Suites (the first argument): ``all`` (default: every part below except ``micro``'s
-storage-level balance reads, which duplicate growth's balance read; about 8 minutes on two
+storage-level balance reads, which duplicate growth's balance read; about 9.5 minutes on two
 cores, bounded by 10), ``http`` (HTTP rows against bare aiohttp and localstripe; needs
 ``wrk``), ``ledger`` (the issue's ledger workload, ours against raw sqlite3 / psycopg),
 ``peers`` (the ledger workload plus django-hordak and python-accounting, whose ratios need
 ours), ``growth`` (reads and creates at 1k vs 100k history, server RSS after 100k intents),
-``micro`` (kernel, storage movements, FX transfers, storage-level balance reads).
+``micro`` (kernel, storage movements, FX transfers, storage-level balance reads), ``events``
+(the event pipeline end to end: creates, webhook deliveries to a loopback receiver, latency,
+a dead endpoint; about a minute).
 ``--quick`` is a smoke run of the chosen suite (about 1-2 minutes for ``all``).
 Peers (localstripe, django-hordak, python-accounting) are installed from PyPI into their own
 venvs under ``build/bench-peers`` on first use; that install time is reported apart and is
@@ -27,6 +29,7 @@ from functools import partial
 from typing import TypeVar
 
 from bench import (
+    events,
     fixtures,
     growth,
     http_intents,
@@ -50,12 +53,13 @@ ACCOUNTING_TARGET = 50.0
 
 #: What each suite runs, in order.
 SUITES = {
-    "all": ("micro", "http", "ledger", "peers", "growth"),
+    "all": ("micro", "http", "ledger", "peers", "growth", "events"),
     "http": ("http",),
     "ledger": ("ledger",),
     "peers": ("ledger", "peers"),
     "growth": ("growth",),
     "micro": ("micro", "reads"),
+    "events": ("events",),
 }
 
 
@@ -87,6 +91,8 @@ class Options:
     growth_reps: int
     rss_intents: int
     rss_budget: float
+    events_seconds: float
+    events_paced: float
     postgres: bool
     markdown: bool
     quick: bool
@@ -147,6 +153,18 @@ def parse(argv: list[str] | None) -> Options:
     parser.add_argument(
         "--rss-budget", type=float, default=65.0, help="wrk seconds at most for the RSS part"
     )
+    parser.add_argument(
+        "--events-seconds",
+        type=float,
+        default=events.SECONDS,
+        help="events: seconds of creates at saturation (with and without an endpoint)",
+    )
+    parser.add_argument(
+        "--events-paced",
+        type=float,
+        default=events.PACED_SECONDS,
+        help=f"events: seconds of creates paced at {events.PACED_RATE:g}/s (twice)",
+    )
     parser.add_argument("--no-postgres", action="store_true", help="skip PostgreSQL rows")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--quick", action="store_true", help="a smoke run with small counts")
@@ -178,6 +196,8 @@ def parse(argv: list[str] | None) -> Options:
         growth_reps=args.growth_reps,
         rss_intents=args.rss_intents,
         rss_budget=args.rss_budget,
+        events_seconds=args.events_seconds,
+        events_paced=args.events_paced,
         postgres=not args.no_postgres,
         markdown=args.markdown,
         quick=args.quick,
@@ -205,6 +225,8 @@ def parse(argv: list[str] | None) -> Options:
             growth_reps=3,
             rss_intents=10_000,
             rss_budget=5.0,
+            events_seconds=1.0,
+            events_paced=1.0,
         )
     return opts
 
@@ -499,6 +521,19 @@ def _growth(run: Run) -> None:
         run.notes.append(f"Growth server RSS rows skipped: {result.rss_problem}")
 
 
+# --- events -----------------------------------------------------------------------------------
+
+
+def _events(run: Run) -> None:
+    opts = run.opts
+    result = events.bench_events(
+        opts.events_seconds,
+        opts.events_paced,
+        progress=lambda phase: print(f"... events: {phase}", file=sys.stderr, flush=True),
+    )
+    run.rows += events.events_rows(result)
+
+
 PARTS: dict[str, Callable[[Run], None]] = {
     "micro": _micro,
     "reads": _reads,
@@ -506,6 +541,7 @@ PARTS: dict[str, Callable[[Run], None]] = {
     "ledger": _ledger,
     "peers": _peers,
     "growth": _growth,
+    "events": _events,
 }
 
 
@@ -562,6 +598,14 @@ def _settings(opts: Options) -> list[str]:
             f" {opts.growth_creates:,} creates per repetition at {opts.growth_small:,} vs"
             f" {opts.growth_large:,}; RSS after {opts.rss_intents:,} intents (at most"
             f" {opts.rss_budget:g} s of wrk, the rest bulk-inserted)."
+        )
+    if "events" in opts.parts:
+        out.append(
+            f"Events: one SQLite server; {opts.events_seconds:g} s of creates at saturation"
+            f" ({events.CONNECTIONS} in flight, Python aiohttp client) without and with one"
+            f" endpoint, then {opts.events_paced:g} s at {events.PACED_RATE:g} creates/s, then"
+            f" {events.BARE_SECONDS:g} s of bare posts, then {opts.events_paced:g} s at"
+            f" {events.PACED_RATE:g}/s beside a dead endpoint; one run each; loopback."
         )
     return out
 
