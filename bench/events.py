@@ -37,7 +37,9 @@ arrived):
    later than any that did, so a p99 that falls on one prints as ``> limit``). It runs last: the
    dead endpoint's deliveries keep timing out and being retried until the server stops.
 
-Latency percentiles are nearest-rank over every intent of the phase. Each phase runs once (the
+Latency percentiles are nearest-rank over every intent of the phase. The CPU column of the two
+saturation rows is the load client's CPU per create (it shares the two cores with the server
+and the receiver; when it nears the time per create, the client is what limits the rate). Each phase runs once (the
 targets are ratios from one run): rerun to see the noise.
 
 ``python -m bench events`` runs this part alone.
@@ -195,6 +197,8 @@ class Load:
     errors: int
     started: float
     ended: float
+    #: The load client's CPU seconds (this process): is the client the bottleneck?
+    cpu: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -243,7 +247,7 @@ async def saturate(url: str, key: str, account: int, tag: str, seconds: float) -
     """``CONNECTIONS`` creates always in flight for ``seconds``, then those in flight finish."""
     answered: dict[str, float] = {}
     errors: list[int] = []
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     stop = time.monotonic() + seconds
     counter = iter(range(sys.maxsize))
 
@@ -255,7 +259,7 @@ async def saturate(url: str, key: str, account: int, tag: str, seconds: float) -
                 await _create(session, url, body, answered, errors)
 
         await asyncio.gather(*(loop() for _ in range(CONNECTIONS)))
-    return Load(answered, len(errors), started, time.time())
+    return Load(answered, len(errors), started, time.time(), time.process_time() - cpu)
 
 
 async def paced(url: str, key: str, account: int, tag: str, rate: float, seconds: float) -> Load:
@@ -485,6 +489,10 @@ def _ms(value: float, limit: float) -> str:
     return f"{value:,.1f} ms" if value < 1000 else f"{value / 1000:,.2f} s"
 
 
+def _cpu(load: Load) -> str:
+    return f"{load.cpu / len(load.answered) * 1e6:,.0f} us" if load.answered else ""
+
+
 def _errors(load: Load) -> str:
     return f"; {load.errors:,} create errors" if load.errors else ""
 
@@ -513,6 +521,7 @@ def events_rows(result: EventsResult) -> list[Row]:
             f"Events: create intent, no endpoint ({CONNECTIONS} conn)",
             f"{create_rate:,.0f} creates/s ({len(r.create.answered):,} in"
             f" {r.create.ended - r.create.started:.1f} s){_errors(r.create)}",
+            _cpu(r.create),
         ),
         Row(
             f"Events: end to end, 1 endpoint, creates at saturation until every event arrived"
@@ -521,7 +530,7 @@ def events_rows(result: EventsResult) -> list[Row]:
             f" {r.e2e.rate:,.0f}/s; last arrival {r.tail_seconds:.1f} s after the creates)"
             + (f"; {lost:,} not arrived in {DRAIN_LIMIT:g} s" if lost else "")
             + _errors(r.e2e),
-            "",
+            _cpu(r.e2e),
             f"{share:.2f} of create rate",
             f">= {E2E_SHARE_TARGET:g} of create rate",
             verdict(share >= E2E_SHARE_TARGET and all_arrived),
