@@ -319,7 +319,7 @@ async def bare_posts(url: str, body: bytes, secret: str, seconds: float) -> tupl
 # --- the run ----------------------------------------------------------------------------------
 
 
-def _get(url: str, key: str | None = None, body: object = None) -> Any:
+def _http(url: str, key: str | None = None, body: object = None) -> Any:
     request = urllib.request.Request(url, method="GET" if body is None else "POST")
     if key is not None:
         request.add_header("Authorization", f"Bearer {key}")
@@ -341,14 +341,14 @@ def wait_for(receiver: str, ids: Iterable[str], deadline: float) -> dict[str, fl
     """
     wanted = set(ids)
     while True:
-        seen: dict[str, float] = _get(f"{receiver}/created/{HEALTHY}")
+        seen: dict[str, float] = _http(f"{receiver}/created/{HEALTHY}")
         got = {i: seen[i] for i in wanted if i in seen}
         if len(got) == len(wanted) or time.monotonic() >= deadline:
             return got
         enough = len(seen) + len(wanted) - len(got)
         while time.monotonic() < deadline:
             time.sleep(0.02)
-            if _get(f"{receiver}/count/{HEALTHY}")["created"] >= enough:
+            if _http(f"{receiver}/count/{HEALTHY}")["created"] >= enough:
                 break
 
 
@@ -447,7 +447,7 @@ def bench_events(
                 "create, no endpoint", lambda: saturate(url, key, account, "a", seconds)
             )
             _quiet(pids)  # every event of phase 1 fanned out (to no endpoint) before one exists
-            endpoint = _get(
+            endpoint = _http(
                 base + "/api/v1/webhook-endpoints",
                 key,
                 {"url": f"{receiver}/hooks/{HEALTHY}", "events": [CREATED]},
@@ -459,13 +459,13 @@ def bench_events(
                 "paced latency", lambda: paced(url, key, account, "c", PACED_RATE, paced_seconds)
             )
             arrived = wait_for(receiver, latency.answered, time.monotonic() + DRAIN_LIMIT)
-            sample = _get(f"{receiver}/sample/{HEALTHY}")
+            sample = _http(f"{receiver}/sample/{HEALTHY}")
             body = base64.b64decode(sample["body"])
             posts, elapsed = phase(
                 "bare client",
                 lambda: bare_posts(f"{receiver}/hooks/{BARE}", body, secret, bare_seconds),
             )
-            _get(
+            _http(
                 base + "/api/v1/webhook-endpoints",
                 key,
                 {"url": f"http://127.0.0.1:{dead_port}/hooks", "events": [CREATED]},
@@ -474,7 +474,7 @@ def bench_events(
                 "dead endpoint", lambda: paced(url, key, account, "e", PACED_RATE, paced_seconds)
             )
             dead_arrived = wait_for(receiver, dead.answered, time.monotonic() + DEAD_DRAIN_LIMIT)
-            repeats = int(_get(f"{receiver}/count/{HEALTHY}")["repeats"])
+            repeats = int(_http(f"{receiver}/count/{HEALTHY}")["repeats"])
     return EventsResult(
         create=create,
         e2e=e2e,
