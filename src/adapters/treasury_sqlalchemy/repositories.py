@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -48,7 +48,7 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
-from treasury_core.notifications.deliveries import Delivery, DeliveryStatus
+from treasury_core.notifications.deliveries import Delivery, DeliveryStatus, fair_pick
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R
 from treasury_core.treasury.records import TreasuryRecord
@@ -703,6 +703,7 @@ class SqlDeliveries:
             "next_attempt_at": delivery.next_attempt_at,
             "lease_until": delivery.lease_until,
             "body": delivery.model_dump_json(),
+            "destination": delivery.destination,
         }
 
     def add(self, delivery: Delivery) -> None:
@@ -728,6 +729,65 @@ class SqlDeliveries:
             Delivery.model_validate_json(body).model_copy(update={"lease_until": lease_until})
             for body in self._conn.execute(query).scalars()
         ]
+        for delivery in claimed:
+            self.update(delivery)
+        return claimed
+
+    def claim_batch(
+        self,
+        now: datetime,
+        wall_now: datetime,
+        lease_until: datetime,
+        limit: int,
+        *,
+        per_destination: int,
+        room: Mapping[str, int],
+    ) -> list[Delivery]:
+        rows = t.deliveries
+        due = (
+            rows.c.status == DeliveryStatus.PENDING.value,
+            rows.c.next_attempt_at <= now,
+            or_(rows.c.lease_until.is_(None), rows.c.lease_until <= wall_now),
+        )
+        full = sorted(d for d, free in room.items() if free <= 0)
+        wanted = [*due]
+        if full:
+            wanted.append(or_(rows.c.destination.is_(None), rows.c.destination.not_in(full)))
+        # Each row's place within its (company, destination): taking the first of every pair,
+        # then the second, … is the round robin. The window cannot carry FOR UPDATE on
+        # PostgreSQL, so the rows are locked by the outer query, which checks again that they
+        # are still due (another worker may have leased one since).
+        ranked = (
+            select(
+                rows.c.id,
+                rows.c.next_attempt_at,
+                func.row_number()
+                .over(
+                    partition_by=(rows.c.company_id, rows.c.destination),
+                    order_by=(rows.c.next_attempt_at, rows.c.id),
+                )
+                .label("turn"),
+            )
+            .where(*wanted)
+            .subquery()
+        )
+        chosen = (
+            select(ranked.c.id, ranked.c.turn, ranked.c.next_attempt_at)
+            .where(ranked.c.turn <= per_destination)
+            .order_by(ranked.c.turn, ranked.c.next_attempt_at, ranked.c.id)
+            .limit(limit)
+            .subquery()
+        )
+        query = (
+            select(rows.c.body)
+            .join(chosen, chosen.c.id == rows.c.id)
+            .where(*due)
+            .order_by(chosen.c.turn, chosen.c.next_attempt_at, chosen.c.id)
+        )
+        if self._lock_rows:
+            query = query.with_for_update(skip_locked=True, of=rows)
+        candidates = [Delivery.model_validate_json(b) for b in self._conn.execute(query).scalars()]
+        claimed = fair_pick(candidates, limit, per_destination, room, lease_until)
         for delivery in claimed:
             self.update(delivery)
         return claimed

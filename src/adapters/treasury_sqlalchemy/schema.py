@@ -189,6 +189,9 @@ deliveries = Table(
     Column("next_attempt_at", UtcDateTime, nullable=False),
     Column("lease_until", UtcDateTime, nullable=True),
     Column("body", Text, nullable=False),
+    # ``scheme://host:port`` of the URL, which the fair claim groups and leaves out by
+    # (migration 0008; NULL only for a row written by code older than it).
+    Column("destination", String(255), nullable=True),
     Index(
         "ix_deliveries_due",
         "next_attempt_at",

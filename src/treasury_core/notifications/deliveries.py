@@ -15,9 +15,11 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import ClassVar, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -73,6 +75,11 @@ class Delivery(BaseModel):
     lease_until: datetime | None = None
     created_at: Timestamp
 
+    @property
+    def destination(self) -> str:
+        """Where the delivery goes, as the in-flight limits count it (:func:`destination_of`)."""
+        return destination_of(self.url)
+
     def noted(self, attempt: DeliveryAttempt) -> Delivery:
         """This delivery with a late attempt added to its history only: the worker that made it
         had lost its claim (its lease ran out and another worker took over), so it decides
@@ -97,3 +104,43 @@ class Delivery(BaseModel):
                 "lease_until": None,
             }
         )
+
+
+def destination_of(url: str) -> str:
+    """``scheme://host:port`` of ``url``: one receiver, as a connection pool sees it.
+
+    The per-destination limit on sends in flight counts by this, so a dead receiver holds at
+    most that many of a worker's slots whichever endpoints and callbacks point at it.
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # not a URL a delivery could reach: its own destination
+        return url[:255]
+    if port is None:
+        port = 443 if scheme == "https" else 80
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"[:255]
+
+
+def fair_pick(
+    candidates: Iterable[Delivery],
+    limit: int,
+    per_destination: int,
+    room: Mapping[str, int],
+    lease_until: datetime,
+) -> list[Delivery]:
+    """The deliveries a worker claims of ``candidates`` (round-robin over company and
+    destination, as :meth:`DeliveryRepository.claim_batch` orders them), leased until
+    ``lease_until``: up to ``limit``, and no more for one destination than its ``room``
+    (``per_destination`` when not listed)."""
+    taken: dict[str, int] = {}
+    picked: list[Delivery] = []
+    for delivery in candidates:
+        if len(picked) >= limit:
+            break
+        destination = delivery.destination
+        if taken.get(destination, 0) < room.get(destination, per_destination):
+            taken[destination] = taken.get(destination, 0) + 1
+            picked.append(delivery.model_copy(update={"lease_until": lease_until}))
+    return picked

@@ -21,7 +21,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
@@ -261,6 +261,27 @@ class DeliveryRepository(Protocol):
         holds (``lease_until`` after ``wall_now``), leased until ``lease_until``.
 
         On PostgreSQL rows another transaction holds are skipped.
+        """
+        ...
+
+    def claim_batch(
+        self,
+        now: datetime,
+        wall_now: datetime,
+        lease_until: datetime,
+        limit: int,
+        *,
+        per_destination: int,
+        room: Mapping[str, int],
+    ) -> list[Delivery]:
+        """As :meth:`claim_due`, fairly: candidates taken round-robin over (company,
+        destination), oldest first within each, and at most ``room[destination]`` of one
+        destination (``per_destination`` when not listed; none when 0), so neither a busy
+        company nor a slow receiver fills a worker's batch.
+
+        A destination with no room is left out of the query, not read and skipped, so its
+        backlog never stands in front of the others'. The choice among candidates is
+        :func:`treasury_core.notifications.deliveries.fair_pick`.
         """
         ...
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -228,16 +229,23 @@ def _event(n: int, company_id: int = 1, type_: EventType = EventType.DEPOSIT_COM
     )
 
 
-def _delivery(n: int, *, event_id: str = "evt_0001", due: datetime = NOW) -> Delivery:
+def _delivery(
+    n: int,
+    *,
+    event_id: str = "evt_0001",
+    due: datetime = NOW,
+    company_id: int = 1,
+    url: str = "https://example.com/hook",
+) -> Delivery:
     """Webhook delivery number ``n`` of ``event_id``, made at :data:`NOW` and due at ``due``."""
     return Delivery(
         id=f"dlv_{n:04d}",
-        company_id=1,
+        company_id=company_id,
         event_id=event_id,
         event_type="treasury.deposit.completed",
         kind=DeliveryKind.WEBHOOK,
         endpoint_id="we_1",
-        url="https://example.com/hook",
+        url=url,
         payload=f'{{"id":"{event_id}"}}',
         next_attempt_at=due,
         created_at=NOW,
@@ -976,6 +984,47 @@ class StorageContract:
         assert [d.id for d in later] == ["dlv_0002", "dlv_0003"]
         listed = storage.run_sync(lambda uow: uow.deliveries.for_event("evt_0001"), write=False)
         assert [d.id for d in listed] == ["dlv_0001", "dlv_0002", "dlv_0003"]
+
+    def test_a_batch_is_claimed_round_robin_within_the_room_left(self, storage: Storage) -> None:
+        """claim_batch: a flooding company or destination does not fill the batch, a
+        destination without room is left out, and the rest is as claim_due (due, unleased)."""
+        t0 = NOW
+        flood, quiet, dead = "https://a.example/h", "https://b.example/h", "http://c.example:8080/h"
+
+        def write(uow: UnitOfWork) -> None:
+            for n in range(1, 41):  # company 1 floods, oldest first
+                uow.deliveries.add(_delivery(n, due=t0 + timedelta(milliseconds=n), url=flood))
+            for n in range(41, 51):  # a dead receiver of company 1, as old
+                uow.deliveries.add(_delivery(n, due=t0, url=dead))
+            uow.deliveries.add(
+                _delivery(51, due=t0 + timedelta(seconds=1), company_id=2, url=quiet)
+            )
+            uow.deliveries.add(_delivery(52, due=t0 + timedelta(hours=1), company_id=2, url=quiet))
+
+        storage.run_sync(write)
+        wall = datetime(2026, 6, 1, tzinfo=UTC)
+        lease = wall + timedelta(minutes=1)
+        now = t0 + timedelta(seconds=1)
+
+        def claim(limit: int, room: dict[str, int]) -> list[Delivery]:
+            return storage.run_sync(
+                lambda uow: uow.deliveries.claim_batch(
+                    now, wall, lease, limit, per_destination=5, room=room
+                )
+            )
+
+        # The dead receiver has no room: none of its rows, though they are the oldest.
+        first = claim(4, {"http://c.example:8080": 0, "https://a.example:443": 2})
+        # Round robin: company 2's only due delivery is in the first batch of four, beside
+        # the flood's oldest; the flood gets no more than its room.
+        assert sorted(d.id for d in first) == ["dlv_0001", "dlv_0002", "dlv_0051"]
+        assert all(d.lease_until == lease for d in first)
+        second = claim(20, {})
+        # At most per_destination (5) of one destination, held ones (leased) left out.
+        by_url = Counter(d.url for d in second)
+        assert by_url == {flood: 5, dead: 5}
+        assert not {d.id for d in first} & {d.id for d in second}
+        assert [d.id for d in second if d.url == flood] == [f"dlv_{n:04d}" for n in range(3, 8)]
 
     def test_purge_forgets_only_finished_old_events(self, storage: Storage) -> None:
         """Purging forgets only old dispatched events with no delivery left to make."""

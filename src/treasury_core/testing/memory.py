@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -33,7 +33,7 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
-from treasury_core.notifications.deliveries import Delivery, DeliveryStatus
+from treasury_core.notifications.deliveries import Delivery, DeliveryStatus, fair_pick
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R, Storage, UnitOfWork
 from treasury_core.treasury.records import TreasuryRecord
@@ -353,6 +353,38 @@ class _Deliveries:
         ]
         due.sort(key=lambda d: (d.next_attempt_at, d.id))
         claimed = [d.model_copy(update={"lease_until": lease_until}) for d in due[:limit]]
+        for delivery in claimed:
+            self.update(delivery)
+        return claimed
+
+    def claim_batch(
+        self,
+        now: datetime,
+        wall_now: datetime,
+        lease_until: datetime,
+        limit: int,
+        *,
+        per_destination: int,
+        room: Mapping[str, int],
+    ) -> list[Delivery]:
+        pairs: dict[tuple[int, str], list[Delivery]] = {}
+        for d in self._tx.state.deliveries.values():
+            if (
+                d.status is DeliveryStatus.PENDING
+                and d.next_attempt_at <= now
+                and (d.lease_until is None or d.lease_until <= wall_now)
+                and room.get(d.destination, per_destination) > 0
+            ):
+                pairs.setdefault((d.company_id, d.destination), []).append(d)
+        ranked: list[tuple[int, datetime, str, Delivery]] = []
+        for queue in pairs.values():
+            queue.sort(key=lambda d: (d.next_attempt_at, d.id))
+            ranked += [
+                (n, d.next_attempt_at, d.id, d) for n, d in enumerate(queue[:per_destination])
+            ]
+        ranked.sort(key=lambda r: r[:3])
+        candidates = [r[3] for r in ranked[:limit]]
+        claimed = fair_pick(candidates, limit, per_destination, room, lease_until)
         for delivery in claimed:
             self.update(delivery)
         return claimed
