@@ -156,6 +156,22 @@ class TreasuryConfig(BaseModel):
         description="How long a worker holds a claimed delivery (real time); a worker that "
         "dies mid-send delays it this long. More than twice the webhook timeout.",
     )
+    delivery_batch_size: int = Field(
+        default=200,
+        gt=0,
+        description="How many due deliveries a worker claims, and records, in one transaction.",
+    )
+    delivery_concurrency: int = Field(
+        default=256,
+        gt=0,
+        description="How many webhook and callback sends a worker process keeps in flight.",
+    )
+    delivery_concurrency_per_destination: int = Field(
+        default=64,
+        gt=0,
+        description="How many of those may go to one destination (scheme, host and port) at "
+        "once, so a slow or dead receiver cannot take the others' slots.",
+    )
     event_retention_days: int = Field(
         default=30, gt=0, description="How long GET /api/v1/events shows an event (days)."
     )

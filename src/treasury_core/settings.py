@@ -133,6 +133,9 @@ class TreasurySettings(BaseSettings):
     webhook_sender: str | None = None
     webhook_timeout_seconds: float | None = None
     delivery_lease_seconds: float | None = None
+    delivery_batch_size: int | None = None
+    delivery_concurrency: int | None = None
+    delivery_concurrency_per_destination: int | None = None
     event_retention_days: int | None = None
     frame_ancestors: tuple[str, ...] | None = None
 

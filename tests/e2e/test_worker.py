@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
 
 from aiohttp import web
@@ -40,6 +41,26 @@ async def write_one_event(db: Path, url: str) -> str:
         return endpoint.secret
     finally:
         treasury.close()
+
+
+async def start_worker_process(db: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+    """``treasury worker`` on ``db`` with ``env``, its output piped."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "treasury_aiohttp.cli", "worker", "--database", str(db),
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def short_lease_env(**extra: str) -> dict[str, str]:
+    """The environment without TREASURY_ settings but leases short enough for a test (the
+    lease outlasts a send as configuration requires), plus ``extra``."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TREASURY_")},
+        "TREASURY_WEBHOOK_TIMEOUT_SECONDS": "2",
+        "TREASURY_DELIVERY_LEASE_SECONDS": "5",
+        "TREASURY_JOB_POLL_SECONDS": "0.2",
+        **extra,
+    }
 
 
 async def test_a_worker_started_later_delivers_what_was_written_before(tmp_path: Path) -> None:
@@ -102,19 +123,10 @@ async def test_a_delivery_lost_with_a_killed_worker_goes_out_from_the_next(
     receiver = TestServer(app, host="127.0.0.1")
     await receiver.start_server()
     db = tmp_path / "killed.db"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TREASURY_")},
-        # Short enough for a test; the lease outlasts a send as configuration requires.
-        "TREASURY_WEBHOOK_TIMEOUT_SECONDS": "2",
-        "TREASURY_DELIVERY_LEASE_SECONDS": "5",
-        "TREASURY_JOB_POLL_SECONDS": "0.2",
-    }
+    env = short_lease_env()
 
-    async def start_worker() -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "treasury_aiohttp.cli", "worker", "--database", str(db),
-            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
+    def start_worker() -> Awaitable[asyncio.subprocess.Process]:
+        return start_worker_process(db, env)
 
     try:
         await write_one_event(db, str(receiver.make_url("/hooks")))

@@ -6,7 +6,6 @@ purge of old idempotency records and events. ``treasury serve`` runs it beside t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import time
@@ -25,36 +24,43 @@ _PURGE_EVERY_SECONDS = 600.0
 async def work_loop(
     treasury: Treasury, stop: asyncio.Event, *, after_pass: Callable[[], None] | None = None
 ) -> None:
-    """Look for due work every ``config.job_poll_seconds`` until ``stop`` is set.
+    """Look for due work until ``stop`` is set: every ``config.job_poll_seconds``, and at once
+    when this process commits events (``NotificationService.wake``). Deliveries go out from
+    their own loop beside it (``NotificationService.keep_delivering``), batch after batch.
 
     ``after_pass`` is called after each whole pass, before the wait for the next (a test
-    harness learns from it that work due at start has been done).
+    harness learns from it that jobs and fan-out due at start have been done).
 
-    The batch in progress finishes before the loop ends, so a delivery being sent is recorded
+    The batches in flight finish before the loop ends, so a delivery being sent is recorded
     (its claim released) rather than left to its lease; a backlog left behind is the next
     start's (or another worker's) work.
     """
+    notifications = treasury.notifications
+    with background_writes():  # the task keeps the context it was created in
+        delivering = asyncio.create_task(notifications.keep_delivering(stop), name="deliveries")
     next_purge = 0.0
-    while not stop.is_set():
-        try:
-            # Kept off the event loop by storages that can (a purge may take a while).
-            with background_writes():
-                # Business time as another process may have advanced it (the sandbox clock's
-                # offset is kept in the database), so what it made due is done now.
-                await treasury.sandbox.sync_clock()
-                await treasury.settlement.run_all_due(stopping=stop.is_set)
-                await treasury.notifications.run_due(stopping=stop.is_set)
-                if time.monotonic() >= next_purge and not stop.is_set():
-                    await treasury.idempotency.purge_expired()
-                    await treasury.notifications.purge_expired()
-                    next_purge = time.monotonic() + _PURGE_EVERY_SECONDS
-        except Exception:
-            log.exception("background work failed; retrying")
-        if after_pass is not None:
-            after_pass()
-        # Wait for the next look, or for shutdown, whichever comes first.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), treasury.config.job_poll_seconds)
+    try:
+        while not stop.is_set():
+            try:
+                # Kept off the event loop by storages that can (a purge may take a while).
+                with background_writes():
+                    # Business time as another process may have advanced it (the sandbox
+                    # clock's offset is kept in the database), so what it made due is done now.
+                    await treasury.sandbox.sync_clock()
+                    await treasury.settlement.run_all_due(stopping=stop.is_set)
+                    await notifications.dispatch_all(stopping=stop.is_set)
+                    if time.monotonic() >= next_purge and not stop.is_set():
+                        await treasury.idempotency.purge_expired()
+                        await notifications.purge_expired()
+                        next_purge = time.monotonic() + _PURGE_EVERY_SECONDS
+            except Exception:
+                log.exception("background work failed; retrying")
+            if after_pass is not None:
+                after_pass()
+            # Wait for the next look, new events, or shutdown, whichever comes first.
+            await notifications.wait_for_events(stop, treasury.config.job_poll_seconds)
+    finally:
+        await delivering
 
 
 async def run_worker(treasury: Treasury) -> None:

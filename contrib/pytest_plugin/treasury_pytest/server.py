@@ -129,8 +129,9 @@ class TreasuryServer:
         and create a company with its keys. Raises :class:`ImportError` without aiohttp.
 
         Returns once the worker's first pass over due work is over: from then on it looks
-        again every ``job_poll_seconds`` and not before (with a long interval, nothing goes out
-        until the test calls :meth:`run_due` or :meth:`advance`).
+        again every ``job_poll_seconds``, and at once after each API request that may have
+        written (its events go out without waiting for the interval; due jobs and retries
+        wait for it, or for :meth:`run_due` or :meth:`advance`).
 
         The treasury is not closed by :meth:`close`: whoever built it closes it.
         """

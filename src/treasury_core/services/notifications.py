@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -104,6 +106,50 @@ def _whsec(derived: str) -> str:
     return "whsec_" + base64.b64encode(raw).decode()
 
 
+class _Bell:
+    """A wake-up call for a loop waiting in any event loop of this process, rung from any
+    thread (asyncio only: an :class:`asyncio.Event` per loop, set through that loop)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Event] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def ring(self) -> None:
+        with self._lock:
+            waiting = [(loop, e) for loop, e in self._events.items() if not e.is_set()]
+        if not waiting:
+            return
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for loop, event in waiting:
+            if loop is running:
+                event.set()
+            else:
+                with contextlib.suppress(RuntimeError):  # that loop has closed meanwhile
+                    loop.call_soon_threadsafe(event.set)
+
+    async def wait(self, stop: asyncio.Event, seconds: float) -> None:
+        """Until rung (since the last wait returned), ``stop`` is set, or ``seconds`` pass."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            event = self._events.get(loop)
+            if event is None:
+                event = self._events[loop] = asyncio.Event()
+        if not event.is_set() and not stop.is_set():
+            waiters = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())}
+            try:
+                await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+        # Cleared before the caller looks for work: a ring from now on means work it may miss.
+        event.clear()
+
+
 class NotificationService:
     """Webhook endpoints, the outbox dispatcher and the events API (see the module)."""
 
@@ -128,6 +174,13 @@ class NotificationService:
         self._pass_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
+        # Events committed in this process (wake()), and deliveries due or slots freed.
+        self._events_bell = _Bell()
+        self._due_bell = _Bell()
+        # Sends in flight in this process, in all and per destination (the claim's room).
+        self._sending = 0
+        self._sending_to: dict[str, int] = {}
+        self._batches: set[asyncio.Task[None]] = set()
 
     # --- secrets ------------------------------------------------------------------------------
 
@@ -329,6 +382,8 @@ class NotificationService:
             return len(heads), events
 
         dispatched, events = await self._ctx.storage.run(write)
+        if dispatched:
+            self._due_bell.ring()  # the delivery loop need not wait for its poll
         # Each subscriber on its own: one that raises must not silence the others.
         for event in events if subscribers else ():
             for subscriber in subscribers:
@@ -346,38 +401,171 @@ class NotificationService:
 
     # --- delivery -----------------------------------------------------------------------------
 
-    async def deliver_due(self, limit: int = 20) -> int:
-        """Send up to ``limit`` due deliveries (concurrently); how many were attempted."""
-        sender = self.sender
-        if sender is None:
-            return 0
+    def wake(self) -> None:
+        """Say that events were committed: this process's worker loop fans them out and sends
+        them now rather than at its next poll. Safe from any thread, and cheap: the HTTP app
+        calls it after every request that may have written (an embedding application that
+        writes through the services directly may call it too; otherwise the poll finds them).
+        """
+        self._events_bell.ring()
+
+    def wake_deliveries(self) -> None:
+        """Say that deliveries are due: the delivery loop claims them now (thread-safe)."""
+        self._due_bell.ring()
+
+    async def wait_for_events(self, stop: asyncio.Event, seconds: float) -> None:
+        """Wait until :meth:`wake` is called, ``stop`` is set or ``seconds`` pass."""
+        await self._events_bell.wait(stop, seconds)
+
+    async def deliver_due(self, limit: int | None = None) -> int:
+        """Claim one batch of due deliveries (up to ``limit``, ``delivery_batch_size`` by
+        default, within the limits on sends in flight), send them concurrently and record
+        them; how many were claimed. Returns once the batch is recorded.
+
+        One claim transaction and one record transaction per batch, and one read of the
+        batch's webhook endpoints for their secrets: the per-delivery cost is the send.
+        """
+        batch = await self._claim(limit)
+        if batch:
+            await self._send_batch(batch)
+        return len(batch)
+
+    async def keep_delivering(self, stop: asyncio.Event) -> None:
+        """The delivery loop of a worker, until ``stop`` is set: claim a batch whenever sends
+        may start (room under the limits in flight) and due deliveries are there; each batch
+        is sent and recorded on its own, so a slow receiver in one does not hold up the next
+        claim. Waits for a fan-out in this process (or a send finishing) to say more is due,
+        and looks anyway every ``job_poll_seconds`` for what other processes committed.
+
+        Batches in flight when ``stop`` is set finish (and are recorded) before this returns.
+        """
+        poll = self._ctx.config.job_poll_seconds
+        try:
+            while not stop.is_set():
+                try:
+                    # Claims and the sandbox clock's advance take turns (see exclusive()).
+                    async with self.exclusive():
+                        batch = await self._claim(None)
+                except Exception:
+                    log.exception("claiming deliveries failed; retrying")
+                    batch = []
+                if batch:
+                    task = asyncio.create_task(self._send_batch(batch))
+                    self._batches.add(task)
+                    task.add_done_callback(self._batches.discard)
+                    continue
+                await self._due_bell.wait(stop, poll)
+        finally:
+            await self.finish_in_flight()
+
+    async def finish_in_flight(self) -> None:
+        """Wait until the batches :meth:`keep_delivering` started on this event loop are
+        recorded (each is bounded by the send timeout)."""
+        loop = asyncio.get_running_loop()
+        mine = [t for t in self._batches if t.get_loop() is loop]
+        if mine:
+            await asyncio.gather(*mine, return_exceptions=True)
+
+    async def _claim(self, limit: int | None) -> list[Delivery]:
+        config = self._ctx.config
+        if self.sender is None:
+            return []
+        size = min(
+            config.delivery_batch_size if limit is None else limit,
+            config.delivery_concurrency - self._sending,
+        )
+        if size <= 0:
+            return []
+        per_destination = config.delivery_concurrency_per_destination
+        room = {d: per_destination - n for d, n in self._sending_to.items()}
         now, wall = self._ctx.clock.now(), self._wall.now()
         claimed = await self._ctx.storage.run(
-            lambda uow: uow.deliveries.claim_due(now, wall, wall + self.lease, limit)
+            lambda uow: uow.deliveries.claim_batch(
+                now, wall, wall + self.lease, size, per_destination=per_destination, room=room
+            )
         )
-        outcomes = await asyncio.gather(
-            *(self._attempt(sender, d) for d in claimed), return_exceptions=True
-        )
-        for delivery, outcome in zip(claimed, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                # Recording the attempt failed (storage trouble): the lease runs out and the
-                # delivery is tried again.
-                log.error("delivery %s: %r", delivery.id, outcome)
-        return len(claimed)
+        for delivery in claimed:
+            self._sending += 1
+            destination = delivery.destination
+            self._sending_to[destination] = self._sending_to.get(destination, 0) + 1
+        return claimed
 
-    async def _secret_for(self, delivery: Delivery) -> str:
-        if delivery.kind is not DeliveryKind.WEBHOOK or delivery.endpoint_id is None:
-            return self.callback_secret(delivery.company_id)
-        endpoint_id = delivery.endpoint_id
-        endpoint = await self._ctx.storage.run(
-            lambda uow: uow.records.get(WebhookEndpoint, endpoint_id, delivery.company_id),
-            write=False,
-        )
-        if endpoint is None:  # endpoints are marked deleted, never removed
-            raise LookupError(f"webhook endpoint {endpoint_id} is missing")
-        return self.endpoint_secret(endpoint)
+    def _sent(self, delivery: Delivery) -> None:
+        # Its slot is free once the receiver answered (or did not): recording waits for the
+        # batch, sending need not. The delivery loop is woken when half of a destination's
+        # (or all) slots are free, not at every answer: a claim per answer would make batches
+        # of one.
+        config = self._ctx.config
+        self._sending -= 1
+        left = self._sending_to[delivery.destination] - 1
+        if left:
+            self._sending_to[delivery.destination] = left
+        else:
+            del self._sending_to[delivery.destination]
+        if (
+            left in (0, config.delivery_concurrency_per_destination // 2)
+            or self._sending == config.delivery_concurrency // 2
+        ):
+            self._due_bell.ring()
 
-    async def _attempt(self, sender: WebhookSender, delivery: Delivery) -> None:
+    async def _send_batch(self, batch: list[Delivery]) -> None:
+        sender = self.sender
+        pending = list(batch)
+        attempts: list[DeliveryAttempt] = []
+        try:
+            signers = await self._signers(batch)
+            assert sender is not None  # _claim claims nothing without one
+            attempts = await asyncio.gather(
+                *(self._attempt(sender, d, signers, pending) for d in batch)
+            )
+            await self._ctx.storage.run(lambda uow: self._record(uow, batch, attempts))
+        except Exception:
+            # Storage trouble: the leases run out and the deliveries are tried again.
+            log.exception("a batch of %d deliveries could not be sent or recorded", len(batch))
+            return
+        finally:
+            for delivery in pending:  # never sent (their signers could not be read)
+                self._sent(delivery)
+        for delivery, attempt in zip(batch, attempts, strict=True):
+            if attempt.error is not None:
+                log.info(
+                    "delivery %s of %s failed: %s", delivery.id, delivery.event_id, attempt.error
+                )
+
+    async def _signers(self, batch: list[Delivery]) -> dict[tuple[str, str | int], Webhook]:
+        """A signer per secret the batch needs: endpoints read in one transaction, secrets
+        derived once each. An endpoint that cannot be found has none (its attempt fails)."""
+        endpoints = {
+            (d.endpoint_id, d.company_id)
+            for d in batch
+            if d.kind is DeliveryKind.WEBHOOK and d.endpoint_id is not None
+        }
+        found: list[WebhookEndpoint] = []
+        if endpoints:
+
+            def read(uow: UnitOfWork) -> list[WebhookEndpoint]:
+                got = (uow.records.get(WebhookEndpoint, e, c) for e, c in endpoints)
+                return [e for e in got if e is not None]
+
+            found = await self._ctx.storage.run(read, write=False)
+        signers: dict[tuple[str, str | int], Webhook] = {
+            ("endpoint", e.id): Webhook(self.endpoint_secret(e)) for e in found
+        }
+        for company_id in {d.company_id for d in batch if self._signed_by_company(d)}:
+            signers["company", company_id] = Webhook(self.callback_secret(company_id))
+        return signers
+
+    @staticmethod
+    def _signed_by_company(delivery: Delivery) -> bool:
+        return delivery.kind is not DeliveryKind.WEBHOOK or delivery.endpoint_id is None
+
+    async def _attempt(
+        self,
+        sender: WebhookSender,
+        delivery: Delivery,
+        signers: dict[tuple[str, str | int], Webhook],
+        pending: list[Delivery],
+    ) -> DeliveryAttempt:
         attempted_at = self._wall.now()
         # Whole seconds, in UTC: what the header says is exactly what was signed.
         timestamp = datetime.fromtimestamp(int(attempted_at.timestamp()), UTC)
@@ -385,8 +573,14 @@ class NotificationService:
         status: int | None = None
         error: str | None = None
         try:
-            secret = await self._secret_for(delivery)
-            signature = Webhook(secret).sign(delivery.event_id, timestamp, delivery.payload)
+            if self._signed_by_company(delivery):
+                signer = signers["company", delivery.company_id]
+            else:
+                found = signers.get(("endpoint", delivery.endpoint_id or ""))
+                if found is None:  # endpoints are marked deleted, never removed
+                    raise LookupError(f"webhook endpoint {delivery.endpoint_id} is missing")
+                signer = found
+            signature = signer.sign(delivery.event_id, timestamp, delivery.payload)
             headers = {
                 "Content-Type": "application/json",
                 "webhook-id": delivery.event_id,
@@ -404,33 +598,36 @@ class NotificationService:
             # the receiver's token.)
             log.exception("delivery %s: the sender failed", delivery.id)
             error = f"sender error ({type(exc).__name__})"
-        attempt = DeliveryAttempt(
+        finally:
+            pending.remove(delivery)
+            self._sent(delivery)
+        return DeliveryAttempt(
             attempted_at=attempted_at,
             status_code=status,
             duration_ms=int((time.monotonic() - started) * 1000),
             error=error,
         )
 
-        def record(uow: UnitOfWork) -> None:
+    def _record(
+        self, uow: UnitOfWork, batch: list[Delivery], attempts: list[DeliveryAttempt]
+    ) -> None:
+        """Record a batch's attempts in one transaction: each delivery done, failed for good,
+        or due again on the published schedule (from the business time of the record)."""
+        now = self._ctx.clock.now()
+        for delivery, attempt in zip(batch, attempts, strict=True):
             current = uow.deliveries.get(delivery.id, for_update=True)
             if current is None:
-                return
+                continue
             if current.status is not DeliveryStatus.PENDING or (
                 current.lease_until != delivery.lease_until
             ):
                 # Our lease ran out and another worker took the delivery over (and may have
                 # finished it): keep the attempt for the record, decide nothing.
                 uow.deliveries.update(current.noted(attempt))
-                return
-            made = len(current.attempts) + 1
-            next_at = None if error is None else next_attempt_at(made, self._ctx.clock.now())
-            uow.deliveries.update(
-                current.attempted(attempt, succeeded=error is None, next_at=next_at)
-            )
-
-        await self._ctx.storage.run(record)
-        if error is not None:
-            log.info("delivery %s of %s failed: %s", delivery.id, delivery.event_id, error)
+                continue
+            failed = attempt.error is not None
+            next_at = next_attempt_at(len(current.attempts) + 1, now) if failed else None
+            uow.deliveries.update(current.attempted(attempt, succeeded=not failed, next_at=next_at))
 
     async def run_due(
         self, batch: int = 500, *, stopping: Callable[[], bool] = lambda: False
@@ -447,11 +644,13 @@ class NotificationService:
             await self.run_due_exclusively(batch, stopping=stopping)
 
     def exclusive(self) -> asyncio.Lock:
-        """The lock a pass over due deliveries holds, for this event loop.
+        """The lock a pass over due deliveries (and each claim of the delivery loop) holds,
+        for this event loop.
 
-        The sandbox clock takes it to advance: an attempt in progress is recorded before time
-        moves, so its retry is scheduled from the old time and an advance past the retry delay
-        sends it (otherwise the retry would be scheduled from the new time and missed).
+        The sandbox clock takes it to advance, and then waits for the batches in flight
+        (:meth:`finish_in_flight`): an attempt in progress is recorded before time moves, so
+        its retry is scheduled from the old time and an advance past the retry delay sends it
+        (otherwise the retry would be scheduled from the new time and missed).
         """
         loop = asyncio.get_running_loop()
         lock = self._pass_locks.get(loop)
@@ -459,13 +658,19 @@ class NotificationService:
             lock = self._pass_locks[loop] = asyncio.Lock()
         return lock
 
+    async def dispatch_all(
+        self, batch: int = 500, *, stopping: Callable[[], bool] = lambda: False
+    ) -> None:
+        """Fan out every undispatched event (``stopping`` asked between batches)."""
+        while await self.dispatch(batch) and not stopping():
+            pass
+
     async def run_due_exclusively(
         self, batch: int = 500, *, stopping: Callable[[], bool] = lambda: False
     ) -> None:
         """:meth:`run_due` for a caller already holding :meth:`exclusive`."""
         try:
-            while await self.dispatch(batch) and not stopping():
-                pass
+            await self.dispatch_all(batch, stopping=stopping)
         finally:
             while not stopping() and await self.deliver_due():
                 pass

@@ -88,8 +88,12 @@ class SandboxService:
             clock.catch_up(offset)
 
     async def advance(self, seconds: int) -> datetime:
-        """Advance the clock by ``seconds`` and run every job due by then, webhook retries
-        included; the new now.
+        """Advance the clock by ``seconds`` and run every job due by then; the new now.
+
+        Jobs (settlements, expiries) all run, and every event is fanned out, before this
+        returns; of the deliveries then due (webhook retries included) one batch is sent, the
+        rest left to the worker loop, which is woken: an advance over a backlog of thousands
+        must not wait for all of them to be sent.
 
         A :class:`SharedOffsetClock` is advanced through storage: the stored offset grows in
         one transaction (so advances by other processes add up, and the year limit is checked
@@ -102,8 +106,11 @@ class SandboxService:
         if clock.now() + timedelta(seconds=seconds) > _LATEST:
             raise _too_far()
         notifications = self._notifications
-        # Time moves only between passes over deliveries (NotificationService.exclusive).
+        # Time moves only between passes over deliveries (NotificationService.exclusive),
+        # once the batches in flight are recorded.
         async with notifications.exclusive() if notifications else contextlib.nullcontext():
+            if notifications is not None:
+                await notifications.finish_in_flight()
             if isinstance(clock, SharedOffsetClock):
                 await self._advance_stored(clock, timedelta(seconds=seconds))
             else:
@@ -111,7 +118,11 @@ class SandboxService:
                 clock.advance(seconds)
             await self._settlement.run_all_due()
             if notifications is not None:
-                await notifications.run_due_exclusively()
+                try:
+                    await notifications.dispatch_all()
+                finally:
+                    await notifications.deliver_due()
+                    notifications.wake_deliveries()  # the rest: the worker loop's
         return clock.now()
 
     async def _advance_stored(self, clock: SharedOffsetClock, by: timedelta) -> None:
