@@ -20,13 +20,17 @@ log = logging.getLogger("treasury.jobs")
 # Idempotency records past their retention window are deleted this often (wall time).
 _PURGE_EVERY_SECONDS = 600.0
 
+# How long the loop lets commits gather after a wake-up before it fans them out (wall time).
+_GATHER_SECONDS = 0.01
+
 
 async def work_loop(
     treasury: Treasury, stop: asyncio.Event, *, after_pass: Callable[[], None] | None = None
 ) -> None:
-    """Look for due work until ``stop`` is set: every ``config.job_poll_seconds``, and at once
-    when this process commits events (``NotificationService.wake``). Deliveries go out from
-    their own loop beside it (``NotificationService.keep_delivering``), batch after batch.
+    """Look for due work until ``stop`` is set: a whole pass (jobs, fan-out, purges) every
+    ``config.job_poll_seconds``, and a fan-out as soon as this process commits events
+    (``NotificationService.wake``). Deliveries go out from their own loop beside it
+    (``NotificationService.keep_delivering``), batch after batch.
 
     ``after_pass`` is called after each whole pass, before the wait for the next (a test
     harness learns from it that jobs and fan-out due at start have been done).
@@ -36,29 +40,39 @@ async def work_loop(
     start's (or another worker's) work.
     """
     notifications = treasury.notifications
+    poll = treasury.config.job_poll_seconds
     with background_writes():  # the task keeps the context it was created in
         delivering = asyncio.create_task(notifications.keep_delivering(stop), name="deliveries")
-    next_purge = 0.0
+    next_pass = next_purge = 0.0
     try:
         while not stop.is_set():
+            whole = time.monotonic() >= next_pass
             try:
                 # Kept off the event loop by storages that can (a purge may take a while).
                 with background_writes():
-                    # Business time as another process may have advanced it (the sandbox
-                    # clock's offset is kept in the database), so what it made due is done now.
-                    await treasury.sandbox.sync_clock()
-                    await treasury.settlement.run_all_due(stopping=stop.is_set)
+                    if whole:
+                        # Business time as another process may have advanced it (the sandbox
+                        # clock's offset is kept in the database), so what it made due is
+                        # done now.
+                        await treasury.sandbox.sync_clock()
+                        await treasury.settlement.run_all_due(stopping=stop.is_set)
                     await notifications.dispatch_all(stopping=stop.is_set)
-                    if time.monotonic() >= next_purge and not stop.is_set():
+                    if whole and time.monotonic() >= next_purge and not stop.is_set():
                         await treasury.idempotency.purge_expired()
                         await notifications.purge_expired()
                         next_purge = time.monotonic() + _PURGE_EVERY_SECONDS
             except Exception:
                 log.exception("background work failed; retrying")
-            if after_pass is not None:
-                after_pass()
-            # Wait for the next look, new events, or shutdown, whichever comes first.
-            await notifications.wait_for_events(stop, treasury.config.job_poll_seconds)
+            if whole:
+                next_pass = time.monotonic() + poll
+                if after_pass is not None:
+                    after_pass()
+            # Until the next whole pass, new events (a fan-out only), or shutdown.
+            await notifications.wait_for_events(stop, max(0.0, next_pass - time.monotonic()))
+            if not stop.is_set():
+                # Commits come in bursts: a few milliseconds gather them into one fan-out
+                # rather than a transaction per request beside the requests' own.
+                await asyncio.sleep(_GATHER_SECONDS)
     finally:
         await delivering
 

@@ -194,6 +194,16 @@ _INSERT_RECORD = HotInsert(t.treasury_records)
 _INSERT_JOB = HotInsert(t.jobs)
 # An event is written undispatched: ``dispatched_at`` stays NULL until the dispatcher sets it.
 _INSERT_EVENT = HotInsert(t.events, omit=("dispatched_at",))
+# A delivery is written at the fan-out, and read and rewritten at its claim and its record:
+# built once each (a statement built per call cost more than running it).
+_INSERT_DELIVERY = HotInsert(t.deliveries)
+_DELIVERY_BY_ID = select(t.deliveries.c.body).where(t.deliveries.c.id == bindparam("delivery_id"))
+_DELIVERY_QUERIES = {
+    locked: HotQuery(_DELIVERY_BY_ID.with_for_update() if locked else _DELIVERY_BY_ID)
+    for locked in (False, True)
+}
+#: The columns come from the parameters' keys (every column but ``id``).
+_UPDATE_DELIVERY = update(t.deliveries).where(t.deliveries.c.id == bindparam("delivery_id"))
 _API_KEY_COLUMNS = tuple(c.name for c in t.api_keys.c)
 _API_KEY_BY_HASH = HotQuery(
     select(t.api_keys).where(t.api_keys.c.key_hash == bindparam("key_hash"))
@@ -707,7 +717,7 @@ class SqlDeliveries:
         }
 
     def add(self, delivery: Delivery) -> None:
-        self._conn.execute(insert(t.deliveries), [self._values(delivery)])
+        _INSERT_DELIVERY.execute(self._conn, self._values(delivery))
 
     def claim_due(
         self, now: datetime, wall_now: datetime, lease_until: datetime, limit: int
@@ -788,23 +798,26 @@ class SqlDeliveries:
             query = query.with_for_update(skip_locked=True, of=rows)
         candidates = [Delivery.model_validate_json(b) for b in self._conn.execute(query).scalars()]
         claimed = fair_pick(candidates, limit, per_destination, room, lease_until)
-        for delivery in claimed:
-            self.update(delivery)
+        if claimed:
+            self._update_all(claimed)
         return claimed
 
     def get(self, delivery_id: str, *, for_update: bool = False) -> Delivery | None:
-        query = select(t.deliveries.c.body).where(t.deliveries.c.id == delivery_id)
-        if for_update and self._lock_rows:
-            query = query.with_for_update()
-        body = self._conn.execute(query).scalar()
-        return Delivery.model_validate_json(body) if body is not None else None
+        row = _DELIVERY_QUERIES[for_update and self._lock_rows].first(
+            self._conn, {"delivery_id": delivery_id}
+        )
+        return Delivery.model_validate_json(row[0]) if row is not None else None
 
     def update(self, delivery: Delivery) -> None:
-        values = self._values(delivery)
-        del values["id"]
-        self._conn.execute(
-            update(t.deliveries).where(t.deliveries.c.id == delivery.id).values(**values)
-        )
+        self._update_all([delivery])
+
+    def _update_all(self, deliveries: Sequence[Delivery]) -> None:
+        rows = []
+        for delivery in deliveries:
+            values = self._values(delivery)
+            values["delivery_id"] = values.pop("id")
+            rows.append(values)
+        self._conn.execute(_UPDATE_DELIVERY, rows)
 
     def for_event(self, event_id: str) -> list[Delivery]:
         query = (

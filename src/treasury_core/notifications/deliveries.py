@@ -15,6 +15,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import StrEnum
@@ -106,6 +107,7 @@ class Delivery(BaseModel):
         )
 
 
+@functools.lru_cache(maxsize=4096)  # a handful of URLs, asked several times per delivery
 def destination_of(url: str) -> str:
     """``scheme://host:port`` of ``url``: one receiver, as a connection pool sees it.
 

@@ -363,11 +363,12 @@ class NotificationService:
             [] if self._plugins is None else self._plugins.hook.treasury_event.get_hookimpls()
         )
 
-        def write(uow: UnitOfWork) -> tuple[int, list[Event]]:
+        def write(uow: UnitOfWork) -> tuple[int, list[Event], int]:
             heads = uow.outbox.undispatched_heads(limit)
             endpoints: dict[int, list[WebhookEndpoint]] = {}
             wanted = [h.id for h in heads if subscribers or self._read_whole(uow, h, endpoints)]
             events = uow.outbox.get_many(wanted) if wanted else []
+            added = 0
             for event in events:
                 try:
                     # Built before any is added, so an event that cannot be fanned out adds
@@ -378,11 +379,12 @@ class NotificationService:
                     continue
                 for delivery in made:
                     uow.deliveries.add(delivery)
+                added += len(made)
             uow.outbox.mark_dispatched([h.id for h in heads], self._wall.now())
-            return len(heads), events
+            return len(heads), events, added
 
-        dispatched, events = await self._ctx.storage.run(write)
-        if dispatched:
+        dispatched, events, added = await self._ctx.storage.run(write)
+        if added:
             self._due_bell.ring()  # the delivery loop need not wait for its poll
         # Each subscriber on its own: one that raises must not silence the others.
         for event in events if subscribers else ():
@@ -662,7 +664,7 @@ class NotificationService:
         self, batch: int = 500, *, stopping: Callable[[], bool] = lambda: False
     ) -> None:
         """Fan out every undispatched event (``stopping`` asked between batches)."""
-        while await self.dispatch(batch) and not stopping():
+        while await self.dispatch(batch) == batch and not stopping():
             pass
 
     async def run_due_exclusively(
