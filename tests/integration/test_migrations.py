@@ -186,3 +186,58 @@ def test_0007_keeps_the_sandbox_clock_offset_from_zero_on(database_url: str) -> 
         assert storage.run_sync(lambda uow: uow.clock_offset.advance(day)) == day
     finally:
         storage.close()
+
+
+def test_0008_gives_pending_deliveries_their_destination(database_url: str) -> None:
+    # A delivery written before the column existed: the fair claim must still group it (and
+    # leave it out while its destination has no room).
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    from treasury_core.notifications.deliveries import Delivery, DeliveryKind
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    old = Delivery(
+        id="dlv_old",
+        company_id=1,
+        event_id="evt_old",
+        event_type="treasury.deposit.completed",
+        kind=DeliveryKind.WEBHOOK,
+        endpoint_id="we_1",
+        url="https://Merchant.example/hooks?token=x",
+        payload="{}",
+        next_attempt_at=now,
+        created_at=now,
+    )
+    engine = create_engine(normalize_url(database_url))
+    try:
+        upgrade(engine, "0007")
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO deliveries (id, company_id, event_id, status, next_attempt_at,"
+                    " body) VALUES (:id, 1, :event, 'pending', :due, :body)"
+                ),
+                {"id": old.id, "event": old.event_id, "due": now, "body": old.model_dump_json()},
+            )
+    finally:
+        engine.dispose()
+    storage = SqlStorage(database_url)
+    try:
+        storage.migrate()
+
+        def claim(room: dict[str, int]) -> list[Delivery]:
+            return storage.run_sync(
+                lambda uow: uow.deliveries.claim_batch(
+                    now, now, now, 10, per_destination=5, room=room
+                )
+            )
+
+        with storage.engine.connect() as conn:
+            filled = conn.execute(text("SELECT destination FROM deliveries")).scalar_one()
+        assert filled == "https://merchant.example:443"
+        assert claim({"https://merchant.example:443": 0}) == []
+        assert [d.id for d in claim({})] == ["dlv_old"]
+    finally:
+        storage.close()

@@ -94,7 +94,7 @@ def create_app(
     app[TREASURY_KEY] = treasury
     app[MAX_BODY_KEY] = max_body
     app.on_response_prepare.append(_server_header)
-    app.on_response_prepare.append(_wake_the_worker)
+    app.on_response_prepare.append(functools.partial(_wake_the_worker, treasury))
     app[FORM_KEY] = FormKey(treasury.config)
     if treasury.config.rate_limit_per_second > 0:
         app[RATE_LIMITER_KEY] = RateLimiter(
@@ -149,11 +149,13 @@ async def _server_header(_request: web.Request, response: web.StreamResponse) ->
     response.headers["Server"] = SERVER_HEADER
 
 
-async def _wake_the_worker(request: web.Request, _response: web.StreamResponse) -> None:
+async def _wake_the_worker(
+    treasury: Treasury, request: web.Request, _response: web.StreamResponse
+) -> None:
     # A request that may have written has committed by the time its answer is prepared: its
     # events go out now rather than at the worker's next poll (a no-op when it is awake).
     if request.method not in ("GET", "HEAD", "OPTIONS"):
-        request.app[TREASURY_KEY].notifications.wake()
+        treasury.notifications.wake()
 
 
 async def _openapi(request: web.Request) -> web.StreamResponse:

@@ -15,10 +15,12 @@ Create Date: 2026-11-26
 
 from __future__ import annotations
 
+import json
+
 import sqlalchemy as sa
 from alembic import op
 
-from treasury_core.notifications.deliveries import Delivery
+from treasury_core.notifications.deliveries import destination_of
 
 revision = "0008"
 down_revision = "0007"
@@ -40,7 +42,7 @@ def upgrade() -> None:
         sa.select(deliveries.c.id, deliveries.c.body).where(deliveries.c.status == "pending")
     ).all()
     for row in pending:
-        destination = Delivery.model_validate_json(row.body).destination
+        destination = destination_of(json.loads(row.body)["url"])
         conn.execute(
             sa.update(deliveries).where(deliveries.c.id == row.id).values(destination=destination)
         )
