@@ -197,13 +197,17 @@ _INSERT_EVENT = HotInsert(t.events, omit=("dispatched_at",))
 # A delivery is written at the fan-out, and read and rewritten at its claim and its record:
 # built once each (a statement built per call cost more than running it).
 _INSERT_DELIVERY = HotInsert(t.deliveries)
-_DELIVERY_BY_ID = select(t.deliveries.c.body).where(t.deliveries.c.id == bindparam("delivery_id"))
+_DELIVERY_BY_ID = select(t.deliveries.c.body, t.deliveries.c.lease_until).where(
+    t.deliveries.c.id == bindparam("delivery_id")
+)
 _DELIVERY_QUERIES = {
     locked: HotQuery(_DELIVERY_BY_ID.with_for_update() if locked else _DELIVERY_BY_ID)
     for locked in (False, True)
 }
 #: The columns come from the parameters' keys (every column but ``id``).
 _UPDATE_DELIVERY = update(t.deliveries).where(t.deliveries.c.id == bindparam("delivery_id"))
+#: A claim sets the lease column alone; the column, not the body, is the lease (see _stored).
+_LEASE_DELIVERY = _UPDATE_DELIVERY.values(lease_until=bindparam("lease"))
 _API_KEY_COLUMNS = tuple(c.name for c in t.api_keys.c)
 _API_KEY_BY_HASH = HotQuery(
     select(t.api_keys).where(t.api_keys.c.key_hash == bindparam("key_hash"))
@@ -716,6 +720,21 @@ class SqlDeliveries:
             "destination": delivery.destination,
         }
 
+    @staticmethod
+    def _stored(body: str, lease_until: datetime | None) -> Delivery:
+        # A claim writes the lease column only (rewriting the whole body, payload included, for
+        # one field cost more than the rest of the claim), so the body's copy may be stale.
+        delivery = Delivery.model_validate_json(body)
+        if delivery.lease_until != lease_until:
+            delivery = delivery.model_copy(update={"lease_until": lease_until})
+        return delivery
+
+    def _lease_all(self, deliveries: Sequence[Delivery]) -> None:
+        self._conn.execute(
+            _LEASE_DELIVERY,
+            [{"delivery_id": d.id, "lease": d.lease_until} for d in deliveries],
+        )
+
     def add(self, delivery: Delivery) -> None:
         _INSERT_DELIVERY.execute(self._conn, self._values(delivery))
 
@@ -739,8 +758,8 @@ class SqlDeliveries:
             Delivery.model_validate_json(body).model_copy(update={"lease_until": lease_until})
             for body in self._conn.execute(query).scalars()
         ]
-        for delivery in claimed:
-            self.update(delivery)
+        if claimed:
+            self._lease_all(claimed)
         return claimed
 
     def claim_batch(
@@ -799,33 +818,27 @@ class SqlDeliveries:
         candidates = [Delivery.model_validate_json(b) for b in self._conn.execute(query).scalars()]
         claimed = fair_pick(candidates, limit, per_destination, room, lease_until)
         if claimed:
-            self._update_all(claimed)
+            self._lease_all(claimed)
         return claimed
 
     def get(self, delivery_id: str, *, for_update: bool = False) -> Delivery | None:
         row = _DELIVERY_QUERIES[for_update and self._lock_rows].first(
             self._conn, {"delivery_id": delivery_id}
         )
-        return Delivery.model_validate_json(row[0]) if row is not None else None
+        return self._stored(row[0], row[1]) if row is not None else None
 
     def update(self, delivery: Delivery) -> None:
-        self._update_all([delivery])
-
-    def _update_all(self, deliveries: Sequence[Delivery]) -> None:
-        rows = []
-        for delivery in deliveries:
-            values = self._values(delivery)
-            values["delivery_id"] = values.pop("id")
-            rows.append(values)
-        self._conn.execute(_UPDATE_DELIVERY, rows)
+        values = self._values(delivery)
+        values["delivery_id"] = values.pop("id")
+        self._conn.execute(_UPDATE_DELIVERY, values)
 
     def for_event(self, event_id: str) -> list[Delivery]:
         query = (
-            select(t.deliveries.c.body)
+            select(t.deliveries.c.body, t.deliveries.c.lease_until)
             .where(t.deliveries.c.event_id == event_id)
             .order_by(t.deliveries.c.id)
         )
-        return [Delivery.model_validate_json(b) for b in self._conn.execute(query).scalars()]
+        return [self._stored(body, lease) for body, lease in self._conn.execute(query)]
 
 
 class SqlIdempotency:

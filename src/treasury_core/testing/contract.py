@@ -1019,6 +1019,8 @@ class StorageContract:
         # the flood's oldest; the flood gets no more than its room.
         assert sorted(d.id for d in first) == ["dlv_0001", "dlv_0002", "dlv_0051"]
         assert all(d.lease_until == lease for d in first)
+        held = storage.run_sync(lambda uow: uow.deliveries.for_event("evt_0001"), write=False)
+        assert {d.id for d in held if d.lease_until == lease} == {d.id for d in first}
         second = claim(20, {})
         # At most per_destination (5) of one destination, held ones (leased) left out.
         by_url = Counter(d.url for d in second)
