@@ -82,3 +82,39 @@ async def test_private_destinations_are_refused_unless_allowed(
         with pytest.raises(DestinationRefused):
             await sender.send(f"http://{host}:{server.port}/hook", b"{}", {})
     assert sink.received == []
+
+
+async def test_the_pool_opens_as_many_connections_as_sends_in_flight() -> None:
+    # 150 sends to one receiver that answers none until all 150 have arrived: a pool capped
+    # below them (aiohttp's default is 100 in all) would leave the rest waiting for a
+    # connection until the timeout.
+    from treasury_core import TreasuryConfig
+
+    arrived = 0
+    everyone = asyncio.Event()
+
+    async def handle(request: web.Request) -> web.Response:
+        nonlocal arrived
+        arrived += 1
+        if arrived == 150:
+            everyone.set()
+        await everyone.wait()
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_post("/hook", handle)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    config = TreasuryConfig(
+        webhook_timeout_seconds=10,
+        delivery_concurrency=150,
+        delivery_concurrency_per_destination=150,
+    )
+    try:
+        async with HttpSender.for_config(config) as sender:
+            url = str(server.make_url("/hook"))
+            statuses = await asyncio.gather(*(sender.send(url, b"{}", {}) for _ in range(150)))
+        assert statuses == [200] * 150
+    finally:
+        everyone.set()
+        await server.close()

@@ -173,10 +173,7 @@ async def _http_sender(app: web.Application) -> AsyncIterator[None]:
     # Webhooks and callbacks go out over HTTP unless the embedding code gave the treasury a
     # sender of its own.
     treasury = app[TREASURY_KEY]
-    allow_private = treasury.config.private_destinations_allowed
-    async with HttpSender(
-        allow_private=allow_private, timeout_seconds=treasury.config.webhook_timeout_seconds
-    ) as sender:
+    async with HttpSender.for_config(treasury.config) as sender:
         treasury.notifications.sender = sender
         yield
         treasury.notifications.sender = None

@@ -18,6 +18,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
+from treasury_core.config import TreasuryConfig
 from treasury_core.notifications.endpoints import destination_refusal
 from treasury_core.ports import DeliveryFailed
 
@@ -54,18 +55,42 @@ class HttpSender:
     """A :class:`~treasury_core.ports.WebhookSender` over one ``aiohttp.ClientSession``.
 
     Use as an async context manager. Redirects are not followed (a receiver answers, it does
-    not send the event elsewhere).
+    not send the event elsewhere). Connections are kept alive and reused per host and port, up
+    to ``connections`` in all and ``connections_per_host`` to one (0: no limit); the worker
+    passes its limits on sends in flight, so a send never waits for a connection the pool
+    would not open (that wait would count against the timeout).
     """
 
-    def __init__(self, *, allow_private: bool = False, timeout_seconds: float = 10.0) -> None:
+    def __init__(
+        self,
+        *,
+        allow_private: bool = False,
+        timeout_seconds: float = 10.0,
+        connections: int = 100,
+        connections_per_host: int = 0,
+    ) -> None:
         self._allow_private = allow_private
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        self._connections = connections
+        self._connections_per_host = connections_per_host
         self._session: aiohttp.ClientSession | None = None
 
+    @classmethod
+    def for_config(cls, config: TreasuryConfig) -> HttpSender:
+        """The sender a worker of ``config`` uses: its timeout, its private-address rule and
+        its limits on sends in flight as the pool's."""
+        return cls(
+            allow_private=config.private_destinations_allowed,
+            timeout_seconds=config.webhook_timeout_seconds,
+            connections=config.delivery_concurrency,
+            connections_per_host=config.delivery_concurrency_per_destination,
+        )
+
     async def __aenter__(self) -> HttpSender:
-        connector = None
-        if not self._allow_private:
-            connector = aiohttp.TCPConnector(resolver=_PublicResolver())
+        resolver = None if self._allow_private else _PublicResolver()
+        connector = aiohttp.TCPConnector(
+            resolver=resolver, limit=self._connections, limit_per_host=self._connections_per_host
+        )
         self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
         return self
 

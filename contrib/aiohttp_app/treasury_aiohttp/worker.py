@@ -83,10 +83,7 @@ async def run_worker(treasury: Treasury) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    allow_private = treasury.config.private_destinations_allowed
-    async with HttpSender(
-        allow_private=allow_private, timeout_seconds=treasury.config.webhook_timeout_seconds
-    ) as sender:
+    async with HttpSender.for_config(treasury.config) as sender:
         if treasury.notifications.sender is None:
             treasury.notifications.sender = sender
         await work_loop(treasury, stop)
