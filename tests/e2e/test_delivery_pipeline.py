@@ -373,3 +373,28 @@ async def test_a_worker_killed_mid_batch_loses_nothing(tmp_path: Path) -> None:
     finally:
         release.set()
         await server.close()
+
+
+async def test_a_company_s_flood_does_not_starve_another_company(
+    database_url: str, receiver: tuple[Receiver, str]
+) -> None:
+    # 300 events of one company, then one of another, both to the same receiver: the claim
+    # takes turns between companies, so the second company's event goes in the first batch
+    # rather than after the flood.
+    sink, url = receiver
+    treasury = bootstrap(
+        TreasuryConfig(database_url=database_url, pool_size=4, delivery_batch_size=10)
+    )
+    try:
+        flood_company, flood_account = await company_with_endpoints(treasury, url)
+        await create_intents(treasury, flood_company, flood_account, 300)
+        quiet_company, quiet_account = await company_with_endpoints(treasury, url)
+        await create_intents(treasury, quiet_company, quiet_account, 1)
+        quiet = await treasury.notifications.events(quiet_company, limit=1)
+        async with HttpSender(allow_private=True) as sender:
+            treasury.notifications.sender = sender
+            await treasury.notifications.run_due()  # batch after batch, each recorded in turn
+        assert len(set(sink.ids)) == 301
+        assert sink.ids.index(quiet.items[0].id) < 10  # in the first batch of ten
+    finally:
+        treasury.close()
