@@ -670,12 +670,18 @@ class NotificationService:
     async def run_due_exclusively(
         self, batch: int = 500, *, stopping: Callable[[], bool] = lambda: False
     ) -> None:
-        """:meth:`run_due` for a caller already holding :meth:`exclusive`."""
+        """:meth:`run_due` for a caller already holding :meth:`exclusive`.
+
+        Batches the delivery loop already had in flight are recorded before it returns (the
+        loop claims no more meanwhile), so every delivery due when it was called has been
+        attempted and recorded by then.
+        """
         try:
             await self.dispatch_all(batch, stopping=stopping)
         finally:
             while not stopping() and await self.deliver_due():
                 pass
+            await self.finish_in_flight()
 
     async def purge_expired(self) -> int:
         """Forget events past the retention window (and their finished deliveries)."""
