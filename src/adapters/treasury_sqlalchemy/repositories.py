@@ -48,7 +48,8 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
-from treasury_core.notifications.deliveries import Delivery, DeliveryStatus, fair_pick
+from treasury_core.notifications.deliveries import Delivery, DeliveryKind, DeliveryStatus, fair_pick
+from treasury_core.notifications.status import DeliveryBacklog, FailingDestination, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R
 from treasury_core.treasury.records import TreasuryRecord
@@ -699,6 +700,16 @@ class SqlOutbox:
         query = query.order_by(events.c.id.desc()).limit(limit)
         return [self._event(r) for r in self._conn.execute(query)]
 
+    def backlog(self) -> OutboxBacklog:
+        events = t.events
+        # Both over the partial index of undispatched events (plus a row read each).
+        count, oldest = self._conn.execute(
+            select(func.count(), func.min(events.c.created_at)).where(
+                events.c.dispatched_at.is_(None)
+            )
+        ).one()
+        return OutboxBacklog(count, oldest)
+
 
 class SqlDeliveries:
     """Deliveries: indexed columns plus the delivery as JSON; workers skip held rows."""
@@ -718,6 +729,9 @@ class SqlDeliveries:
             "lease_until": delivery.lease_until,
             "body": delivery.model_dump_json(),
             "destination": delivery.destination,
+            "endpoint_id": delivery.endpoint_id,
+            "attempts": len(delivery.attempts),
+            "last_attempt_at": delivery.attempts[-1].attempted_at if delivery.attempts else None,
         }
 
     @staticmethod
@@ -839,6 +853,72 @@ class SqlDeliveries:
             .order_by(t.deliveries.c.id)
         )
         return [self._stored(body, lease) for body, lease in self._conn.execute(query)]
+
+    def backlog(self, now: datetime, attempted_since: datetime) -> DeliveryBacklog:
+        rows, events = t.deliveries, t.events
+        pending = rows.c.status == DeliveryStatus.PENDING.value
+        # Each over the partial index of pending deliveries (the due one a range of it).
+        count = self._conn.execute(select(func.count()).where(pending)).scalar_one()
+        due = self._conn.execute(
+            select(func.count()).where(pending, rows.c.next_attempt_at <= now)
+        ).scalar_one()
+        oldest = self._conn.execute(
+            select(func.min(events.c.created_at))
+            .select_from(rows.join(events, events.c.id == rows.c.event_id))
+            .where(pending)
+        ).scalar()
+        recent = self._conn.execute(
+            select(func.count()).where(rows.c.last_attempt_at >= attempted_since)
+        ).scalar_one()
+        groups = self._conn.execute(
+            select(
+                rows.c.company_id,
+                rows.c.endpoint_id,
+                func.count(),
+                func.max(rows.c.attempts),
+                func.min(rows.c.next_attempt_at),
+                func.max(rows.c.last_attempt_at),
+            )
+            .where(pending, rows.c.attempts > 0)
+            .group_by(rows.c.company_id, rows.c.endpoint_id)
+        ).all()
+        failing = []
+        for company_id, endpoint_id, failing_count, most, next_at, last_at in groups:
+            # The group's delivery attempted last tells its kind and URL.
+            latest = self._conn.execute(
+                select(rows.c.body)
+                .where(
+                    pending,
+                    rows.c.attempts > 0,
+                    rows.c.company_id == company_id,
+                    rows.c.endpoint_id.is_(None)
+                    if endpoint_id is None
+                    else rows.c.endpoint_id == endpoint_id,
+                )
+                .order_by(rows.c.last_attempt_at.desc(), rows.c.id.desc())
+                .limit(1)
+            ).scalar_one()
+            sample = Delivery.model_validate_json(latest)
+            failing.append(
+                FailingDestination(
+                    company_id=company_id,
+                    endpoint_id=endpoint_id,
+                    kind=DeliveryKind(sample.kind),
+                    url=sample.url,
+                    failing_deliveries=failing_count,
+                    consecutive_failures=most,
+                    next_attempt_at=next_at,
+                    last_attempt_at=last_at,
+                )
+            )
+        failing.sort(key=lambda f: (f.next_attempt_at, f.company_id, f.endpoint_id or ""))
+        return DeliveryBacklog(
+            pending=count,
+            due=due,
+            oldest_event_created_at=oldest,
+            attempted_recently=recent,
+            failing=tuple(failing),
+        )
 
 
 class SqlIdempotency:

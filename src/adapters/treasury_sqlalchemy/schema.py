@@ -192,11 +192,24 @@ deliveries = Table(
     # ``scheme://host:port`` of the URL, which the fair claim groups and leaves out by
     # (migration 0008; NULL only for a row written by code older than it).
     Column("destination", String(255), nullable=True),
+    # For ``treasury events status`` (migration 0009): the endpoint, how many attempts and the
+    # real time of the latest, copied from the body so the rate and the failing endpoints are
+    # read from indexes rather than from every delivery's JSON.
+    Column("endpoint_id", String(64), nullable=True),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("last_attempt_at", UtcDateTime, nullable=True, index=True),
     Index(
         "ix_deliveries_due",
         "next_attempt_at",
         postgresql_where=text("status = 'pending'"),
         sqlite_where=text("status = 'pending'"),
+    ),
+    Index(
+        "ix_deliveries_failing",
+        "company_id",
+        "endpoint_id",
+        postgresql_where=text("status = 'pending' AND attempts > 0"),
+        sqlite_where=text("status = 'pending' AND attempts > 0"),
     ),
 )
 

@@ -35,6 +35,7 @@ from treasury_core.idempotency import IdempotencyRecord
 from treasury_core.jobs import Job
 from treasury_core.ledger import Account, Journal, LedgerPlan, PendingMovement, Posting
 from treasury_core.notifications.deliveries import Delivery
+from treasury_core.notifications.status import DeliveryBacklog, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
@@ -246,6 +247,13 @@ class OutboxRepository(Protocol):
         """Up to ``limit`` of the company's events, newest first, ids below ``starting_after``."""
         ...
 
+    def backlog(self) -> OutboxBacklog:
+        """How many events are not yet fanned out, and the oldest one's creation time.
+
+        Reads only the undispatched events (an index over them), never the whole outbox.
+        """
+        ...
+
 
 class DeliveryRepository(Protocol):
     """Deliveries of events to their destinations."""
@@ -295,6 +303,17 @@ class DeliveryRepository(Protocol):
 
     def for_event(self, event_id: str) -> list[Delivery]:
         """The deliveries of one event, oldest first."""
+        ...
+
+    def backlog(self, now: datetime, attempted_since: datetime) -> DeliveryBacklog:
+        """The pending deliveries: how many, how many due at ``now`` (business time), the
+        creation time of the oldest event among them, how many deliveries had their latest
+        attempt at or after ``attempted_since`` (real time), and the destinations failing.
+
+        Failing destinations are grouped by company and endpoint (callbacks, which have no
+        endpoint, by company), earliest next attempt first. Reads only pending and recently
+        attempted rows (indexes over them), never the whole delivery history.
+        """
         ...
 
 

@@ -56,6 +56,7 @@ from treasury_core.notifications.endpoints import (
     destination_refusal,
 )
 from treasury_core.notifications.schedule import next_attempt_at
+from treasury_core.notifications.status import DeliveryBacklog, OutboxBacklog, PipelineStatus
 from treasury_core.pagination import MAX_LIMIT, Page, page_of
 from treasury_core.payments.payloads import (
     LEGACY_CALLBACK_TYPES,
@@ -69,6 +70,9 @@ from treasury_core.services.support import TreasuryContext
 from treasury_core.validation import is_resource_id
 
 log = logging.getLogger("treasury.notifications")
+
+#: The window of real time :meth:`NotificationService.status` measures the delivery rate over.
+RATE_WINDOW_SECONDS = 60
 
 #: Events whose PMTI ``callback_url`` gets the tokenization result.
 TOKENIZATION_EVENTS = frozenset(
@@ -682,6 +686,32 @@ class NotificationService:
             while not stopping() and await self.deliver_due():
                 pass
             await self.finish_in_flight()
+
+    async def status(self) -> PipelineStatus:
+        """The pipeline's backlog, its oldest undelivered event, its delivery rate and its
+        failing endpoints (``treasury events status``; docs/notifications.md).
+
+        One read-only transaction over the unfinished rows (see :class:`PipelineStatus`); the
+        rate counts deliveries attempted in the last :data:`RATE_WINDOW_SECONDS` of real time.
+        """
+        now, wall = self._ctx.clock.now(), self._wall.now()
+        since = wall - timedelta(seconds=RATE_WINDOW_SECONDS)
+
+        def read(uow: UnitOfWork) -> tuple[OutboxBacklog, DeliveryBacklog]:
+            return uow.outbox.backlog(), uow.deliveries.backlog(now, since)
+
+        events, deliveries = await self._ctx.storage.run(read, write=False)
+        waiting = [t for t in (events.oldest_created_at, deliveries.oldest_event_created_at) if t]
+        return PipelineStatus(
+            as_of=now,
+            undispatched_events=events.undispatched,
+            pending_deliveries=deliveries.pending,
+            due_deliveries=deliveries.due,
+            oldest_undelivered_at=min(waiting, default=None),
+            deliveries_per_second=deliveries.attempted_recently / RATE_WINDOW_SECONDS,
+            rate_window_seconds=RATE_WINDOW_SECONDS,
+            failing=deliveries.failing,
+        )
 
     async def purge_expired(self) -> int:
         """Forget events past the retention window (and their finished deliveries)."""

@@ -86,6 +86,11 @@ from treasury_core.notifications.deliveries import (
     DeliveryKind,
     DeliveryStatus,
 )
+from treasury_core.notifications.status import (
+    DeliveryBacklog,
+    FailingDestination,
+    OutboxBacklog,
+)
 from treasury_core.payments.intents import (
     AUTHORIZATION_HOLD,
     CancellationReason,
@@ -1054,6 +1059,101 @@ class StorageContract:
         assert storage.run_sync(lambda uow: uow.deliveries.get("dlv_0001"), write=False) is None
         assert storage.run_sync(lambda uow: uow.deliveries.get("dlv_0002"), write=False) is not None
         assert storage.run_sync(lambda uow: uow.outbox.purge(cutoff)) == 0
+
+    def test_the_backlog_counts_only_unfinished_work(self, storage: Storage) -> None:
+        """The pipeline's backlog: undispatched events, pending and due deliveries, the oldest
+        waiting event, recent attempts and the failing destinations, grouped."""
+        wall = datetime(2026, 6, 1, 12, tzinfo=UTC)
+
+        def empty(uow: UnitOfWork) -> tuple[OutboxBacklog, DeliveryBacklog]:
+            return uow.outbox.backlog(), uow.deliveries.backlog(NOW, wall)
+
+        events, deliveries = storage.run_sync(empty, write=False)
+        assert events == OutboxBacklog(0, None)
+        assert deliveries == DeliveryBacklog(0, 0, None, 0, ())
+
+        def failed(at: datetime) -> DeliveryAttempt:
+            return DeliveryAttempt(
+                attempted_at=at, status_code=500, duration_ms=1, error="HTTP 500"
+            )
+
+        ok = DeliveryAttempt(
+            attempted_at=wall - timedelta(seconds=10), status_code=200, duration_ms=1, error=None
+        )
+        later = NOW + timedelta(hours=1)
+
+        def write(uow: UnitOfWork) -> None:
+            for n in range(5):
+                uow.outbox.add(_event(n))  # created NOW + n minutes
+            uow.outbox.mark_dispatched(["evt_0000", "evt_0001", "evt_0002"], NOW)
+            uow.deliveries.add(  # finished: in the rate only
+                _delivery(1, event_id="evt_0000").attempted(ok, succeeded=True, next_at=None)
+            )
+            uow.deliveries.add(_delivery(2, event_id="evt_0001"))  # due, never tried
+            uow.deliveries.add(
+                _delivery(3, event_id="evt_0002").attempted(
+                    failed(wall - timedelta(seconds=30)), succeeded=False, next_at=later
+                )
+            )
+            twice = (
+                _delivery(4, event_id="evt_0002")
+                .attempted(failed(wall - timedelta(seconds=200)), succeeded=False, next_at=NOW)
+                .attempted(
+                    failed(wall - timedelta(seconds=90)),
+                    succeeded=False,
+                    next_at=NOW + timedelta(minutes=30),
+                )
+            )
+            uow.deliveries.add(twice)
+            callback = _delivery(5, event_id="evt_0002").model_copy(
+                update={
+                    "company_id": 2,
+                    "kind": DeliveryKind.LEGACY_CALLBACK,
+                    "endpoint_id": None,
+                    "url": "https://cb.example:8443/notify?token=t",
+                }
+            )
+            uow.deliveries.add(
+                callback.attempted(
+                    failed(wall - timedelta(seconds=300)),
+                    succeeded=False,
+                    next_at=NOW + timedelta(minutes=5),
+                )
+            )
+
+        storage.run_sync(write)
+
+        def read(uow: UnitOfWork) -> tuple[OutboxBacklog, DeliveryBacklog]:
+            since = wall - timedelta(seconds=60)
+            return uow.outbox.backlog(), uow.deliveries.backlog(NOW, since)
+
+        events, deliveries = storage.run_sync(read, write=False)
+        assert events == OutboxBacklog(2, NOW + timedelta(minutes=3))
+        assert (deliveries.pending, deliveries.due) == (4, 1)
+        assert deliveries.oldest_event_created_at == NOW + timedelta(minutes=1)
+        assert deliveries.attempted_recently == 2  # dlv_0001 and dlv_0003
+        assert deliveries.failing == (
+            FailingDestination(
+                company_id=2,
+                endpoint_id=None,
+                kind=DeliveryKind.LEGACY_CALLBACK,
+                url="https://cb.example:8443/notify?token=t",
+                failing_deliveries=1,
+                consecutive_failures=1,
+                next_attempt_at=NOW + timedelta(minutes=5),
+                last_attempt_at=wall - timedelta(seconds=300),
+            ),
+            FailingDestination(
+                company_id=1,
+                endpoint_id="we_1",
+                kind=DeliveryKind.WEBHOOK,
+                url="https://example.com/hook",
+                failing_deliveries=2,
+                consecutive_failures=2,
+                next_attempt_at=NOW + timedelta(minutes=30),
+                last_attempt_at=wall - timedelta(seconds=30),
+            ),
+        )
 
     def test_the_clock_offset_only_grows_and_commits_with_its_transaction(
         self, storage: Storage

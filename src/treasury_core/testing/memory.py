@@ -34,6 +34,7 @@ from treasury_core.ledger import (
     referenced_pendings,
 )
 from treasury_core.notifications.deliveries import Delivery, DeliveryStatus, fair_pick
+from treasury_core.notifications.status import DeliveryBacklog, FailingDestination, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R, Storage, UnitOfWork
 from treasury_core.treasury.records import TreasuryRecord
@@ -333,6 +334,11 @@ class _Outbox:
         ]
         return _newest_first(rows, lambda e: e.id, limit, starting_after)
 
+    def backlog(self) -> OutboxBacklog:
+        done = self._tx.state.dispatched
+        waiting = [e.created_at for e in self._tx.state.events if e.id not in done]
+        return OutboxBacklog(len(waiting), min(waiting, default=None))
+
 
 class _Deliveries:
     def __init__(self, tx: _Tx) -> None:
@@ -398,6 +404,44 @@ class _Deliveries:
     def for_event(self, event_id: str) -> list[Delivery]:
         found = [d for d in self._tx.state.deliveries.values() if d.event_id == event_id]
         return sorted(found, key=lambda d: d.id)
+
+    def backlog(self, now: datetime, attempted_since: datetime) -> DeliveryBacklog:
+        state = self._tx.state
+        pending = [d for d in state.deliveries.values() if d.status is DeliveryStatus.PENDING]
+        waiting = {d.event_id for d in pending}
+        created = [e.created_at for e in state.events if e.id in waiting]
+        recent = sum(
+            1
+            for d in state.deliveries.values()
+            if d.attempts and d.attempts[-1].attempted_at >= attempted_since
+        )
+        groups: dict[tuple[int, str | None], list[Delivery]] = {}
+        for delivery in sorted(pending, key=lambda d: d.id):
+            if delivery.attempts:
+                groups.setdefault((delivery.company_id, delivery.endpoint_id), []).append(delivery)
+        failing = []
+        for (company_id, endpoint_id), rows in groups.items():
+            latest = max(rows, key=lambda d: (d.attempts[-1].attempted_at, d.id))
+            failing.append(
+                FailingDestination(
+                    company_id=company_id,
+                    endpoint_id=endpoint_id,
+                    kind=latest.kind,
+                    url=latest.url,
+                    failing_deliveries=len(rows),
+                    consecutive_failures=max(len(d.attempts) for d in rows),
+                    next_attempt_at=min(d.next_attempt_at for d in rows),
+                    last_attempt_at=latest.attempts[-1].attempted_at,
+                )
+            )
+        failing.sort(key=lambda f: (f.next_attempt_at, f.company_id, f.endpoint_id or ""))
+        return DeliveryBacklog(
+            pending=len(pending),
+            due=sum(1 for d in pending if d.next_attempt_at <= now),
+            oldest_event_created_at=min(created, default=None),
+            attempted_recently=recent,
+            failing=tuple(failing),
+        )
 
 
 class _Idempotency:
