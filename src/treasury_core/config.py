@@ -175,6 +175,13 @@ class TreasuryConfig(BaseModel):
     event_retention_days: int = Field(
         default=30, gt=0, description="How long GET /api/v1/events shows an event (days)."
     )
+    event_backlog_warning_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="The worker logs a warning when the oldest undelivered event is older "
+        "than this (business time), at most once every 5 minutes, and a line when it "
+        "recovers (0: never).",
+    )
     frame_ancestors: tuple[FrameAncestor, ...] = Field(
         default=(),
         description="Origins allowed to embed the hosted pages in an iframe (CSP "

@@ -137,6 +137,7 @@ class TreasurySettings(BaseSettings):
     delivery_concurrency: int | None = None
     delivery_concurrency_per_destination: int | None = None
     event_retention_days: int | None = None
+    event_backlog_warning_seconds: float | None = None
     frame_ancestors: tuple[str, ...] | None = None
 
     _split_lists = field_validator(

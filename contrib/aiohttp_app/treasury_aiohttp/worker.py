@@ -24,8 +24,69 @@ _PURGE_EVERY_SECONDS = 600.0
 _GATHER_SECONDS = 0.01
 
 
+class BacklogWatch:
+    """Warns in the log when the oldest undelivered event is older than ``threshold_seconds``
+    (``TREASURY_EVENT_BACKLOG_WARNING_SECONDS``), and says when it is no longer.
+
+    The backlog is read at most every ``check_every`` seconds, not on every poll, and while it
+    stays old the warning is repeated at most every ``warn_every`` seconds: an operator learns
+    of a stuck pipeline without a line per second. ``monotonic`` is the clock both are measured
+    on (real time; a test passes its own).
+    """
+
+    def __init__(
+        self,
+        threshold_seconds: float,
+        *,
+        check_every: float = 10.0,
+        warn_every: float = 300.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.threshold = threshold_seconds
+        self._check_every = check_every
+        self._warn_every = warn_every
+        self._monotonic = monotonic
+        self._next_check: float | None = None
+        self._warned_at: float | None = None
+
+    async def check(self, treasury: Treasury) -> None:
+        """Read the backlog if a check is due, and log what changed."""
+        if self.threshold <= 0:
+            return
+        now = self._monotonic()
+        if self._next_check is not None and now < self._next_check:
+            return
+        self._next_check = now + self._check_every
+        status = await treasury.notifications.status()
+        age = status.oldest_undelivered_age_seconds
+        if age is not None and age > self.threshold:
+            if self._warned_at is None or now - self._warned_at >= self._warn_every:
+                self._warned_at = now
+                log.warning(
+                    "event backlog: the oldest undelivered event is %.0f s old (threshold "
+                    "%.0f s); %d events not fanned out, %d deliveries pending (%d due), "
+                    "%d failing endpoints; see `treasury events status`",
+                    age,
+                    self.threshold,
+                    status.undispatched_events,
+                    status.pending_deliveries,
+                    status.due_deliveries,
+                    len(status.failing),
+                )
+        elif self._warned_at is not None:
+            self._warned_at = None
+            log.info(
+                "event backlog recovered: the oldest undelivered event is %s",
+                "none" if age is None else f"{age:.0f} s old",
+            )
+
+
 async def work_loop(
-    treasury: Treasury, stop: asyncio.Event, *, after_pass: Callable[[], None] | None = None
+    treasury: Treasury,
+    stop: asyncio.Event,
+    *,
+    after_pass: Callable[[], None] | None = None,
+    watch: BacklogWatch | None = None,
 ) -> None:
     """Look for due work until ``stop`` is set: a whole pass (jobs, fan-out, purges) every
     ``config.job_poll_seconds``, and a fan-out as soon as this process commits events
@@ -33,7 +94,9 @@ async def work_loop(
     (``NotificationService.keep_delivering``), batch after batch.
 
     ``after_pass`` is called after each whole pass, before the wait for the next (a test
-    harness learns from it that jobs and fan-out due at start have been done).
+    harness learns from it that jobs and fan-out due at start have been done). ``watch`` checks
+    the event backlog after each whole pass (one on ``config.event_backlog_warning_seconds`` by
+    default).
 
     The batches in flight finish before the loop ends, so a delivery being sent is recorded
     (its claim released) rather than left to its lease; a backlog left behind is the next
@@ -44,6 +107,8 @@ async def work_loop(
     with background_writes():  # the task keeps the context it was created in
         delivering = asyncio.create_task(notifications.keep_delivering(stop), name="deliveries")
     next_pass = next_purge = 0.0
+    if watch is None:
+        watch = BacklogWatch(treasury.config.event_backlog_warning_seconds)
     try:
         while not stop.is_set():
             whole = time.monotonic() >= next_pass
@@ -61,6 +126,8 @@ async def work_loop(
                         await treasury.idempotency.purge_expired()
                         await notifications.purge_expired()
                         next_purge = time.monotonic() + _PURGE_EVERY_SECONDS
+                    if whole and not stop.is_set():
+                        await watch.check(treasury)
             except Exception:
                 log.exception("background work failed; retrying")
             if whole:
