@@ -47,6 +47,11 @@ async def make_events(
         await treasury.notifications.create_endpoint(
             company, CreateWebhookEndpointRequest(url="https://merchant.example/hooks")
         )
+    return company, await create_intents(treasury, company, account, count)
+
+
+async def create_intents(treasury: Treasury, company: int, account: int, count: int) -> list[str]:
+    """``count`` intents of the company's merchant ``account`` (an event each); their ids."""
     ids = []
     for n in range(count):
         intent = await treasury.payments.create(
@@ -59,7 +64,7 @@ async def make_events(
             ),
         )
         ids.append(str(intent.id))
-    return company, ids
+    return ids
 
 
 async def test_two_workers_on_postgres_send_each_event_once(
