@@ -241,3 +241,69 @@ def test_0008_gives_pending_deliveries_their_destination(database_url: str) -> N
         assert [d.id for d in claim({})] == ["dlv_old"]
     finally:
         storage.close()
+
+
+def test_0009_fills_in_the_pending_deliveries_attempts(database_url: str) -> None:
+    # A database in use before 0009: its pending deliveries' attempts were in their bodies
+    # only; after the upgrade `treasury events status` sees the failing one.
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import column, insert, table
+
+    from treasury_core.notifications.deliveries import Delivery, DeliveryAttempt, DeliveryKind
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    refused = DeliveryAttempt(attempted_at=start, status_code=500, duration_ms=3, error="HTTP 500")
+    made = Delivery(
+        id="dlv_1",
+        company_id=1,
+        event_id="evt_1",
+        event_type="treasury.deposit.completed",
+        kind=DeliveryKind.WEBHOOK,
+        endpoint_id="we_1",
+        url="https://merchant.example/hooks",
+        payload="{}",
+        next_attempt_at=start,
+        created_at=start,
+    )
+    failing = made.attempted(refused, succeeded=False, next_at=start + timedelta(minutes=5))
+    done = made.model_copy(update={"id": "dlv_2"}).attempted(
+        refused.model_copy(update={"status_code": 200, "error": None}), succeeded=True, next_at=None
+    )
+    old_deliveries = table(
+        "deliveries",
+        *(column(c) for c in ("id", "company_id", "event_id", "status", "next_attempt_at")),
+        column("body"),
+    )
+    engine = create_engine(normalize_url(database_url))
+    try:
+        upgrade(engine, "0007")
+        with engine.begin() as conn:
+            conn.execute(
+                insert(old_deliveries),
+                [
+                    {
+                        "id": d.id,
+                        "company_id": 1,
+                        "event_id": "evt_1",
+                        "status": d.status.value,
+                        "next_attempt_at": d.next_attempt_at,
+                        "body": d.model_dump_json(),
+                    }
+                    for d in (failing, done)
+                ],
+            )
+    finally:
+        engine.dispose()
+    storage = SqlStorage(database_url)
+    try:
+        storage.migrate()
+        backlog = storage.run_sync(
+            lambda uow: uow.deliveries.backlog(start, start - timedelta(minutes=1)), write=False
+        )
+        assert backlog.pending == 1
+        [destination] = backlog.failing
+        assert (destination.endpoint_id, destination.consecutive_failures) == ("we_1", 1)
+        assert destination.next_attempt_at == start + timedelta(minutes=5)
+    finally:
+        storage.close()
