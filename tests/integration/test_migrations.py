@@ -307,3 +307,34 @@ def test_0009_fills_in_the_pending_deliveries_attempts(database_url: str) -> Non
         assert destination.next_attempt_at == start + timedelta(minutes=5)
     finally:
         storage.close()
+
+
+def test_0009_keeps_columns_and_indexes_made_beforehand(postgres_url: str) -> None:
+    # The non-blocking way its docstring gives for a large PostgreSQL deliveries table.
+    engine = create_engine(normalize_url(postgres_url))
+    try:
+        upgrade(engine, "0007")
+        with engine.begin() as conn:
+            conn.exec_driver_sql(
+                "ALTER TABLE deliveries ADD COLUMN endpoint_id VARCHAR(64),"
+                " ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0,"
+                " ADD COLUMN last_attempt_at TIMESTAMP WITH TIME ZONE"
+            )
+        with engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            conn.exec_driver_sql(
+                "CREATE INDEX CONCURRENTLY ix_deliveries_last_attempt_at"
+                " ON deliveries (last_attempt_at)"
+            )
+            conn.exec_driver_sql(
+                "CREATE INDEX CONCURRENTLY ix_deliveries_failing"
+                " ON deliveries (company_id, endpoint_id)"
+                " WHERE status = 'pending' AND attempts > 0"
+            )
+        upgrade(engine)
+        assert current_revision(engine) == head_revision()
+        with engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn), metadata)
+        assert diff == []
+    finally:
+        engine.dispose()

@@ -12,6 +12,18 @@ itself with every insert and update, and two indexes make both reads follow what
 Existing pending rows are filled in from their bodies; finished ones keep no attempt time
 (they were attempted before the upgrade, outside any window the status looks at).
 
+On PostgreSQL a plain ``CREATE INDEX`` blocks writes to ``deliveries`` while it builds. On a
+large table, add the columns and build the indexes by hand first, without blocking::
+
+    ALTER TABLE deliveries ADD COLUMN endpoint_id VARCHAR(64),
+        ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0,
+        ADD COLUMN last_attempt_at TIMESTAMP WITH TIME ZONE;
+    CREATE INDEX CONCURRENTLY ix_deliveries_last_attempt_at ON deliveries (last_attempt_at);
+    CREATE INDEX CONCURRENTLY ix_deliveries_failing ON deliveries (company_id, endpoint_id)
+        WHERE status = 'pending' AND attempts > 0;
+
+This migration then finds them, skips them, and only fills in the pending rows.
+
 Revision ID: 0009
 Revises: 0007
 Create Date: 2026-11-26
@@ -33,13 +45,14 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column("deliveries", sa.Column("endpoint_id", sa.String(length=64), nullable=True))
-    op.add_column(
-        "deliveries", sa.Column("attempts", sa.Integer(), nullable=False, server_default="0")
-    )
-    op.add_column(
-        "deliveries", sa.Column("last_attempt_at", sa.DateTime(timezone=True), nullable=True)
-    )
+    present = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("deliveries")}
+    for column in (
+        sa.Column("endpoint_id", sa.String(length=64), nullable=True),
+        sa.Column("attempts", sa.Integer(), nullable=False, server_default="0"),
+        sa.Column("last_attempt_at", sa.DateTime(timezone=True), nullable=True),
+    ):
+        if column.name not in present:  # added by hand beforehand (see above)
+            op.add_column("deliveries", column)
     deliveries = sa.table(
         "deliveries",
         sa.column("id", sa.String),
@@ -59,13 +72,16 @@ def upgrade() -> None:
             .where(deliveries.c.id == row.id)
             .values(endpoint_id=body.get("endpoint_id"), attempts=len(body.get("attempts", ())))
         )
-    op.create_index("ix_deliveries_last_attempt_at", "deliveries", ["last_attempt_at"])
+    op.create_index(
+        "ix_deliveries_last_attempt_at", "deliveries", ["last_attempt_at"], if_not_exists=True
+    )
     op.create_index(
         "ix_deliveries_failing",
         "deliveries",
         ["company_id", "endpoint_id"],
         postgresql_where=sa.text("status = 'pending' AND attempts > 0"),
         sqlite_where=sa.text("status = 'pending' AND attempts > 0"),
+        if_not_exists=True,
     )
 
 
