@@ -25,7 +25,7 @@ large table, add the columns and build the indexes by hand first, without blocki
 This migration then finds them, skips them, and only fills in the pending rows.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-11-26
 """
 
@@ -37,9 +37,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-# Written beside 0008 (delivery destinations, another branch of issue 22): when both are in,
-# this revises 0008.
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
