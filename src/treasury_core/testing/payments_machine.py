@@ -72,6 +72,7 @@ from treasury_core.config import TreasuryConfig
 from treasury_core.errors import CardError, NotFound, TreasuryError, ValidationFailed
 from treasury_core.events import Event, EventType
 from treasury_core.ledger import PendingCategory, PendingMovement, PendingStatus
+from treasury_core.ledger.invariants import LedgerSnapshot, check_invariants, read_ledger
 from treasury_core.payments.intents import (
     AUTHORIZATION_HOLD,
     CancellationReason,
@@ -95,7 +96,6 @@ from treasury_core.payments.states import IllegalTransition
 from treasury_core.ports.card_provider import CardData
 from treasury_core.ports.storage import Storage, UnitOfWork
 from treasury_core.testing.clock import FakeClock, SequentialIds
-from treasury_core.testing.invariants import LedgerSnapshot, check_invariants, read_ledger
 from treasury_core.testing.machine import StorageFactory, bind_storage, storage_test_case
 from treasury_core.testing.memory import MemoryStorage
 from treasury_core.wallets import CreateWalletRequest
