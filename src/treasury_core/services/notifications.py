@@ -64,6 +64,7 @@ from treasury_core.payments.payloads import (
     legacy_callback_body,
     legacy_callback_url,
 )
+from treasury_core.plugins.subscribers import event_subscribers
 from treasury_core.ports import Clock, DeliveryFailed, UnitOfWork, Vault, WebhookSender
 from treasury_core.services.idempotency import finish
 from treasury_core.services.support import TreasuryContext
@@ -363,9 +364,7 @@ class NotificationService:
         subscribers) are read whole: most make none, and reading and parsing every payload on
         the writer's thread cost a server creating intents about 9 % of its CPU per create.
         """
-        subscribers = (
-            [] if self._plugins is None else self._plugins.hook.treasury_event.get_hookimpls()
-        )
+        subscribers = [] if self._plugins is None else event_subscribers(self._plugins)
 
         def write(uow: UnitOfWork) -> tuple[int, list[Event], int]:
             heads = uow.outbox.undispatched_heads(limit)
@@ -392,17 +391,11 @@ class NotificationService:
             self._due_bell.ring()  # the delivery loop need not wait for its poll
         # Each subscriber on its own: one that raises must not silence the others.
         for event in events if subscribers else ():
-            for subscriber in subscribers:
-                # As pluggy would call it: with the arguments the implementation names.
-                arguments = {"event": event}
+            for name, call in subscribers:
                 try:
-                    subscriber.function(*(arguments[a] for a in subscriber.argnames))
+                    call(event=event)
                 except Exception:
-                    log.exception(
-                        "treasury_event subscriber %s failed on %s",
-                        subscriber.plugin_name,
-                        event.id,
-                    )
+                    log.exception("treasury_event subscriber %s failed on %s", name, event.id)
         return dispatched
 
     # --- delivery -----------------------------------------------------------------------------
