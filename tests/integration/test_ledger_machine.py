@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.stateful import invariant, run_state_machine_as_test
 
 from tests.conftest import postgres_storages, postgres_url_or_skip, sqlite_storages
 from treasury_core.ledger import (
@@ -28,7 +28,7 @@ from treasury_core.ledger import (
     Reserve,
 )
 from treasury_core.ports import Storage, UnitOfWork
-from treasury_core.testing.invariants import InvariantViolation, check_invariants
+from treasury_core.testing.invariants import InvariantViolation, check_invariants, read_ledger
 from treasury_core.testing.machine import (
     LedgerMachine,
     ledger_machine,
@@ -116,9 +116,23 @@ def test_the_machine_catches_a_broken_storage() -> None:
 
 
 def test_machine_subclass_settings_are_used() -> None:
+    # The subclass's pool and bound must be what the rules draw from: ignoring them would open
+    # EUR, GBP or USD accounts and post amounts up to 10,000, which the invariant below refuses.
+    seen: set[str] = set()
+    posted: list[int] = []
+
     class TinyAmounts(LedgerMachine):
         max_amount = 3
         currency_pool = ("CHF", "JPY")
+
+        @invariant()
+        def uses_the_subclass_settings(self) -> None:
+            snapshot = read_ledger(self.storage)
+            currencies = {a.currency for a in snapshot.accounts}
+            seen.update(currencies)
+            assert currencies <= {"CHF", "JPY"}, currencies
+            posted.extend(p.amount for p in snapshot.postings)
+            assert all(p.amount <= 3 for p in snapshot.postings)
 
     machine = TinyAmounts()
     try:
@@ -128,6 +142,8 @@ def test_machine_subclass_settings_are_used() -> None:
     run_state_machine_as_test(
         TinyAmounts, settings=settings(max_examples=10, stateful_step_count=15, deadline=None)
     )
+    assert seen == {"CHF", "JPY"}
+    assert posted
 
 
 # check_invariants through the port on every backend ------------------------------------------

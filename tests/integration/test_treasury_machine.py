@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.stateful import invariant, run_state_machine_as_test
 
 from tests.conftest import postgres_storages, postgres_url_or_skip, sqlite_storages
 from treasury_core.bootstrap import Treasury
@@ -140,9 +140,23 @@ def test_the_machine_catches_a_service_that_ignores_the_received_amount() -> Non
 
 
 def test_machine_subclass_settings_are_used() -> None:
+    # The subclass's pool and bound must be what the rules draw from: ignoring them would draw
+    # EUR, GBP, JPY or KWD wallets and larger deposits, which the invariant below refuses.
+    seen: set[str] = set()
+    deposits: list[int] = []
+
     class TwoCurrencies(TreasuryMachine):
         currency_pool = ("CHF", "USD")
         max_amount = 50
+
+        @invariant()
+        def uses_the_subclass_settings(self) -> None:
+            wallets = {w.currency for w in self.model.wallets.values()}
+            seen.update(wallets)
+            assert wallets <= {"CHF", "USD"}, wallets
+            for movement in self.model.movements.values():
+                if movement.kind == "deposit":
+                    deposits.append(int(str(movement.fields["from_amount"])))
 
     machine = TwoCurrencies()
     try:
@@ -152,3 +166,5 @@ def test_machine_subclass_settings_are_used() -> None:
     run_state_machine_as_test(
         TwoCurrencies, settings=settings(max_examples=10, stateful_step_count=15, deadline=None)
     )
+    assert seen == {"CHF", "USD"}
+    assert deposits and max(deposits) <= 50
