@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, Phase, settings
 
 from treasury_core.ports import Storage
 from treasury_core.testing.clock import FakeClock
@@ -22,6 +23,48 @@ from treasury_core.testing.memory import MemoryStorage
 # pytester runs user-style test files against the installed pytest plugin (tests/pytest_plugin);
 # pytest accepts pytest_plugins only in the top-level conftest.
 pytest_plugins = ["pytester"]
+
+# Hypothesis profiles ---------------------------------------------------------------------------
+#: ``TREASURY_HYPOTHESIS_PROFILE=deep`` for long runs: ten times the examples, 2.5 times the
+#: steps of every property and state machine test. The default keeps the suite inside CI's
+#: budget.
+HYPOTHESIS_PROFILE_ENV = "TREASURY_HYPOTHESIS_PROFILE"
+_SCALE = {"default": (1, 1.0), "deep": (10, 2.5)}
+
+# Machines run whole services per step; a slow example is expected, never a failure.
+settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("deep", settings.get_profile("default"))
+HYPOTHESIS_PROFILE = os.environ.get(HYPOTHESIS_PROFILE_ENV, "default")
+if HYPOTHESIS_PROFILE not in _SCALE:
+    raise pytest.UsageError(
+        f"{HYPOTHESIS_PROFILE_ENV}={HYPOTHESIS_PROFILE!r}: use one of {', '.join(_SCALE)}"
+    )
+settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+def examples(count: int) -> int:
+    """``count`` examples, scaled by the profile (for ``@settings(max_examples=…)``)."""
+    return count * _SCALE[HYPOTHESIS_PROFILE][0]
+
+
+def machine_settings(*, examples: int, steps: int) -> settings:
+    """A state machine's settings: its examples and steps per run, scaled by the profile."""
+    factor, step_factor = _SCALE[HYPOTHESIS_PROFILE]
+    return settings(max_examples=examples * factor, stateful_step_count=int(steps * step_factor))
+
+
+# For the broken-on-purpose runs: find the bug, do not shrink it, do not replay it in other runs.
+def bug_hunt(examples: int, *, steps: int = 40) -> settings:
+    """Settings that must find a planted bug within ``examples`` runs (never scaled)."""
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        database=None,
+        phases=[Phase.generate],
+        report_multiple_bugs=False,
+        print_blob=False,
+    )
+
 
 POSTGRES_ENV = "TREASURY_TEST_POSTGRES_URL"
 #: The interpreter of a venv with localstripe installed (.ci/run prepares one and sets this).

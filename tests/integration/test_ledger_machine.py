@@ -14,10 +14,15 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
 
-from tests.conftest import postgres_storages, postgres_url_or_skip, sqlite_storages
+from tests.conftest import (
+    bug_hunt,
+    machine_settings,
+    postgres_storages,
+    postgres_url_or_skip,
+    sqlite_storages,
+)
 from treasury_core.ledger import (
     Account,
     AccountKind,
@@ -39,18 +44,8 @@ from treasury_sqlalchemy.storage import SqlStorage
 
 T = TypeVar("T")
 
-MEMORY_SETTINGS = settings(
-    max_examples=200,
-    stateful_step_count=50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-SQL_SETTINGS = settings(
-    max_examples=25,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+MEMORY_SETTINGS = machine_settings(examples=200, steps=50)
+SQL_SETTINGS = machine_settings(examples=25, steps=30)
 
 # The helper users call: a unittest TestCase class, collected by pytest like any other.
 TestLedgerMachineOnMemory = ledger_machine_test_case(
@@ -103,14 +98,7 @@ def test_the_machine_catches_a_broken_storage() -> None:
         def make_storage(self) -> Storage:
             return LosesAcknowledgedWrites()
 
-    quick = settings(
-        max_examples=50,
-        deadline=None,
-        database=None,  # do not replay this deliberate failure in other runs
-        phases=[Phase.generate],  # no shrinking: that it fails is all this test needs
-        report_multiple_bugs=False,
-        print_blob=False,
-    )
+    quick = bug_hunt(50, steps=50)
     with pytest.raises(AssertionError, match="model"):
         run_state_machine_as_test(BrokenStorageMachine, settings=quick)
 
@@ -139,9 +127,7 @@ def test_machine_subclass_settings_are_used() -> None:
         assert isinstance(machine.storage, MemoryStorage)
     finally:
         machine.teardown()
-    run_state_machine_as_test(
-        TinyAmounts, settings=settings(max_examples=10, stateful_step_count=15, deadline=None)
-    )
+    run_state_machine_as_test(TinyAmounts, settings=machine_settings(examples=10, steps=15))
     assert seen == {"CHF", "JPY"}
     assert posted
 
