@@ -653,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     opts = parse(argv)
     load_before = machine.load()
-    needs_pg = any(p in opts.parts for p in ("micro", "reads", "ledger", "peers"))
+    needs_pg = any(p in opts.parts for p in ("micro", "reads", "ledger", "peers", "events-drain"))
     pg_problem: str | None = None
     pg_version: str | None = None
     if not opts.postgres:

@@ -55,6 +55,7 @@ from treasury_core.ports.storage import R
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
+from treasury_sqlalchemy.delivery_records import UPDATE_DELIVERY, DeliveryRows
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
 
 _COUNTERS = (
@@ -205,8 +206,7 @@ _DELIVERY_QUERIES = {
     locked: HotQuery(_DELIVERY_BY_ID.with_for_update() if locked else _DELIVERY_BY_ID)
     for locked in (False, True)
 }
-#: The columns come from the parameters' keys (every column but ``id``).
-_UPDATE_DELIVERY = update(t.deliveries).where(t.deliveries.c.id == bindparam("delivery_id"))
+_UPDATE_DELIVERY = UPDATE_DELIVERY
 #: A claim sets the lease column alone; the column, not the body, is the lease (see _stored).
 _LEASE_DELIVERY = _UPDATE_DELIVERY.values(lease_until=bindparam("lease"))
 _API_KEY_COLUMNS = tuple(c.name for c in t.api_keys.c)
@@ -711,28 +711,12 @@ class SqlOutbox:
         return OutboxBacklog(count, oldest)
 
 
-class SqlDeliveries:
+class SqlDeliveries(DeliveryRows):
     """Deliveries: indexed columns plus the delivery as JSON; workers skip held rows."""
 
     def __init__(self, conn: Connection, lock_rows: bool) -> None:
         self._conn = conn
         self._lock_rows = lock_rows
-
-    @staticmethod
-    def _values(delivery: Delivery) -> dict[str, Any]:
-        return {
-            "id": delivery.id,
-            "company_id": delivery.company_id,
-            "event_id": delivery.event_id,
-            "status": delivery.status.value,
-            "next_attempt_at": delivery.next_attempt_at,
-            "lease_until": delivery.lease_until,
-            "body": delivery.model_dump_json(),
-            "destination": delivery.destination,
-            "endpoint_id": delivery.endpoint_id,
-            "attempts": len(delivery.attempts),
-            "last_attempt_at": delivery.attempts[-1].attempted_at if delivery.attempts else None,
-        }
 
     @staticmethod
     def _stored(body: str, lease_until: datetime | None) -> Delivery:

@@ -297,6 +297,18 @@ class DeliveryRepository(Protocol):
         """The delivery with this id."""
         ...
 
+    def record_attempts(self, attempted: Sequence[tuple[Delivery, Delivery]]) -> list[Delivery]:
+        """Record a claimed batch's attempts: each pair is a delivery as its claim returned it
+        and its new version, which replaces the stored one only where that is still as the
+        claim left it (pending, under the claim's lease, with as many attempts).
+
+        The claimed deliveries whose stored version changed since (the lease ran out and
+        another worker took the delivery over, or a late attempt was noted) are returned,
+        unchanged, for the caller to decide one by one; one no longer stored is neither.
+        On PostgreSQL the batch's rows are locked, as ``get(for_update=True)`` locks one.
+        """
+        ...
+
     def update(self, delivery: Delivery) -> None:
         """Replace a stored delivery with a new version of it."""
         ...

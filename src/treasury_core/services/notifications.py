@@ -611,9 +611,24 @@ class NotificationService:
         self, uow: UnitOfWork, batch: list[Delivery], attempts: list[DeliveryAttempt]
     ) -> None:
         """Record a batch's attempts in one transaction: each delivery done, failed for good,
-        or due again on the published schedule (from the business time of the record)."""
+        or due again on the published schedule (from the business time of the record).
+
+        Decided on the claimed copies, written where the stored delivery is still as the claim
+        left it (the common case, in one statement); the others are decided again on what
+        is stored now."""
         now = self._ctx.clock.now()
-        for delivery, attempt in zip(batch, attempts, strict=True):
+
+        def after(delivery: Delivery, attempt: DeliveryAttempt) -> Delivery:
+            failed = attempt.error is not None
+            next_at = next_attempt_at(len(delivery.attempts) + 1, now) if failed else None
+            return delivery.attempted(attempt, succeeded=not failed, next_at=next_at)
+
+        outcome = {d.id: a for d, a in zip(batch, attempts, strict=True)}
+        changed = uow.deliveries.record_attempts(
+            [(delivery, after(delivery, outcome[delivery.id])) for delivery in batch]
+        )
+        for delivery in changed:
+            attempt = outcome[delivery.id]
             current = uow.deliveries.get(delivery.id, for_update=True)
             if current is None:
                 continue
@@ -624,9 +639,7 @@ class NotificationService:
                 # finished it): keep the attempt for the record, decide nothing.
                 uow.deliveries.update(current.noted(attempt))
                 continue
-            failed = attempt.error is not None
-            next_at = next_attempt_at(len(current.attempts) + 1, now) if failed else None
-            uow.deliveries.update(current.attempted(attempt, succeeded=not failed, next_at=next_at))
+            uow.deliveries.update(after(current, attempt))
 
     async def run_due(
         self, batch: int = 500, *, stopping: Callable[[], bool] = lambda: False

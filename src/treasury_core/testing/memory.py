@@ -398,6 +398,22 @@ class _Deliveries:
     def get(self, delivery_id: str, *, for_update: bool = False) -> Delivery | None:
         return self._tx.state.deliveries.get(delivery_id)
 
+    def record_attempts(self, attempted: Sequence[tuple[Delivery, Delivery]]) -> list[Delivery]:
+        changed = []
+        for claimed, new in attempted:
+            stored = self._tx.state.deliveries.get(claimed.id)
+            if stored is None:
+                continue
+            if (
+                stored.status is DeliveryStatus.PENDING
+                and stored.lease_until == claimed.lease_until
+                and len(stored.attempts) == len(claimed.attempts)
+            ):
+                self.update(new)
+            else:
+                changed.append(claimed)
+        return changed
+
     def update(self, delivery: Delivery) -> None:
         self._tx.put(self._tx.state.deliveries, delivery.id, delivery)
 
