@@ -1038,9 +1038,12 @@ class StorageContract:
         back, unwritten, those taken over since (another lease), noted since (one more
         attempt) or finished since; one no longer stored is skipped."""
         t0 = NOW
-        storage.run_sync(
-            lambda uow: [uow.deliveries.add(_delivery(n, due=t0)) for n in (1, 2, 3, 4)]
-        )
+
+        def write(uow: UnitOfWork) -> None:
+            for n in (1, 2, 3, 4):
+                uow.deliveries.add(_delivery(n, due=t0))
+
+        storage.run_sync(write)
         wall = datetime(2026, 6, 1, tzinfo=UTC)
         lease = wall + timedelta(minutes=1)
         claimed = storage.run_sync(lambda uow: uow.deliveries.claim_due(t0, wall, lease, 10))
