@@ -132,7 +132,6 @@ __all__ = [
     "Wallet",
     "WalletRecord",
     "Withdrawal",
-    "__version__",
     "bootstrap",
     "config_from_env",
     "convert",
