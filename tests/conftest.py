@@ -67,6 +67,9 @@ def bug_hunt(examples: int, *, steps: int = 40) -> settings:
 
 
 POSTGRES_ENV = "TREASURY_TEST_POSTGRES_URL"
+#: The Redis the rate-limit tests use; .ci/run sets it (and starts redis-server if it is down).
+REDIS_ENV = "TREASURY_TEST_REDIS_URL"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: The interpreter of a venv with localstripe installed (.ci/run prepares one and sets this).
 LOCALSTRIPE_ENV = "TREASURY_TEST_LOCALSTRIPE_PYTHON"
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,6 +165,36 @@ def localstripe_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a localstripe server on a free loopback port, for the whole session."""
     with running_localstripe(tmp_path_factory.mktemp("localstripe")) as url:
         yield url
+
+
+def _redis_answers(url: str) -> bool:
+    """Whether a Redis at ``url`` (host and port only) answers PING, within a second."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), 1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The test Redis's URL. Without TREASURY_TEST_REDIS_URL, the local default, skipping when
+    nothing answers there; a Redis the variable names must answer (CI sets it), or the test
+    fails."""
+    url = os.environ.get(REDIS_ENV)
+    if url:
+        assert _redis_answers(url), f"{REDIS_ENV}={url} does not answer PING"
+        return url
+    if not _redis_answers(DEFAULT_REDIS_URL):
+        pytest.skip(
+            f"no Redis answers at {DEFAULT_REDIS_URL} and {REDIS_ENV} is not set; the shared "
+            "rate-limit tests need one (.ci/run starts it)"
+        )
+    return DEFAULT_REDIS_URL
 
 
 @pytest.fixture

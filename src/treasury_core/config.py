@@ -110,6 +110,20 @@ class TreasuryConfig(BaseModel):
     rate_limit_burst: int = Field(
         default=200, ge=1, description="Requests an API key may make at once."
     )
+    rate_limit_redis_url: str | None = Field(
+        default=None,
+        pattern=r"^(rediss?|unix)://",
+        description="Keep the rate limit's buckets in this Redis (redis://, rediss://, unix://; "
+        "the `redis` extra), shared by every server process that names it; unset: a bucket per "
+        "process, so N processes allow N times the limit.",
+    )
+    rate_limit_redis_timeout_seconds: float = Field(
+        default=0.25,
+        gt=0,
+        le=60,
+        description="How long a request waits for the rate limit's Redis (a free connection, "
+        "connecting, the answer) before it is limited by the process's own bucket instead.",
+    )
     vault: str = Field(default="aesgcm", description="Card vault adapter name.")
     vault_key: SecretStr | None = Field(
         default=None,

@@ -49,6 +49,7 @@ _SECRET_FIELDS = frozenset(
         "vault_old_keys",
         "form_key",
         "database_url",
+        "rate_limit_redis_url",
         "stripe_api_key",
         "stripe_webhook_secret",
     }
@@ -123,6 +124,8 @@ class TreasurySettings(BaseSettings):
     body_timeout_seconds: float | None = None
     rate_limit_per_second: float | None = None
     rate_limit_burst: int | None = None
+    rate_limit_redis_url: str | None = None
+    rate_limit_redis_timeout_seconds: float | None = None
     vault: str | None = None
     vault_key: SecretStr | None = None
     vault_old_keys: tuple[SecretStr, ...] | None = None

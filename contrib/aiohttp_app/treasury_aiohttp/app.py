@@ -29,6 +29,7 @@ from treasury_aiohttp.keys import (
     RATE_LIMITER_KEY,
     TREASURY_KEY,
 )
+from treasury_aiohttp.limits import build_rate_limiter
 from treasury_aiohttp.middlewares import (
     auth_middleware,
     body_limit_middleware,
@@ -41,7 +42,6 @@ from treasury_aiohttp.routing import Auth, Handler, Route
 from treasury_aiohttp.server import SERVER_HEADER
 from treasury_aiohttp.worker import work_loop
 from treasury_core import Treasury
-from treasury_core.ratelimit import RateLimiter
 
 __all__ = ["TREASURY_KEY", "create_app"]
 
@@ -96,10 +96,14 @@ def create_app(
     app.on_response_prepare.append(_server_header)
     app.on_response_prepare.append(functools.partial(_wake_the_worker, treasury))
     app[FORM_KEY] = FormKey(treasury.config)
-    if treasury.config.rate_limit_per_second > 0:
-        app[RATE_LIMITER_KEY] = RateLimiter(
-            treasury.config.rate_limit_per_second, treasury.config.rate_limit_burst
-        )
+    limiter = build_rate_limiter(treasury.config)
+    if limiter is not None:
+        app[RATE_LIMITER_KEY] = limiter
+
+        async def _close_limiter(_app: web.Application) -> None:
+            await limiter.close()
+
+        app.on_cleanup.append(_close_limiter)
     routes = (
         handlers.ROUTES
         + treasury_handlers.ROUTES
