@@ -52,6 +52,11 @@ class TreasuryConfig(BaseModel):
     max_amount: int = Field(
         default=99_999_999_999, gt=0, description="Largest amount, minor units."
     )
+    min_amounts: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=dict,
+        description="Smallest payment intent amount per currency (minor units); entries "
+        "override the default table (USD 50, EUR 50, GBP 30, JPY 50, …; see payments.md).",
+    )
     idempotency_ttl_seconds: int = Field(default=24 * 3600, gt=0)
     idempotency_lease_seconds: int = Field(default=60, gt=0)
     pool_size: int = Field(default=8, ge=1, le=128, description="Connections/threads for storage.")

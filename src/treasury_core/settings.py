@@ -9,8 +9,8 @@ pydantic-settings model, :class:`TreasurySettings`. The formats:
 - lists (``TREASURY_CURRENCIES``, ``TREASURY_VBAN_CURRENCIES``, ``TREASURY_VAULT_OLD_KEYS``,
   ``TREASURY_FRAME_ANCESTORS``): items separated by commas or spaces;
 - tables (``TREASURY_WITHDRAWAL_FEES``, ``TREASURY_CURRENCY_EXPONENTS``,
-  ``TREASURY_SETTLEMENT_DELAYS_SECONDS``, ``TREASURY_PAYMENT_DELAYS_SECONDS``): a JSON object,
-  e.g. ``{"*": [0, 0], "EUR": [25, 50]}``.
+  ``TREASURY_MIN_AMOUNTS``, ``TREASURY_SETTLEMENT_DELAYS_SECONDS``,
+  ``TREASURY_PAYMENT_DELAYS_SECONDS``): a JSON object, e.g. ``{"*": [0, 0], "EUR": [25, 50]}``.
 
 A value that does not parse, or that the config refuses, raises :class:`BadSetting` with one
 line naming the variable and the value. This module reads the process environment and nothing
@@ -105,6 +105,7 @@ class TreasurySettings(BaseSettings):
     vban_currencies: tuple[str, ...] | None = None
     currency_exponents: Json[dict[str, int]] | None = None
     max_amount: int | None = None
+    min_amounts: Json[dict[str, int]] | None = None
     idempotency_ttl_seconds: int | None = None
     idempotency_lease_seconds: int | None = None
     pool_size: int | None = None

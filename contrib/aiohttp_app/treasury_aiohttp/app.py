@@ -14,6 +14,7 @@ from treasury_aiohttp import (
     card_handlers,
     handlers,
     hosted_pages,
+    link_handlers,
     notification_handlers,
     payment_handlers,
     provider_hooks,
@@ -108,6 +109,7 @@ def create_app(
         handlers.ROUTES
         + treasury_handlers.ROUTES
         + payment_handlers.ROUTES
+        + link_handlers.ROUTES
         + card_handlers.ROUTES
         + notification_handlers.ROUTES
         + provider_hooks.routes_for(treasury)

@@ -57,6 +57,7 @@ from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.delivery_records import UPDATE_DELIVERY, DeliveryRows
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
+from treasury_sqlalchemy.metadata_filter import metadata_where
 
 _COUNTERS = (
     "debits_posted",
@@ -1192,6 +1193,7 @@ def _intent_filter(company_id: int, filters: IntentFilter) -> list[ColumnElement
         where.append(intents.c.created_at >= filters.created_gte)
     if filters.created_lt is not None:
         where.append(intents.c.created_at < filters.created_lt)
+    where.extend(metadata_where(intents.c.body, filters.metadata))
     return where
 
 

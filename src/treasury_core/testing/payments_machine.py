@@ -82,6 +82,7 @@ from treasury_core.payments.intents import (
     PaymentIntent,
     PaymentType,
 )
+from treasury_core.payments.minimums import min_amount
 from treasury_core.payments.records import (
     Chargeback,
     ChargebackStatus,
@@ -324,7 +325,9 @@ class PaymentsMachine(RuleBasedStateMachine):
             st.none() | st.sampled_from(self.currency_pool), label="processing_currency"
         )
         cross = processing is not None and processing != billing
-        low = 100 if cross else 1  # no cross-currency amount that converts to nothing
+        # No cross-currency amount that converts to nothing, nothing below the minimum charge.
+        minimum = min_amount(billing, self.treasury.config.min_amounts)
+        low = max(100 if cross else 1, minimum)
         amount = data.draw(
             st.sampled_from([low, self.max_amount]) | st.integers(low, self.max_amount),
             label="billing_amount",
