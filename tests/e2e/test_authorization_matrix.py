@@ -27,6 +27,7 @@ from treasury_aiohttp import (
     card_handlers,
     handlers,
     hosted_pages,
+    link_handlers,
     notification_handlers,
     payment_handlers,
     sandbox_handlers,
@@ -242,6 +243,11 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
         Case(Cross.EMPTY, "/api/v1/payments/intents", owner_sees="refund_intent_id"),
         Case(
             Cross.EMPTY,
+            "/api/v1/payments/intents?metadata[matrix]=yes",
+            owner_sees="expire_intent_id",
+        ),
+        Case(
+            Cross.EMPTY,
             "/api/v1/payments/intents?account_id={account_id}",
             owner_sees="refund_intent_id",
         ),
@@ -249,6 +255,16 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
             Cross.EMPTY,
             "/api/v1/payments/intents?status=PROCESSED",
             owner_sees="refund_intent_id",
+        ),
+    ),
+    ("POST", "/api/v1/payments/intent/expire"): (
+        Case(NF, "/api/v1/payments/intent/expire", _action("expire_intent_id")),
+    ),
+    ("POST", "/api/v1/payments/intent/{payment_intent_id}/metadata"): (
+        Case(
+            NF,
+            "/api/v1/payments/intent/{refund_intent_id}/metadata",
+            lambda _: {"metadata": {"matrix": "changed"}},
         ),
     ),
     ("GET", "/api/v1/payments/intents/count"): (
@@ -336,6 +352,7 @@ TABLES = (
     handlers.ROUTES,
     treasury_handlers.ROUTES,
     payment_handlers.ROUTES,
+    link_handlers.ROUTES,
     card_handlers.ROUTES,
     notification_handlers.ROUTES,
     sandbox_handlers.ROUTES,
@@ -465,6 +482,9 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
     ids["refund_intent_id"] = refund["id"]
     ids["refund_lookup_id"] = refund["payment_intent_lookup_id"]
     ids["pay_lookup_id"] = (await _intent_paid(client, tenant, None))["payment_intent_lookup_id"]
+    ids["expire_intent_id"] = (
+        await _intent_paid(client, tenant, None, metadata={"matrix": "yes"})
+    )["id"]
     ids["challenge_lookup_id"] = (await _intent_paid(client, tenant, THREE_D_SECURE))[
         "payment_intent_lookup_id"
     ]

@@ -48,8 +48,9 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
 #: Refusals of schema-valid requests that no JSON Schema can state, by error code: they depend
 #: on what the server holds (an intent's state, a movement already settled, a challenge that is
 #: not waiting, the funds of a wallet), relate two fields (``same_wallet``, a manual capture of a
-#: payment type that cannot have one) or are arithmetic over the whole value (the Luhn digit and
-#: length of a card number). Each is a documented 400 of its operation.
+#: payment type that cannot have one, an amount below its currency's minimum) or are arithmetic
+#: over the whole value (the Luhn digit and length of a card number). Each is a documented 400
+#: of its operation.
 _STATEFUL_OR_ARITHMETIC = frozenset(
     {
         "payment_intent_unexpected_state",
@@ -61,6 +62,10 @@ _STATEFUL_OR_ARITHMETIC = frozenset(
         "invalid_number",
         "incorrect_number",
         "capture_method_not_supported",
+        # Issue 24: a minimum that depends on the currency, a link closed by the clock.
+        "amount_too_small",
+        "payment_intent_expired",
+        "expires_at_in_past",
     }
 )
 #: Fields whose refusal of a schema-valid value is arithmetic, a lookup or the clock's: a bank

@@ -489,6 +489,7 @@ ROUTES: tuple[Route, ...] = (
         html={
             200: "The card form, or the page saying the payment is complete or authorized",
             404: _NOT_A_LINK_PAGE,
+            410: "The page saying the payment link has expired (`expires_at`)",
         },
     ),
     Route(

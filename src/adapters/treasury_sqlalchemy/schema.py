@@ -264,6 +264,14 @@ jobs = Table(
 # itself as JSON (without ``id``: the id is the column, assigned by the database in insert order).
 INTENT_ID = BigInteger().with_variant(Integer(), "sqlite")
 
+# The metadata filter's index, on PostgreSQL only (migration 0013): GIN over the metadata object
+# of the JSON body, spelled as the filter's ``@>`` spells it (treasury_sqlalchemy.metadata_filter).
+_INTENT_METADATA_INDEX = Index(
+    "ix_payment_intents_metadata",
+    text("(CAST(body AS JSONB) -> 'metadata') jsonb_path_ops"),
+    postgresql_using="gin",
+).ddl_if(dialect="postgresql")
+
 payment_intents = Table(
     "payment_intents",
     metadata,
@@ -280,6 +288,7 @@ payment_intents = Table(
     Index("ix_payment_intents_company_id_id", "company_id", "id"),
     Index("ix_payment_intents_company_id_status_id", "company_id", "status", "id"),
     Index("ix_payment_intents_company_id_created_at", "company_id", "created_at"),
+    _INTENT_METADATA_INDEX,
 )
 
 # The sandbox clock's offset over wall time (one row, ``name`` ``sandbox``), in microseconds, so
