@@ -61,10 +61,10 @@ MetadataInput = Annotated[
     ),
 ]
 
-#: ``metadata`` on a record: always present, ``{}`` when nothing is set.
+#: ``metadata`` on a record: always present, ``{}`` when nothing is set (declare it ``= {}``;
+#: pydantic copies the default for each record).
 MetadataField = Annotated[
-    dict[str, str],
-    Field(default_factory=dict, description="Your own key-value pairs (see `metadata` on create)."),
+    dict[str, str], Field(description="Your own key-value pairs (see `metadata` on create).")
 ]
 
 

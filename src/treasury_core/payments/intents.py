@@ -127,7 +127,7 @@ class PaymentIntentRecord(BaseModel):
     #: When the payment link closes (business time): from then on the intent cannot be paid
     #: (decisions.md, "Stopping a payment link"). ``None``: it stays open.
     expires_at: Timestamp | None = None
-    metadata: MetadataField
+    metadata: MetadataField = {}
     created_at: Timestamp
 
     @model_validator(mode="before")

@@ -9,6 +9,7 @@ from treasury_core.errors import ConflictRetryExhausted, NotFound, ValidationFai
 from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.ledger import Journal
+from treasury_core.metadata import checked_metadata
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import AccountFormat, BankAccountDetails, UnitOfWork
 from treasury_core.services.idempotency import finish
@@ -41,6 +42,7 @@ class BankAccountService:
         """Check the details against their currency's format and checksums, then store them."""
         ctx = self._ctx
         currency = ctx.currencies.get(request.currency_id, param="currency_id").code
+        checked_metadata(request.metadata)  # before the rail's checks: one error per field
         details = ctx.rail.validate_bank_account(
             BankAccountDetails(
                 bank_name=request.bank_name,
@@ -59,6 +61,7 @@ class BankAccountService:
             routing_number=details.routing_number,
             currency_id=currency,
             created_at=ctx.clock.now(),
+            metadata=checked_metadata(request.metadata),
         )
 
         def register(uow: UnitOfWork) -> BankAccount:
@@ -110,11 +113,14 @@ class VirtualAccountService:
                 param="source_currency",
                 code="virtual_account_unavailable",
             )
+        metadata = checked_metadata(request.metadata)
         wallet = await ctx.storage.run(
             lambda uow: wallet_of(uow, company_id, request.wallet_id, "wallet_id"), write=False
         )
         return await ctx.storage.run(
-            lambda uow: self._create_in(uow, company_id, wallet, currency.code, idempotency)
+            lambda uow: self._create_in(
+                uow, company_id, wallet, currency.code, idempotency, metadata
+            )
         )
 
     def _create_in(
@@ -124,6 +130,7 @@ class VirtualAccountService:
         wallet: Wallet,
         currency: str,
         idempotency: IdempotencyTicket[VirtualAccount] | None,
+        metadata: dict[str, str] | None = None,
     ) -> VirtualAccount:
         ctx = self._ctx
         # Details derive from the id; short local numbers (8-digit GBP) can collide, so draw
@@ -152,6 +159,7 @@ class VirtualAccountService:
             sort_code=details.sort_code,
             branch_code=details.branch_code,
             created_at=ctx.clock.now(),
+            metadata=metadata or {},
         )
 
         uow.records.add(account)

@@ -7,6 +7,7 @@ from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal
+from treasury_core.metadata import checked_metadata
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
@@ -45,6 +46,7 @@ class TransferService:
                 param="to_wallet_id",
                 code="same_wallet",
             )
+        metadata = checked_metadata(request.metadata)
 
         from_currency, to_currency = await self._currencies(company_id, request)
         rate, to_amount, rate_date = await ctx.dated_quote(
@@ -84,6 +86,7 @@ class TransferService:
                 exchange_rate_date=rate_date,
                 reference=request.reference,
                 description=request.description,
+                metadata=metadata,
                 status=_CREATED_PENDING if cross else _CREATED_SETTLED,
                 error=None,
                 created_at=now,

@@ -6,6 +6,7 @@ from treasury_core.errors import InsufficientFunds, NotFound, ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal
+from treasury_core.metadata import checked_metadata
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
@@ -82,6 +83,7 @@ class WithdrawalService:
             bank_account_id=bank.id,
             reference=request.reference,
             description=request.description,
+            metadata=checked_metadata(request.metadata),
             withdraw_fee=fee,
             status=next_status(None, MovementTrigger.CREATE),
             error=None,
