@@ -15,6 +15,7 @@ from treasury_aiohttp import (
     handlers,
     hosted_pages,
     link_handlers,
+    metadata_handlers,
     notification_handlers,
     payment_handlers,
     provider_hooks,
@@ -110,6 +111,7 @@ def create_app(
         + treasury_handlers.ROUTES
         + payment_handlers.ROUTES
         + link_handlers.ROUTES
+        + metadata_handlers.ROUTES
         + card_handlers.ROUTES
         + notification_handlers.ROUTES
         + provider_hooks.routes_for(treasury)

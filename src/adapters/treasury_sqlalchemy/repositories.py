@@ -1045,11 +1045,19 @@ class SqlRecords:
             raise LookupError(f"no record {record.id}")
 
     def list(
-        self, kind: type[R], company_id: int, limit: int, starting_after: str | None
+        self,
+        kind: type[R],
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
     ) -> list[R]:
         records = t.treasury_records
         query = select(records.c.body).where(
-            records.c.company_id == company_id, records.c.kind == kind.prefix
+            records.c.company_id == company_id,
+            records.c.kind == kind.prefix,
+            *metadata_where(records.c.body, metadata),
         )
         query = _newest_first(query, records.c.id, limit, starting_after)
         return [

@@ -375,9 +375,16 @@ class RecordRepository(Protocol):
         ...
 
     def list(
-        self, kind: type[R], company_id: int, limit: int, starting_after: str | None
+        self,
+        kind: type[R],
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
     ) -> list[R]:
-        """Up to ``limit`` records of ``kind``, newest first, ids below ``starting_after``."""
+        """Up to ``limit`` records of ``kind``, newest first, ids below ``starting_after``;
+        with ``metadata``, only those whose metadata holds every pair of it."""
         ...
 
     def find(self, kind: type[R], lookup_key: str) -> R | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from treasury_core.errors import ConflictRetryExhausted, NotFound, ValidationFailed
 from treasury_core.events import EventType
@@ -76,9 +76,15 @@ class BankAccountService:
             BankAccount, company_id, bank_account_id, "bank account", "bank_account_id"
         )
 
-    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[BankAccount]:
-        """The company's bank accounts, newest first."""
-        return await self._ctx.list_records(BankAccount, company_id, page)
+    async def list(
+        self,
+        company_id: int,
+        page: PageRequest | None = None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Page[BankAccount]:
+        """The company's bank accounts, newest first (``metadata``: those holding its pairs)."""
+        return await self._ctx.list_records(BankAccount, company_id, page, metadata=metadata)
 
     def formats(self) -> builtins.list[AccountFormat]:
         """The formats of the enabled currencies."""
@@ -171,9 +177,15 @@ class VirtualAccountService:
             VirtualAccount, company_id, account_id, "virtual account", "virtual_account_id"
         )
 
-    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[VirtualAccount]:
-        """The company's virtual accounts, newest first."""
-        return await self._ctx.list_records(VirtualAccount, company_id, page)
+    async def list(
+        self,
+        company_id: int,
+        page: PageRequest | None = None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Page[VirtualAccount]:
+        """The company's virtual accounts, newest first (``metadata``: with its pairs)."""
+        return await self._ctx.list_records(VirtualAccount, company_id, page, metadata=metadata)
 
     async def incoming(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from treasury_core.errors import InsufficientFunds, LedgerInvariantViolation, ValidationFailed
 from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
@@ -149,9 +151,15 @@ class TransferService:
             Transfer, company_id, transfer_id, "transfer", "transfer_id"
         )
 
-    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[Transfer]:
-        """The company's transfers, newest first."""
-        return await self._ctx.list_records(Transfer, company_id, page)
+    async def list(
+        self,
+        company_id: int,
+        page: PageRequest | None = None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Page[Transfer]:
+        """The company's transfers, newest first (``metadata``: only those holding its pairs)."""
+        return await self._ctx.list_records(Transfer, company_id, page, metadata=metadata)
 
     async def complete(
         self,

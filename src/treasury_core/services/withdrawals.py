@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from treasury_core.errors import InsufficientFunds, NotFound, ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
@@ -119,9 +121,15 @@ class WithdrawalService:
             Withdrawal, company_id, withdrawal_id, "withdrawal", "withdraw_id"
         )
 
-    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[Withdrawal]:
-        """The company's withdrawals, newest first."""
-        return await self._ctx.list_records(Withdrawal, company_id, page)
+    async def list(
+        self,
+        company_id: int,
+        page: PageRequest | None = None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Page[Withdrawal]:
+        """The company's withdrawals, newest first (``metadata``: only those holding its pairs)."""
+        return await self._ctx.list_records(Withdrawal, company_id, page, metadata=metadata)
 
     async def complete(
         self,

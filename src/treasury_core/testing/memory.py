@@ -33,6 +33,7 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
+from treasury_core.metadata import metadata_matches
 from treasury_core.notifications.deliveries import Delivery, DeliveryStatus, fair_pick
 from treasury_core.notifications.status import DeliveryBacklog, FailingDestination, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
@@ -527,12 +528,20 @@ class _Records:
         self._tx.put(self._tx.state.records, record.id, record)
 
     def list(
-        self, kind: type[R], company_id: int, limit: int, starting_after: str | None
+        self,
+        kind: type[R],
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
     ) -> list[R]:
         rows = [
             r
             for r in self._tx.state.records.values()
-            if isinstance(r, kind) and r.company_id == company_id
+            if isinstance(r, kind)
+            and r.company_id == company_id
+            and metadata_matches(r.metadata, metadata)
         ]
         return _newest_first(rows, lambda r: r.id, limit, starting_after)
 

@@ -173,6 +173,10 @@ class TreasuryRecord(_Frozen):
     id: str
     company_id: int
     created_at: Timestamp
+    #: The merchant's key-value pairs (:mod:`treasury_core.metadata`). Shown by the kinds whose
+    #: interface record has ``metadata`` (deposits, withdrawals, transfers, bank and virtual
+    #: accounts, PMTIs); ``{}`` on the others.
+    metadata: MetadataField = {}
 
     @property
     def status_value(self) -> str:
