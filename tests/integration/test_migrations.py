@@ -341,7 +341,7 @@ def test_0009_keeps_columns_and_indexes_made_beforehand(postgres_url: str) -> No
 
 
 def test_0013_indexes_the_metadata_filter_on_postgresql(postgres_url: str) -> None:
-    # The index must be spelled as the list filter spells its expression, or PostgreSQL would
+    # The indexes must be spelled as the list filter spells its expression, or PostgreSQL would
     # never use it: the filter's own condition, with sequential scans off, plans through it.
     from sqlalchemy import select
 
@@ -352,6 +352,7 @@ def test_0013_indexes_the_metadata_filter_on_postgresql(postgres_url: str) -> No
     try:
         upgrade(engine)
         assert "ix_payment_intents_metadata" in _index_names(engine, "payment_intents")
+        assert "ix_treasury_records_metadata" in _index_names(engine, "treasury_records")
         query = select(payment_intents.c.id).where(
             *metadata_where(payment_intents.c.body, {"order_id": "A-1"})
         )

@@ -31,6 +31,7 @@ from treasury_core.treasury.records import (
     Withdrawal,
     WithdrawalRecord,
 )
+from treasury_core.wallets import Wallet, WalletRecord
 
 
 def _record_of(item: TreasuryRecord) -> bytes:
@@ -56,6 +57,20 @@ def _metadata_handler(kind: type[TreasuryRecord], noun: str, param: str) -> Hand
     handler.__name__ = f"update_{kind.__name__.lower()}_metadata"
     handler.__doc__ = f"Merge pairs into a {noun}'s metadata; an empty value deletes its key."
     return handler
+
+
+async def update_wallet_metadata(request: web.Request) -> web.StreamResponse:
+    """Merge pairs into a wallet's metadata; an empty value deletes its key."""
+    body = await parse_body(request, MetadataUpdateRequest)
+    service = treasury(request).wallets
+    responder: Responder[Wallet] = Responder(request, service.record)
+    wallet = await service.update_metadata(
+        principal(request).company_id,
+        request.match_info["wallet_id"],
+        body.metadata,
+        idempotency=responder.ticket(),
+    )
+    return responder.respond(wallet)
 
 
 #: (path, kind, noun, path parameter, its description, response model)
@@ -103,22 +118,35 @@ _KINDS: tuple[tuple[str, type[TreasuryRecord], str, str, str, type[BaseModel]], 
     ),
 )
 
-ROUTES: tuple[Route, ...] = tuple(
+ROUTES: tuple[Route, ...] = (
     Route(
         "POST",
-        f"{path}/metadata",
-        _metadata_handler(kind, noun, param),
-        f"Update a {noun}'s metadata",
+        "/api/v1/wallet/{wallet_id}/metadata",
+        update_wallet_metadata,
+        "Update a wallet's metadata",
         body=MetadataUpdateRequest,
-        response=response,
-        tags=("Treasury",) if kind is not TokenIntent else ("Card on file",),
-        path_params={param: f"The {noun}'s id ({shape})."},
-        description='The pairs are merged into the metadata; `""` deletes a key.'
-        + (
-            " `latest_version`'s URLs are null in this answer: `GET` the PMTI for them."
-            if kind is TokenIntent
-            else ""
-        ),
-    )
-    for path, kind, noun, param, shape, response in _KINDS
+        response=WalletRecord,
+        tags=("Wallets",),
+        path_params={"wallet_id": "Wallet id (`wal_…`)."},
+        description='The pairs are merged into the metadata; `""` deletes a key.',
+    ),
+    *tuple(
+        Route(
+            "POST",
+            f"{path}/metadata",
+            _metadata_handler(kind, noun, param),
+            f"Update a {noun}'s metadata",
+            body=MetadataUpdateRequest,
+            response=response,
+            tags=("Treasury",) if kind is not TokenIntent else ("Card on file",),
+            path_params={param: f"The {noun}'s id ({shape})."},
+            description='The pairs are merged into the metadata; `""` deletes a key.'
+            + (
+                " `latest_version`'s URLs are null in this answer: `GET` the PMTI for them."
+                if kind is TokenIntent
+                else ""
+            ),
+        )
+        for path, kind, noun, param, shape, response in _KINDS
+    ),
 )

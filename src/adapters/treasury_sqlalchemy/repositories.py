@@ -287,8 +287,8 @@ def _posting(row: Row[Any]) -> Posting:
 @lru_cache(maxsize=1024)
 def _wallet(row: tuple[Any, ...]) -> Wallet:
     """The wallet stored as ``row``, made and validated once per distinct row: every transfer
-    reads both its wallets, and a ``Wallet`` is immutable (as is its row: the storage port has
-    no wallet update), so one instance serves every read of it. The row holds no secret."""
+    reads both its wallets, and a ``Wallet`` is immutable (a change of its metadata makes a new
+    row, so a new key), so one instance serves every read of it. The row holds no secret."""
     m = dict(zip(_WALLET_COLUMNS, row, strict=True))
     return Wallet(
         id=m["id"],
@@ -298,6 +298,7 @@ def _wallet(row: tuple[Any, ...]) -> Wallet:
         currency=m["currency"],
         status=WalletStatus(m["status"]),
         created_at=m["created_at"],
+        metadata=json.loads(m["metadata"]) if m["metadata"] else {},
     )
 
 
@@ -314,17 +315,46 @@ class SqlWallets:
         self._conn = conn
 
     def add(self, wallet: Wallet) -> None:
-        self._conn.execute(insert(t.wallets), [wallet.model_dump(mode="python")])
+        values = wallet.model_dump(mode="python")
+        values["metadata"] = json.dumps(wallet.metadata) if wallet.metadata else None
+        self._conn.execute(insert(t.wallets), [values])
 
     def get(self, company_id: int, wallet_id: str) -> Wallet | None:
         params = {"wallet_id": wallet_id, "company_id": company_id}
         row = _WALLET_BY_ID.first(self._conn, params)
         return _wallet(tuple(row)) if row else None
 
-    def list(self, company_id: int, limit: int, starting_after: str | None) -> list[Wallet]:
-        query = select(t.wallets).where(t.wallets.c.company_id == company_id)
+    def list(
+        self,
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> list[Wallet]:
+        query = select(t.wallets).where(
+            t.wallets.c.company_id == company_id,
+            *metadata_where(t.wallets.c.metadata, metadata, path=None),
+        )
         query = _newest_first(query, t.wallets.c.id, limit, starting_after)
         return [_wallet(tuple(r)) for r in self._conn.execute(query)]
+
+    def lock(self, company_id: int, wallet_id: str) -> Wallet | None:
+        query = select(t.wallets).where(
+            t.wallets.c.id == wallet_id, t.wallets.c.company_id == company_id
+        )
+        row = self._conn.execute(query.with_for_update()).first()
+        return _wallet(tuple(row)) if row else None
+
+    def set_metadata(self, company_id: int, wallet_id: str, metadata: Mapping[str, str]) -> None:
+        wallets = t.wallets
+        result = self._conn.execute(
+            update(wallets)
+            .where(wallets.c.id == wallet_id, wallets.c.company_id == company_id)
+            .values(metadata=json.dumps(dict(metadata)) if metadata else None)
+        )
+        if result.rowcount != 1:
+            raise LookupError(f"no wallet {wallet_id}")
 
 
 class SqlLedger:

@@ -83,8 +83,25 @@ class WalletRepository(Protocol):
         """The wallet of ``company_id`` with this id, or ``None`` (also for another company's)."""
         ...
 
-    def list(self, company_id: int, limit: int, starting_after: str | None) -> list[Wallet]:
-        """Up to ``limit`` wallets, newest first, with ids below ``starting_after``."""
+    def list(
+        self,
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> list[Wallet]:
+        """Up to ``limit`` wallets, newest first, with ids below ``starting_after``; with
+        ``metadata``, only those whose metadata holds every pair of it."""
+        ...
+
+    def lock(self, company_id: int, wallet_id: str) -> Wallet | None:
+        """As :meth:`get`, and the row stays locked until the transaction ends (a change of
+        the wallet's metadata reads, merges and writes it)."""
+        ...
+
+    def set_metadata(self, company_id: int, wallet_id: str, metadata: Mapping[str, str]) -> None:
+        """Replace the wallet's metadata (the only part of a wallet that changes)."""
         ...
 
 

@@ -131,9 +131,31 @@ class _Wallets:
         wallet = self._tx.state.wallets.get(wallet_id)
         return wallet if wallet is not None and wallet.company_id == company_id else None
 
-    def list(self, company_id: int, limit: int, starting_after: str | None) -> list[Wallet]:
-        rows = [w for w in self._tx.state.wallets.values() if w.company_id == company_id]
+    def list(
+        self,
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> list[Wallet]:
+        rows = [
+            w
+            for w in self._tx.state.wallets.values()
+            if w.company_id == company_id and metadata_matches(w.metadata, metadata)
+        ]
         return _newest_first(rows, lambda w: w.id, limit, starting_after)
+
+    def lock(self, company_id: int, wallet_id: str) -> Wallet | None:
+        # One writer at a time already: nothing more to lock.
+        return self.get(company_id, wallet_id)
+
+    def set_metadata(self, company_id: int, wallet_id: str, metadata: Mapping[str, str]) -> None:
+        wallet = self.get(company_id, wallet_id)
+        if wallet is None:
+            raise LookupError(f"no wallet {wallet_id}")
+        updated = wallet.model_copy(update={"metadata": dict(metadata)})
+        self._tx.put(self._tx.state.wallets, wallet.id, updated)
 
 
 class _Ledger:
