@@ -28,6 +28,7 @@ from treasury_aiohttp import (
     handlers,
     hosted_pages,
     link_handlers,
+    metadata_handlers,
     notification_handlers,
     payment_handlers,
     sandbox_handlers,
@@ -147,7 +148,10 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ("GET", "/api/v1/wallet/{wallet_id}/balance"): (
         Case(NF, "/api/v1/wallet/{wallet_id}/balance"),
     ),
-    ("GET", "/api/v1/wallets"): (Case(Cross.EMPTY, "/api/v1/wallets", owner_sees="wallet_id"),),
+    ("GET", "/api/v1/wallets"): (
+        Case(Cross.EMPTY, "/api/v1/wallets", owner_sees="wallet_id"),
+        Case(Cross.EMPTY, "/api/v1/wallets?metadata[tag]=m", owner_sees="wallet_id"),
+    ),
     ("GET", "/api/v1/wallets/balances"): (
         Case(Cross.EMPTY, "/api/v1/wallets/balances", owner_sees="wallet_id"),
     ),
@@ -186,6 +190,11 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ),
     ("GET", "/api/v1/withdrawals"): (
         Case(Cross.EMPTY, "/api/v1/withdrawals", owner_sees="withdraw_complete_id"),
+        Case(
+            Cross.EMPTY,
+            "/api/v1/withdrawals?metadata[tag]=m",
+            owner_sees="withdraw_complete_id",
+        ),
     ),
     ("POST", "/api/v1/transfer"): (
         Case(NF, "/api/v1/transfer", _transfer("wallet_id", "wallet2_id")),
@@ -210,6 +219,7 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ),
     ("GET", "/api/v1/transfers"): (
         Case(Cross.EMPTY, "/api/v1/transfers", owner_sees="transfer_complete_id"),
+        Case(Cross.EMPTY, "/api/v1/transfers?metadata[tag]=m", owner_sees="transfer_complete_id"),
     ),
     ("POST", "/api/v1/virtual-account"): (
         Case(
@@ -220,7 +230,33 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ),
     ("GET", "/api/v1/virtual-accounts"): (
         Case(Cross.EMPTY, "/api/v1/virtual-accounts", owner_sees="virtual_account_id"),
+        Case(
+            Cross.EMPTY,
+            "/api/v1/virtual-accounts?metadata[tag]=m",
+            owner_sees="virtual_account_id",
+        ),
     ),
+    # Metadata updates (issue 24): another company's id is not found.
+    **{
+        ("POST", f"{route}/metadata"): (
+            Case(NF, f"{path}/metadata", lambda _: {"metadata": {"matrix": "changed"}}),
+        )
+        for route, path in (
+            ("/api/v1/wallet/{wallet_id}", "/api/v1/wallet/{wallet_id}"),
+            ("/api/v1/deposit/{deposit_id}", "/api/v1/deposit/{deposit_id}"),
+            ("/api/v1/withdraw/{withdraw_id}", "/api/v1/withdraw/{withdraw_complete_id}"),
+            ("/api/v1/transfer/{transfer_id}", "/api/v1/transfer/{transfer_complete_id}"),
+            ("/api/v1/bank-account/{bank_account_id}", "/api/v1/bank-account/{bank_account_id}"),
+            (
+                "/api/v1/virtual-account/{virtual_account_id}",
+                "/api/v1/virtual-account/{virtual_account_id}",
+            ),
+            (
+                "/api/v1/payment_method_token_intent/{pmti_id}",
+                "/api/v1/payment_method_token_intent/{pmti_id}",
+            ),
+        )
+    },
     # Payment intents.
     ("POST", "/api/v1/payments/intent"): (Case(NF, "/api/v1/payments/intent", _intent),),
     ("GET", "/api/v1/payments/intent"): (
@@ -353,6 +389,7 @@ TABLES = (
     treasury_handlers.ROUTES,
     payment_handlers.ROUTES,
     link_handlers.ROUTES,
+    metadata_handlers.ROUTES,
     card_handlers.ROUTES,
     notification_handlers.ROUTES,
     sandbox_handlers.ROUTES,
@@ -471,6 +508,14 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
             "/api/v1/virtual-account", {"wallet_id": ids["wallet_id"], "source_currency": "USD"}
         )
     )["id"]
+    # What the metadata filters of the lists find (issue 24).
+    for path in (
+        "/api/v1/wallet/{wallet_id}",
+        "/api/v1/withdraw/{withdraw_complete_id}",
+        "/api/v1/transfer/{transfer_complete_id}",
+        "/api/v1/virtual-account/{virtual_account_id}",
+    ):
+        await post(path.format(**ids) + "/metadata", {"metadata": {"tag": "m"}})
 
     ids["capture_intent_id"] = (
         await _intent_paid(client, tenant, APPROVED, capture_method="manual")
