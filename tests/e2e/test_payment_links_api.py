@@ -79,6 +79,13 @@ async def test_expires_at_closes_the_link_on_the_business_clock(
     page = await client.get(f"/pay/{lookup_id}", headers={"Accept": "text/html"})
     assert page.status == 410
     assert "expired" in await page.text()
+    # The hosted form posted after the link closed gets the same page, and charges nothing.
+    posted = await client.post(
+        f"/pay/{lookup_id}",
+        data={"card_number": APPROVED, "expiry_month": "12", "expiry_year": "2030", "cvc": "123"},
+        headers={"Accept": "text/html"},
+    )
+    assert posted.status == 410
     again = await get(client, tenant, f"{INTENT}?payment_intent_lookup_id={lookup_id}")
     assert again["status"] == "INITIALIZED"
     assert again["amount_refunded"] == 0
