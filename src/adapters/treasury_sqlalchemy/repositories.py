@@ -58,6 +58,11 @@ from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.delivery_records import UPDATE_DELIVERY, DeliveryRows
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
 from treasury_sqlalchemy.metadata_filter import metadata_where
+from treasury_sqlalchemy.wallet_metadata import (
+    locked_wallet_row,
+    stored_metadata,
+    write_wallet_metadata,
+)
 
 _COUNTERS = (
     "debits_posted",
@@ -316,7 +321,7 @@ class SqlWallets:
 
     def add(self, wallet: Wallet) -> None:
         values = wallet.model_dump(mode="python")
-        values["metadata"] = json.dumps(wallet.metadata) if wallet.metadata else None
+        values["metadata"] = stored_metadata(wallet.metadata)
         self._conn.execute(insert(t.wallets), [values])
 
     def get(self, company_id: int, wallet_id: str) -> Wallet | None:
@@ -340,21 +345,11 @@ class SqlWallets:
         return [_wallet(tuple(r)) for r in self._conn.execute(query)]
 
     def lock(self, company_id: int, wallet_id: str) -> Wallet | None:
-        query = select(t.wallets).where(
-            t.wallets.c.id == wallet_id, t.wallets.c.company_id == company_id
-        )
-        row = self._conn.execute(query.with_for_update()).first()
-        return _wallet(tuple(row)) if row else None
+        row = locked_wallet_row(self._conn, company_id, wallet_id)
+        return _wallet(row) if row else None
 
     def set_metadata(self, company_id: int, wallet_id: str, metadata: Mapping[str, str]) -> None:
-        wallets = t.wallets
-        result = self._conn.execute(
-            update(wallets)
-            .where(wallets.c.id == wallet_id, wallets.c.company_id == company_id)
-            .values(metadata=json.dumps(dict(metadata)) if metadata else None)
-        )
-        if result.rowcount != 1:
-            raise LookupError(f"no wallet {wallet_id}")
+        write_wallet_metadata(self._conn, company_id, wallet_id, metadata)
 
 
 class SqlLedger:
