@@ -86,9 +86,9 @@ class _MovementStatements:
 
     A movement is two account UPDATEs and one posting INSERT; through SQLAlchemy's execution
     machinery each statement cost more client time than the database spent on it (see
-    docs/performance.md). The SQL is built from the same table metadata, and timestamps are bound
-    through the column type's own bind processor, so the rows are identical to what SQLAlchemy
-    would write.
+    CHANGELOG.md, "Performance history"). The SQL is built from the same table metadata, and
+    timestamps are bound through the column type's own bind processor, so the rows are
+    identical to what SQLAlchemy would write.
     """
 
     def __init__(self, dialect: Dialect) -> None:
@@ -103,8 +103,8 @@ class _MovementStatements:
             f"INSERT INTO ledger_postings ({', '.join(_POSTING_COLUMNS)}) "  # noqa: S608
             f"VALUES ({', '.join([mark] * len(_POSTING_COLUMNS))})"
         )
-        # Each create of an intent writes one intent row (docs/performance.md: the create-intent
-        # path); it goes the same way, with the id the database assigns.
+        # Each create of an intent writes one intent row (CHANGELOG.md, "Performance history": the
+        # create-intent path); it goes the same way, with the id the database assigns.
         self.insert_intent = (
             f"INSERT INTO payment_intents ({', '.join(_INTENT_WRITE_COLUMNS)}) "  # noqa: S608
             f"VALUES ({', '.join([mark] * len(_INTENT_WRITE_COLUMNS))}) RETURNING id"
