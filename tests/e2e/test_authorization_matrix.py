@@ -353,6 +353,7 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ),
     ("GET", "/api/v1/callback-secret"): (Case(Cross.PER_COMPANY, "/api/v1/callback-secret"),),
     # Sandbox controls.
+    ("GET", "/api/v1/sandbox/clock"): (Case(Cross.SANDBOX, "/api/v1/sandbox/clock"),),
     ("POST", "/api/v1/sandbox/clock/advance"): (
         Case(Cross.SANDBOX, "/api/v1/sandbox/clock/advance", lambda _: {"seconds": 1}),
     ),

@@ -30,7 +30,7 @@ from treasury_core.treasury.requests import (
 
 
 class ClockRecord(BaseModel):
-    """The sandbox clock after an advance."""
+    """The sandbox clock: the business time (after an advance, the new one)."""
 
     now: Timestamp
 
@@ -46,6 +46,12 @@ class _Empty(BaseModel):
     """No fields: the body must be empty or ``{}``."""
 
     model_config = SandboxCompleteRequest.model_config
+
+
+async def read_clock(request: web.Request) -> web.StreamResponse:
+    """The business time: what expiries, settlement delays and evidence windows are decided by."""
+    now = await treasury(request).sandbox.now()
+    return json_response(ClockRecord(now=now))
 
 
 def _settle(noun: str, action: str, param: str, body_model: type[BaseModel], doc: str) -> Handler:
@@ -141,6 +147,14 @@ _WDR = {"withdraw_id": "Withdrawal id (`wdr_…`)."}
 _TRF = {"transfer_id": "Transfer id (`trf_…`)."}
 
 ROUTES: tuple[Route, ...] = (
+    Route(
+        "GET",
+        "/api/v1/sandbox/clock",
+        read_clock,
+        "Read the sandbox clock",
+        response=ClockRecord,
+        tags=_SANDBOX,
+    ),
     Route(
         "POST",
         "/api/v1/sandbox/clock/advance",

@@ -87,6 +87,14 @@ class SandboxService:
             offset = await self._ctx.storage.run(lambda uow: uow.clock_offset.get(), write=False)
             clock.catch_up(offset)
 
+    async def now(self) -> datetime:
+        """The business time, as this process's clock has it after taking the stored offset
+        (another process may have advanced it); :class:`NotFound` outside sandbox mode."""
+        if not self.enabled:
+            raise NotFound("Sandbox controls are off", code="sandbox_disabled")
+        await self.sync_clock()
+        return self._ctx.clock.now()
+
     async def advance(self, seconds: int) -> datetime:
         """Advance the clock by ``seconds`` and run every job due by then; the new now.
 
