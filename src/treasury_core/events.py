@@ -29,6 +29,8 @@ class EventType(StrEnum):
     TRANSACTION_FAILED = "merchant_of_record.transaction.failed"
     TRANSACTION_REQUIRES_ACTION = "merchant_of_record.transaction.requires_action"
     REFUND_CREATED = "merchant_of_record.refund.created"
+    #: A refund's status changed after its creation (decisions.md, "Refund outcomes").
+    REFUND_UPDATED = "treasury.refund.updated"
     CHARGEBACK_CREATED = "merchant_of_record.chargeback.created"
     CHARGEBACK_COMPLETED = "merchant_of_record.chargeback.completed"
     CHARGEBACK_REVERSED = "merchant_of_record.chargeback.reversed"

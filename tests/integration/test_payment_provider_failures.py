@@ -8,6 +8,7 @@ import pytest
 
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import CardError, ProviderError, ValidationFailed
+from treasury_core.events import EventType
 from treasury_core.payments.records import RefundStatus
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData, CardProviderResult
@@ -64,7 +65,23 @@ def test_a_refused_refund_fails_and_gives_its_amount_back() -> None:
     assert asyncio.run(payments.get(company, intent_id)).amount_refunded == 0
     [refund] = asyncio.run(payments.refunds(company, intent_id))
     assert (refund.status, refund.failure_reason) == (RefundStatus.FAILED, "refund_declined")
+    # Created pending, then the failure: receivers see it as treasury.refund.updated.
+    created, updated = _refund_events(treasury, company)
+    assert created["status"] == "pending"
+    assert (updated["id"], updated["status"], updated["failure_reason"]) == (
+        refund.id,
+        "failed",
+        "refund_declined",
+    )
+    # The reservation was voided: the whole amount can be refunded by a later attempt.
+    assert asyncio.run(payments.get(company, intent_id)).amount_refundable == 1_000
     check_invariants(treasury.storage)
+
+
+def _refund_events(treasury: Treasury, company: int) -> list[dict[str, object]]:
+    events = treasury.storage.run_sync(lambda uow: uow.outbox.list(company), write=False)
+    wanted = (EventType.REFUND_CREATED, EventType.REFUND_UPDATED)
+    return [dict(e.data["object"]) for e in events if e.type in wanted]
 
 
 def test_a_refund_the_provider_did_not_answer_stays_pending_and_counted() -> None:
@@ -77,6 +94,7 @@ def test_a_refund_the_provider_did_not_answer_stays_pending_and_counted() -> Non
     assert asyncio.run(payments.get(company, intent_id)).amount_refunded == 400
     [refund] = asyncio.run(payments.refunds(company, intent_id))
     assert refund.status is RefundStatus.PENDING
+    assert [e["status"] for e in _refund_events(treasury, company)] == ["pending"]  # no news
     with pytest.raises(ValidationFailed) as refused:
         asyncio.run(payments.refund(company, intent_id, amount=601))
     assert refused.value.param == "amount"

@@ -85,6 +85,7 @@ from treasury_core.ports.card_provider import (
 from treasury_core.services.cards import checked_card
 from treasury_core.services.idempotency import finish
 from treasury_core.services.payment_links import schedule_link_expiry
+from treasury_core.services.refund_outcomes import refund_failed, refund_succeeded
 from treasury_core.services.support import TreasuryContext
 from treasury_core.validation import is_resource_id
 
@@ -1060,36 +1061,12 @@ class PaymentService:
     def _refund_succeeded(
         self, refund: Refund, idempotency: IdempotencyTicket[Refund] | None
     ) -> Callable[[UnitOfWork], Refund]:
-        def write(uow: UnitOfWork) -> Refund:
-            current = uow.records.get(Refund, refund.id, refund.company_id, for_update=True)
-            if current is not None and current.status is not RefundStatus.PENDING:
-                # Settled meanwhile by the provider's refund event (another process).
-                return finish(uow, idempotency, current)
-            self._ledger(uow, refund, (PostPending(p) for p in refund.pending_ids))
-            done = refund.model_copy(update={"status": RefundStatus.SUCCEEDED})
-            uow.records.update(done)
-            return finish(uow, idempotency, done)
-
-        return write
+        # The provider's refund event may have settled it meanwhile (another process).
+        return lambda uow: finish(uow, idempotency, refund_succeeded(self, uow, refund))
 
     def _refund_failed(self, refund: Refund, error: CardError) -> Callable[[UnitOfWork], None]:
         def write(uow: UnitOfWork) -> None:
-            intent = uow.intents.get(refund.payment_intent_id, None, for_update=True)
-            assert intent is not None  # the refund's intent exists
-            self._ledger(uow, refund, (VoidPending(p) for p in refund.pending_ids))
-            uow.intents.update(
-                intent.model_copy(
-                    update={
-                        "amount_refunded": intent.amount_refunded - refund.amount,
-                        "processing_refunded": intent.processing_refunded
-                        - refund.processing_amount,
-                    }
-                )
-            )
-            reason = error.failure_reason or error.code
-            uow.records.update(
-                refund.model_copy(update={"status": RefundStatus.FAILED, "failure_reason": reason})
-            )
+            refund_failed(self, uow, refund, error.failure_reason or error.code)
 
         return write
 
