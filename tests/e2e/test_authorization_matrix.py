@@ -25,6 +25,7 @@ from aiohttp.test_utils import TestClient
 from tests.e2e.conftest import Tenant
 from treasury_aiohttp import (
     card_handlers,
+    endpoint_handlers,
     handlers,
     hosted_pages,
     link_handlers,
@@ -340,6 +341,16 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ("DELETE", "/api/v1/webhook-endpoints/{endpoint_id}"): (
         Case(NF, "/api/v1/webhook-endpoints/{endpoint_id}"),
     ),
+    ("POST", "/api/v1/webhook-endpoints/{endpoint_id}"): (
+        Case(NF, "/api/v1/webhook-endpoints/{managed_endpoint_id}", lambda _: {"enabled": True}),
+    ),
+    ("POST", "/api/v1/webhook-endpoints/{endpoint_id}/rotate-secret"): (
+        Case(
+            NF,
+            "/api/v1/webhook-endpoints/{managed_endpoint_id}/rotate-secret",
+            lambda _: {"overlap_seconds": 0},
+        ),
+    ),
     ("GET", "/api/v1/events"): (
         Case(Cross.EMPTY, "/api/v1/events", owner_sees="event_id"),
         Case(Cross.EMPTY, "/api/v1/events?type={event_type}", owner_sees="event_id"),
@@ -393,6 +404,7 @@ TABLES = (
     metadata_handlers.ROUTES,
     card_handlers.ROUTES,
     notification_handlers.ROUTES,
+    endpoint_handlers.ROUTES,
     sandbox_handlers.ROUTES,
 )
 
@@ -550,6 +562,10 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
     assert events, "setup made no events"
     ids["event_id"] = events[0]["id"]
     ids["event_type"] = events[0]["type"]
+    # Updated and rotated by the controls, so not the one DELETE's control deletes (issue 24).
+    ids["managed_endpoint_id"] = (
+        await post("/api/v1/webhook-endpoints", {"url": "https://merchant.example/managed"})
+    )["id"]
     ids["endpoint_id"] = (
         await post("/api/v1/webhook-endpoints", {"url": "https://merchant.example/hooks"})
     )["id"]
@@ -616,7 +632,9 @@ async def assert_untouched(client: Client, tenant: Tenant, ids: Ids) -> None:
     assert intents[ids["capture_intent_id"]]["status"] == "AUTHORIZED"
     assert intents[ids["cancel_intent_id"]]["status"] == "AUTHORIZED"
     endpoints = await ok(client, tenant, "GET", "/api/v1/webhook-endpoints")
-    assert [e["id"] for e in endpoints] == [ids["endpoint_id"]]
+    assert [e["id"] for e in endpoints] == [ids["endpoint_id"], ids["managed_endpoint_id"]]
+    assert all(e["status"] == "enabled" for e in endpoints), endpoints
+    assert all(e["previous_secret_expires_at"] is None for e in endpoints), endpoints
     balance = await ok(client, tenant, "GET", f"/api/v1/wallet/{ids['wallet_id']}/balance")
     # 1,000,000 in; two withdrawals of 1,000 + fee (25 + 1 %) and two transfers of 1,000 held.
     assert balance["balance"] == 1_000_000, balance

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from treasury_aiohttp import (
     card_handlers,
+    endpoint_handlers,
     handlers,
     hosted_pages,
     link_handlers,
@@ -114,6 +115,7 @@ def create_app(
         + metadata_handlers.ROUTES
         + card_handlers.ROUTES
         + notification_handlers.ROUTES
+        + endpoint_handlers.ROUTES
         + provider_hooks.routes_for(treasury)
     )
     if treasury.config.sandbox:

@@ -8,13 +8,18 @@ Rules:
 - The signing secret (``whsec_…``, Standard Webhooks) is derived by the vault from the
   endpoint's id and a random salt: it is shown in the creation response, and nothing stored is
   enough to rebuild it.
-- Deleting an endpoint stops new deliveries to it; those already pending still go.
+- Deleting an endpoint stops new deliveries to it; those already pending still go. Disabling
+  one (``enabled: false``) does the same, and enabling it again resumes them.
+- Rotating the secret derives a new one from a new salt; until ``previous_secret_expires_at``
+  (business time) deliveries carry both signatures, the new one first, so a receiver can
+  switch to the new secret whenever it likes within the window.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from datetime import datetime
 from typing import Annotated, ClassVar, Literal
 from urllib.parse import urlsplit
 
@@ -76,6 +81,37 @@ class CreateWebhookEndpointRequest(BaseModel):
     ) = None
 
 
+#: The longest overlap a rotation may ask for (a week), and the one it gets by default (a day).
+MAX_ROTATION_OVERLAP_SECONDS = 7 * 24 * 3600
+DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600
+
+
+class UpdateWebhookEndpointRequest(BaseModel):
+    """``POST /api/v1/webhook-endpoints/{id}``: the fields given change, the others stay.
+
+    ``events`` ``null`` means every type, as on create.
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    url: DestinationUrl | None = None
+    events: (
+        Annotated[list[Annotated[EventType, Field(strict=False)]], Field(min_length=1)] | None
+    ) = None
+    enabled: bool | None = None
+
+
+class RotateWebhookSecretRequest(BaseModel):
+    """``POST /api/v1/webhook-endpoints/{id}/rotate-secret``."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    #: How long the old secret still signs deliveries beside the new one; 0 drops it at once.
+    overlap_seconds: Annotated[int, Field(ge=0, le=MAX_ROTATION_OVERLAP_SECONDS)] = (
+        DEFAULT_ROTATION_OVERLAP_SECONDS
+    )
+
+
 class WebhookEndpointRecord(BaseModel):
     """A webhook endpoint as the API returns it; ``secret`` only when it was just created."""
 
@@ -87,6 +123,8 @@ class WebhookEndpointRecord(BaseModel):
     events: list[EventType] | None
     status: str
     created_at: Timestamp
+    #: Until when the secret replaced by the last rotation still signs deliveries.
+    previous_secret_expires_at: Timestamp | None = None
     secret: str | None = None
 
 
@@ -100,10 +138,21 @@ class WebhookEndpoint(TreasuryRecord):
     events: tuple[EventType, ...] | None = None
     status: str = "enabled"
     secret_salt: str
+    #: The salt of the secret the last rotation replaced, and until when it still signs.
+    previous_salt: str | None = None
+    previous_secret_expires_at: datetime | None = None
 
     def takes(self, event_type: EventType) -> bool:
         """Whether this endpoint gets events of ``event_type``."""
         return self.status == "enabled" and (self.events is None or event_type in self.events)
+
+    def signing_salts(self, now: datetime) -> tuple[str, ...]:
+        """The salts of the secrets that sign a delivery at business time ``now``: the current
+        one first, then the one the last rotation replaced while its overlap lasts."""
+        until = self.previous_secret_expires_at
+        if self.previous_salt is None or until is None or now >= until:
+            return (self.secret_salt,)
+        return (self.secret_salt, self.previous_salt)
 
     def record(self, *, secret: str | None = None) -> WebhookEndpointRecord:
         """The API record (with ``secret`` at creation)."""
@@ -113,5 +162,6 @@ class WebhookEndpoint(TreasuryRecord):
             events=list(self.events) if self.events is not None else None,
             status=self.status,
             created_at=self.created_at,
+            previous_secret_expires_at=self.previous_secret_expires_at,
             secret=secret,
         )

@@ -92,6 +92,10 @@ class CreatedEndpoint:
     secret: str
 
 
+#: The signers of one destination's deliveries (see :meth:`NotificationService._signers`).
+_Signers = tuple[Webhook, ...]
+
+
 def webhook_payload(event: Event) -> str:
     """The body of a webhook: ``{"id", "type", "created", "data": {"object": …}}``."""
     return json.dumps(
@@ -189,11 +193,10 @@ class NotificationService:
 
     # --- secrets ------------------------------------------------------------------------------
 
-    def endpoint_secret(self, endpoint: WebhookEndpoint) -> str:
-        """The endpoint's signing secret (``whsec_…``)."""
-        return _whsec(
-            self._vault.derive_secret("webhook-endpoint", f"{endpoint.id}:{endpoint.secret_salt}")
-        )
+    def endpoint_secret(self, endpoint: WebhookEndpoint, salt: str | None = None) -> str:
+        """The endpoint's signing secret (``whsec_…``); of an earlier ``salt`` if given."""
+        salt = endpoint.secret_salt if salt is None else salt
+        return _whsec(self._vault.derive_secret("webhook-endpoint", f"{endpoint.id}:{salt}"))
 
     def callback_secret(self, company_id: int) -> str:
         """The secret the company's legacy and PMTI callbacks are signed with (``whsec_…``)."""
@@ -233,7 +236,7 @@ class NotificationService:
         return await ctx.storage.run(write)
 
     async def endpoints(self, company_id: int) -> list[WebhookEndpoint]:
-        """The company's endpoints, newest first (deleted ones left out)."""
+        """The company's endpoints, newest first (deleted ones left out, disabled ones in)."""
         found = await self._ctx.storage.run(
             lambda uow: self._all_endpoints(uow, company_id), write=False
         )
@@ -245,7 +248,7 @@ class NotificationService:
         after = None
         while True:
             page = uow.records.list(WebhookEndpoint, company_id, MAX_LIMIT, after)
-            found += [e for e in page if e.status == "enabled"]
+            found += [e for e in page if e.status != "deleted"]
             if len(page) < MAX_LIMIT:
                 return found
             after = page[-1].id
@@ -269,7 +272,7 @@ class NotificationService:
             found = None
             if is_resource_id(endpoint_id, WebhookEndpoint.prefix):
                 found = uow.records.get(WebhookEndpoint, endpoint_id, company_id, for_update=True)
-            if found is None or found.status != "enabled":
+            if found is None or found.status == "deleted":
                 raise NotFound(f"No such webhook endpoint: {endpoint_id}")
             deleted = found.model_copy(update={"status": "deleted"})
             uow.records.update(deleted)
@@ -531,9 +534,10 @@ class NotificationService:
                     "delivery %s of %s failed: %s", delivery.id, delivery.event_id, attempt.error
                 )
 
-    async def _signers(self, batch: list[Delivery]) -> dict[tuple[str, str | int], Webhook]:
-        """A signer per secret the batch needs: endpoints read in one transaction, secrets
-        derived once each. An endpoint that cannot be found has none (its attempt fails)."""
+    async def _signers(self, batch: list[Delivery]) -> dict[tuple[str, str | int], _Signers]:
+        """The signers each destination of the batch needs (two for an endpoint whose secret
+        was rotated, within the overlap): endpoints read in one transaction, secrets derived
+        once each. An endpoint that cannot be found has none (its attempt fails)."""
         endpoints = {
             (d.endpoint_id, d.company_id)
             for d in batch
@@ -547,11 +551,15 @@ class NotificationService:
                 return [e for e in got if e is not None]
 
             found = await self._ctx.storage.run(read, write=False)
-        signers: dict[tuple[str, str | int], Webhook] = {
-            ("endpoint", e.id): Webhook(self.endpoint_secret(e)) for e in found
+        now = self._ctx.clock.now()
+        signers: dict[tuple[str, str | int], _Signers] = {
+            ("endpoint", e.id): tuple(
+                Webhook(self.endpoint_secret(e, salt)) for salt in e.signing_salts(now)
+            )
+            for e in found
         }
         for company_id in {d.company_id for d in batch if self._signed_by_company(d)}:
-            signers["company", company_id] = Webhook(self.callback_secret(company_id))
+            signers["company", company_id] = (Webhook(self.callback_secret(company_id)),)
         return signers
 
     @staticmethod
@@ -562,7 +570,7 @@ class NotificationService:
         self,
         sender: WebhookSender,
         delivery: Delivery,
-        signers: dict[tuple[str, str | int], Webhook],
+        signers: dict[tuple[str, str | int], _Signers],
         pending: list[Delivery],
     ) -> DeliveryAttempt:
         attempted_at = self._wall.now()
@@ -579,7 +587,10 @@ class NotificationService:
                 if found is None:  # endpoints are marked deleted, never removed
                     raise LookupError(f"webhook endpoint {delivery.endpoint_id} is missing")
                 signer = found
-            signature = signer.sign(delivery.event_id, timestamp, delivery.payload)
+            # Standard Webhooks: several signatures, space-separated; any one may verify.
+            signature = " ".join(
+                s.sign(delivery.event_id, timestamp, delivery.payload) for s in signer
+            )
             headers = {
                 "Content-Type": "application/json",
                 "webhook-id": delivery.event_id,
