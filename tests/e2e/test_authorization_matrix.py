@@ -16,6 +16,7 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import Enum
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,6 +26,7 @@ from aiohttp.test_utils import TestClient
 from tests.e2e.conftest import Tenant
 from treasury_aiohttp import (
     card_handlers,
+    dispute_handlers,
     endpoint_handlers,
     handlers,
     hosted_pages,
@@ -37,6 +39,7 @@ from treasury_aiohttp import (
 )
 from treasury_aiohttp.routing import Auth, Route
 from treasury_core import Treasury
+from treasury_core.services.chargebacks import open_chargeback
 
 Client = TestClient[Any, Any]
 Ids = dict[str, Any]
@@ -327,6 +330,20 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ("GET", "/api/v1/payment_method_tokens/{token_id}"): (
         Case(NF, "/api/v1/payment_method_tokens/{token_id}"),
     ),
+    # Disputes (issue 24): the controls submit evidence, then accept.
+    ("GET", "/api/v1/payments/chargeback/{chargeback_id}"): (
+        Case(NF, "/api/v1/payments/chargeback/{chargeback_id}"),
+    ),
+    ("POST", "/api/v1/payments/chargeback/{chargeback_id}/evidence"): (
+        Case(
+            NF,
+            "/api/v1/payments/chargeback/{chargeback_id}/evidence",
+            lambda _: {"uncategorized_text": "delivered"},
+        ),
+    ),
+    ("POST", "/api/v1/payments/chargeback/{chargeback_id}/accept"): (
+        Case(NF, "/api/v1/payments/chargeback/{chargeback_id}/accept", _empty),
+    ),
     # Events and webhooks.
     ("POST", "/api/v1/webhook-endpoints"): (
         Case(
@@ -405,6 +422,7 @@ TABLES = (
     card_handlers.ROUTES,
     notification_handlers.ROUTES,
     endpoint_handlers.ROUTES,
+    dispute_handlers.ROUTES,
     sandbox_handlers.ROUTES,
 )
 
@@ -547,6 +565,10 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
         "payment_intent_lookup_id"
     ]
 
+    ids["chargeback_id"] = await _chargeback(
+        treasury, tenant, await _intent_paid(client, tenant, APPROVED)
+    )
+
     pmti = await post("/api/v1/payment_method_token_intent", _pmti(ids))
     ids["pmti_id"] = pmti["id"]
     confirmed = await call(
@@ -570,6 +592,21 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
         await post("/api/v1/webhook-endpoints", {"url": "https://merchant.example/hooks"})
     )["id"]
     return ids
+
+
+async def _chargeback(treasury: Treasury, tenant: Tenant, paid: dict[str, Any]) -> str:
+    """An open chargeback on the paid intent, opened as the sandbox's dispute job opens one
+    (opening it by time would settle the pending movements the matrix needs pending)."""
+
+    def open_one(uow: Any) -> str:
+        intent = uow.intents.get(paid["id"], tenant.company_id, for_update=True)
+        due = treasury.clock.now() + timedelta(days=1)
+        _, made = open_chargeback(
+            treasury.payments, uow, intent, intent.amount_refundable, evidence_due_by=due
+        )
+        return str(made.id)
+
+    return await treasury.storage.run(open_one)
 
 
 async def setup_other(client: Client, other: Tenant, ids: Ids) -> None:
@@ -631,6 +668,10 @@ async def assert_untouched(client: Client, tenant: Tenant, ids: Ids) -> None:
     intents = {i["id"]: i for i in await ok(client, tenant, "GET", "/api/v1/payments/intents")}
     assert intents[ids["capture_intent_id"]]["status"] == "AUTHORIZED"
     assert intents[ids["cancel_intent_id"]]["status"] == "AUTHORIZED"
+    chargeback = await ok(
+        client, tenant, "GET", f"/api/v1/payments/chargeback/{ids['chargeback_id']}"
+    )
+    assert (chargeback["status"], chargeback["evidence"]) == ("open", None), chargeback
     endpoints = await ok(client, tenant, "GET", "/api/v1/webhook-endpoints")
     assert [e["id"] for e in endpoints] == [ids["endpoint_id"], ids["managed_endpoint_id"]]
     assert all(e["status"] == "enabled" for e in endpoints), endpoints

@@ -14,7 +14,7 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.e2e.conftest import Tenant
 from treasury_core import Treasury
-from treasury_core.testing import FakeClock
+from treasury_core.testing import FakeClock, check_invariants
 
 Client = TestClient[Any, Any]
 CLOCK = "/api/v1/sandbox/clock"
@@ -192,3 +192,149 @@ async def test_a_deleted_endpoint_cannot_be_changed(client: Client, tenant: Tena
         gone = await call(client, tenant, "POST", path + suffix, body, 404)
         assert gone["error"]["type"] == "not_found"
     await call(client, tenant, "POST", f"{ENDPOINTS}/we_nope{suffix}", {}, 404)
+
+
+# --- disputes a merchant can act on --------------------------------------------------------------
+
+DAY = 86_400
+CHARGEBACK_WON = "4000000000000077"
+CHARGEBACKS = "/api/v1/payments/chargeback"
+
+
+async def disputed(client: Client, tenant: Tenant, treasury: Treasury) -> dict[str, Any]:
+    """A paid intent whose test card disputes and wins, a day on: its open chargeback."""
+    body = {
+        "account_id": tenant.account_id,
+        "billing_amount": 10_000,
+        "billing_currency": "USD",
+        "payment_type": "Card Payment",
+    }
+    intent = await call(client, tenant, "POST", "/api/v1/payments/intent", body)
+    card = {
+        "cardholder_name": "Jane Doe",
+        "card_number": CHARGEBACK_WON,
+        "expiry_month": 12,
+        "expiry_year": 2040,
+        "cvc": "123",
+    }
+    paid = await client.post(f"/pay/{intent['payment_intent_lookup_id']}", json=card)
+    assert paid.status == 200, await paid.text()
+    await call(client, tenant, "POST", CLOCK + "/advance", {"seconds": DAY})
+    [opened] = chargeback_events(treasury, tenant)
+    assert opened[0] == "merchant_of_record.chargeback.created"
+    return await call(client, tenant, "GET", f"{CHARGEBACKS}/{opened[1]['id']}")
+
+
+def chargeback_events(treasury: Treasury, tenant: Tenant) -> list[tuple[str, dict[str, Any]]]:
+    events = treasury.storage.run_sync(lambda uow: uow.outbox.list(tenant.company_id), write=False)
+    return [(e.type.value, e.data["object"]) for e in events if ".chargeback." in e.type.value]
+
+
+async def test_evidence_is_taken_until_the_window_closes(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
+    chargeback = await disputed(client, tenant, treasury)
+    path = f"{CHARGEBACKS}/{chargeback['id']}"
+    assert (chargeback["status"], chargeback["evidence"], chargeback["accepted"]) == (
+        "open",
+        None,
+        False,
+    )
+    due = datetime.fromisoformat(chargeback["evidence_due_by"])
+    assert due - datetime.fromisoformat(chargeback["created_at"]) == timedelta(days=1)
+
+    first = await call(
+        client,
+        tenant,
+        "POST",
+        path + "/evidence",
+        {"product_description": "A blue kettle", "shipping_tracking_number": "1Z999"},
+    )
+    assert first["evidence"]["product_description"] == "A blue kettle"
+    assert first["evidence_submitted_at"] is not None
+    # Amended: the fields named change, "" clears one, the others stay.
+    second = await call(
+        client,
+        tenant,
+        "POST",
+        path + "/evidence",
+        {"shipping_tracking_number": "", "customer_name": "Jane Doe"},
+    )
+    assert {k: v for k, v in second["evidence"].items() if v is not None} == {
+        "product_description": "A blue kettle",
+        "customer_name": "Jane Doe",
+    }
+    assert second["status"] == "open"
+    # Evidence moves nothing and fires nothing; the card network decides when the window ends.
+    await call(client, tenant, "POST", CLOCK + "/advance", {"seconds": DAY // 2})
+    assert (await call(client, tenant, "GET", path))["status"] == "open"
+    await call(client, tenant, "POST", CLOCK + "/advance", {"seconds": DAY // 2})
+    decided = await call(client, tenant, "GET", path)
+    assert decided["status"] == "won"
+    assert decided["evidence"] == second["evidence"]
+    assert [t for t, _ in chargeback_events(treasury, tenant)] == [
+        "merchant_of_record.chargeback.created",
+        "merchant_of_record.chargeback.completed",
+        "merchant_of_record.chargeback.reversed",
+    ]
+    for suffix, body in (("/evidence", {"uncategorized_text": "late"}), ("/accept", {})):
+        refused = await call(client, tenant, "POST", path + suffix, body, 400)
+        assert refused["error"]["code"] == "chargeback_closed"
+    check_invariants(treasury.storage)
+
+
+async def test_accepting_loses_the_chargeback_now(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
+    chargeback = await disputed(client, tenant, treasury)
+    path = f"{CHARGEBACKS}/{chargeback['id']}"
+    accepted = await call(client, tenant, "POST", path + "/accept")
+    # The test card would have won; accepted, it is lost at once.
+    assert (accepted["status"], accepted["accepted"]) == ("lost", True)
+    assert await call(client, tenant, "GET", path) == accepted
+    # Past the window the dispute job finds nothing left to decide.
+    await call(client, tenant, "POST", CLOCK + "/advance", {"seconds": 3 * DAY})
+    events = chargeback_events(treasury, tenant)
+    assert [t for t, _ in events] == [
+        "merchant_of_record.chargeback.created",
+        "merchant_of_record.chargeback.failed",
+    ]
+    assert events[-1][1]["accepted"] is True
+    assert (await call(client, tenant, "POST", path + "/accept", None, 400))["error"][
+        "code"
+    ] == "chargeback_closed"
+    check_invariants(treasury.storage)
+
+
+async def test_bad_answers_to_a_chargeback_change_nothing(
+    client: Client, tenant: Tenant, other_tenant: Tenant, treasury: Treasury, clock: FakeClock
+) -> None:
+    chargeback = await disputed(client, tenant, treasury)
+    path = f"{CHARGEBACKS}/{chargeback['id']}"
+    for body, param in (
+        ({}, None),
+        ({"colour": "red"}, "colour"),
+        ({"product_description": 5}, "product_description"),
+        ({"product_description": "x" * 5_001}, "product_description"),
+    ):
+        refused = await call(client, tenant, "POST", path + "/evidence", body, 400)
+        assert refused["error"]["type"] == "invalid_request_error"
+        if param is not None:
+            assert param in refused["error"]["param"], refused
+    assert await call(client, tenant, "POST", path + "/accept", {"x": 1}, 400)
+    for bad in ("cb_nope", "nope"):
+        await call(client, tenant, "GET", f"{CHARGEBACKS}/{bad}", None, 404)
+        await call(client, tenant, "POST", f"{CHARGEBACKS}/{bad}/accept", {}, 404)
+    for method, suffix, body in (
+        ("GET", "", None),
+        ("POST", "/evidence", {"customer_name": "x"}),
+        ("POST", "/accept", {}),
+    ):
+        gone = await call(client, other_tenant, method, path + suffix, body, 404)
+        assert gone["error"]["type"] == "not_found"
+    # Past the window (business time; the dispute job has not run yet): no more evidence.
+    clock.advance(DAY)
+    closed = await call(client, tenant, "POST", path + "/evidence", {"customer_name": "x"}, 400)
+    assert closed["error"]["code"] == "chargeback_evidence_window_closed"
+    assert await call(client, tenant, "GET", path) == chargeback
+    check_invariants(treasury.storage)

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from treasury_aiohttp import (
     card_handlers,
+    dispute_handlers,
     endpoint_handlers,
     handlers,
     hosted_pages,
@@ -116,6 +117,7 @@ def create_app(
         + card_handlers.ROUTES
         + notification_handlers.ROUTES
         + endpoint_handlers.ROUTES
+        + dispute_handlers.ROUTES
         + provider_hooks.routes_for(treasury)
     )
     if treasury.config.sandbox:

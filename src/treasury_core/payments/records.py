@@ -27,6 +27,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from treasury_core.payments.disputes import ChargebackEvidence
 from treasury_core.serialization import Timestamp
 from treasury_core.treasury.records import MovementError, TreasuryRecord
 
@@ -153,7 +154,13 @@ class ChargebackStatus(StrEnum):
 
 
 class ChargebackRecord(_Frozen):
-    """A chargeback as its events show it; ``amount`` in the billing currency."""
+    """A chargeback as its events show it; ``amount`` in the billing currency.
+
+    ``evidence_due_by``: until when evidence is taken (business time; ``None`` for a
+    provider's dispute, which the provider's dashboard handles); ``evidence``: what the
+    merchant submitted (``None`` before), at ``evidence_submitted_at``; ``accepted``: the
+    merchant accepted the chargeback (it is then ``lost``).
+    """
 
     id: str
     object: Literal["chargeback"] = "chargeback"
@@ -162,6 +169,10 @@ class ChargebackRecord(_Frozen):
     currency: str
     status: ChargebackStatus
     created_at: Timestamp
+    evidence_due_by: Timestamp | None = None
+    evidence: ChargebackEvidence | None = None
+    evidence_submitted_at: Timestamp | None = None
+    accepted: bool = False
 
 
 class Chargeback(TreasuryRecord, ChargebackRecord):

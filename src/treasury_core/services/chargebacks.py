@@ -39,6 +39,7 @@ def open_chargeback(
     *,
     outcome: ChargebackOutcome = "lost",
     provider_reference: str | None = None,
+    evidence_due_by: datetime | None = None,
 ) -> tuple[PaymentIntent, Chargeback]:
     """Hold ``amount`` (billing minor units, at most ``intent.amount_refundable``) of the
     ``PROCESSED`` intent out of settlement; the intent as updated and the open chargeback.
@@ -70,6 +71,7 @@ def open_chargeback(
         pending_ids=tuple(f"{journal_id}.{i}" for i in range(len(legs))),
         outcome=outcome,
         provider_reference=provider_reference,
+        evidence_due_by=evidence_due_by,
     )
     uow.records.add(chargeback)
     updated = intent.model_copy(

@@ -291,8 +291,11 @@ class PaymentJobs:
             amount = intent.amount_refundable
             if outcome is None or amount <= 0:
                 return
-            _, chargeback = open_chargeback(self._payments, uow, intent, amount, outcome=outcome)
+            # The evidence window: the merchant may answer until the dispute is decided.
             due = job.due_at + self._payments.delay(CHARGEBACK_RESOLVE)
+            _, chargeback = open_chargeback(
+                self._payments, uow, intent, amount, outcome=outcome, evidence_due_by=due
+            )
             self._payments._schedule(uow, CHARGEBACK_RESOLVE, chargeback.id, intent, due)
 
         return self._claimed(uow, job, work)
