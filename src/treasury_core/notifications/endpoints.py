@@ -89,7 +89,8 @@ DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600
 class UpdateWebhookEndpointRequest(BaseModel):
     """``POST /api/v1/webhook-endpoints/{id}``: the fields given change, the others stay.
 
-    ``events`` ``null`` means every type, as on create.
+    ``events`` ``null`` means every type, as on create; ``url`` or ``enabled`` ``null`` is as
+    if left out.
     """
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)

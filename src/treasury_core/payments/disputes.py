@@ -21,7 +21,9 @@ _Text = Annotated[str, Field(max_length=MAX_EVIDENCE_TEXT)]
 class ChargebackEvidence(BaseModel):
     """Evidence against a chargeback; every field optional, at least one given."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        strict=True, extra="forbid", frozen=True, json_schema_extra={"minProperties": 1}
+    )
 
     #: What was sold, in the merchant's words.
     product_description: _Text | None = None

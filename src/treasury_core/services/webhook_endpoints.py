@@ -47,14 +47,11 @@ async def update_endpoint(
     *,
     idempotency: IdempotencyTicket[WebhookEndpoint] | None = None,
 ) -> WebhookEndpoint:
-    """Change the fields ``request`` sets (``url``, ``events``, ``enabled``); the endpoint as
-    stored. Deliveries already made keep the URL they were made for."""
+    """Change the fields ``request`` sets (``url``, ``events``, ``enabled``; a ``null`` ``url``
+    or ``enabled`` leaves it as it is); the endpoint as stored. Deliveries already made keep
+    the URL they were made for."""
     ctx = service._ctx
     given = request.model_fields_set
-    if "url" in given and request.url is None:
-        raise ValidationFailed("url cannot be null", param="url")
-    if "enabled" in given and request.enabled is None:
-        raise ValidationFailed("enabled cannot be null", param="enabled")
     if request.url is not None:
         refusal = destination_refusal(
             urlsplit(request.url).hostname or "",
