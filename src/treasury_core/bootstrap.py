@@ -34,6 +34,7 @@ from treasury_core.services.notifications import NotificationService
 from treasury_core.services.payment_jobs import PaymentJobs
 from treasury_core.services.payments import PaymentService
 from treasury_core.services.provider_events import ProviderEventService
+from treasury_core.services.records import RecordService
 from treasury_core.services.sandbox import SandboxService, load_clock_offset
 from treasury_core.services.settlement import SettlementService
 from treasury_core.services.support import TreasuryContext
@@ -71,6 +72,8 @@ class Treasury:
     notifications: NotificationService
     #: The card provider's events (webhooks), verified and applied.
     provider_events: ProviderEventService
+    #: Retrieve and list every kind of record; delete bank accounts, forget saved cards.
+    records: RecordService
 
     def close(self) -> None:
         """Release the storage's connections and threads."""
@@ -208,4 +211,5 @@ def bootstrap(
         cards=cards,
         notifications=notifications,
         provider_events=ProviderEventService(payments),
+        records=RecordService(context),
     )

@@ -17,6 +17,7 @@ from treasury_aiohttp import (
     notification_handlers,
     payment_handlers,
     provider_hooks,
+    record_handlers,
     sandbox_handlers,
     treasury_handlers,
 )
@@ -37,6 +38,7 @@ from treasury_aiohttp.middlewares import (
 )
 from treasury_aiohttp.notifier import HttpSender
 from treasury_aiohttp.openapi import build_openapi
+from treasury_aiohttp.query import check_query
 from treasury_aiohttp.routing import Auth, Handler, Route
 from treasury_aiohttp.server import SERVER_HEADER
 from treasury_aiohttp.worker import work_loop
@@ -59,6 +61,8 @@ def _tagged(route: Route) -> Handler:
     # The auth middleware reads the route off the matched handler.
     @functools.wraps(route.handler)
     async def handler(request: web.Request) -> web.StreamResponse:
+        # After the key was checked (a caller without one learns nothing about parameters).
+        check_query(route, request.query)
         return await route.handler(request)
 
     handler.treasury_route = route  # type: ignore[attr-defined]
@@ -106,6 +110,7 @@ def create_app(
         + payment_handlers.ROUTES
         + card_handlers.ROUTES
         + notification_handlers.ROUTES
+        + record_handlers.ROUTES
         + provider_hooks.routes_for(treasury)
     )
     if treasury.config.sandbox:

@@ -21,15 +21,16 @@ from treasury_aiohttp.io import (
     Responder,
     json_response,
     list_response,
+    page_request,
     parse_body,
     principal,
     timestamp_query,
     treasury,
 )
+from treasury_aiohttp.query import filters, text
 from treasury_aiohttp.routing import Auth, Param, Route
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
-from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from treasury_core.payments import IntentFilter, IntentStatus, PaymentIntent, PaymentIntentRecord
 from treasury_core.payments.records import Refund, RefundRecord, TransactionRecord
 from treasury_core.payments.requests import (
@@ -178,13 +179,16 @@ def _filters(request: web.Request) -> IntentFilter:
         account_id=_positive_int(request, "account_id"),
         created_gte=timestamp_query(request, "created_gte"),
         created_lt=timestamp_query(request, "created_lt"),
+        merchant_reference=text(request, "merchant_reference"),
+        customer_email=text(request, "customer_email"),
+        currency=text(request, "currency"),
     )
 
 
 async def list_intents(request: web.Request) -> web.StreamResponse:
     """The company's intents, newest first, filtered by status, account and creation time."""
     filters = _filters(request)
-    limit = _positive_int(request, "limit", MAX_LIMIT) or DEFAULT_LIMIT
+    limit = page_request(request).limit
     page = await treasury(request).payments.list(
         principal(request).company_id,
         filters,
@@ -261,6 +265,13 @@ _FILTERS = {
     "account_id": Param("Only intents of this merchant account.", _QueryId),
     "created_gte": Param("Only intents created at or after this ISO 8601 timestamp.", datetime),
     "created_lt": Param("Only intents created before this ISO 8601 timestamp.", datetime),
+    **{
+        name: param
+        for name, param in filters(
+            "merchant_reference", "customer_email", "currency", noun="intents"
+        ).items()
+        if name not in ("status", "created_gte", "created_lt")
+    },
 }
 
 ROUTES: tuple[Route, ...] = (

@@ -36,6 +36,9 @@ class Param:
     description: str
     type: Any = str
     required: bool = False
+    #: OpenAPI's serialization of an object parameter (``deepObject``: ``name[key]=value``);
+    #: such a parameter admits the whole ``name[…]`` family (see :mod:`treasury_aiohttp.query`).
+    style: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,9 @@ class Route:
     tags: tuple[str, ...] = ()
     description: str = ""
     path_params: dict[str, str] = field(default_factory=dict)
+    #: Every query parameter the route takes (paged lists add ``limit`` and ``starting_after``):
+    #: the one place a parameter is declared, so any other is refused (400
+    #: ``parameter_unknown``) before the handler runs, and the OpenAPI document lists them.
     query_params: dict[str, Param] = field(default_factory=dict)
     #: What ``starting_after`` of a paged list holds (an id of the listed kind).
     cursor: Any = ResourceId

@@ -48,6 +48,7 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
+from treasury_core.listing import RecordFilter
 from treasury_core.notifications.deliveries import Delivery, DeliveryKind, DeliveryStatus, fair_pick
 from treasury_core.notifications.status import DeliveryBacklog, FailingDestination, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
@@ -56,6 +57,7 @@ from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
+from treasury_sqlalchemy.record_lists import intent_field_where, record_page
 
 _COUNTERS = (
     "debits_posted",
@@ -1071,6 +1073,16 @@ class SqlRecords:
             kind.model_validate(json.loads(body)) for body in self._conn.execute(query).scalars()
         ]
 
+    def page(
+        self,
+        kind: type[R],
+        company_id: int,
+        filters: RecordFilter,
+        limit: int,
+        starting_after: str | None,
+    ) -> list[R]:
+        return record_page(self._conn, kind, company_id, filters, limit, starting_after)
+
     def find(self, kind: type[R], lookup_key: str) -> R | None:
         records = t.treasury_records
         body = self._conn.execute(
@@ -1208,6 +1220,7 @@ def _intent_filter(company_id: int, filters: IntentFilter) -> list[ColumnElement
         where.append(intents.c.created_at >= filters.created_gte)
     if filters.created_lt is not None:
         where.append(intents.c.created_at < filters.created_lt)
+    where.extend(intent_field_where(filters))
     return where
 
 

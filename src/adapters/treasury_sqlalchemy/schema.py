@@ -241,6 +241,9 @@ treasury_records = Table(
     Column("body", Text, nullable=False),
     Index("ix_treasury_records_company_id_kind_id", "company_id", "kind", "id"),
     Index("ix_treasury_records_kind_lookup_key", "kind", "lookup_key"),
+    # The filtered lists: by status, and by a creation window (migration 0012).
+    Index("ix_treasury_records_company_id_kind_status_id", "company_id", "kind", "status", "id"),
+    Index("ix_treasury_records_company_id_kind_created_at", "company_id", "kind", "created_at"),
 )
 
 jobs = Table(

@@ -34,6 +34,7 @@ from treasury_core.events import Event, EventHead
 from treasury_core.idempotency import IdempotencyRecord
 from treasury_core.jobs import Job
 from treasury_core.ledger import Account, Journal, LedgerPlan, PendingMovement, Posting
+from treasury_core.listing import RecordFilter
 from treasury_core.notifications.deliveries import Delivery
 from treasury_core.notifications.status import DeliveryBacklog, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
@@ -370,6 +371,18 @@ class RecordRepository(Protocol):
 
     def find(self, kind: type[R], lookup_key: str) -> R | None:
         """The record of ``kind`` whose ``lookup_key`` is this (a virtual account's number)."""
+        ...
+
+    def page(
+        self,
+        kind: type[R],
+        company_id: int,
+        filters: RecordFilter,
+        limit: int,
+        starting_after: str | None,
+    ) -> list[R]:
+        """Up to ``limit`` records of ``kind`` passing ``filters`` (:meth:`RecordFilter.matches`
+        is the rule, deleted records never pass), newest first, ids below ``starting_after``."""
         ...
 
 

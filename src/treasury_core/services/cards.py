@@ -37,6 +37,7 @@ from treasury_core.cards.tokens import (
 from treasury_core.errors import CardError, InvalidRequestError, NotFound, ValidationFailed
 from treasury_core.events import Event, EventType
 from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.listing import DELETED
 from treasury_core.payments.intents import PaymentType
 from treasury_core.ports import CardProvider, SealedCard, UnitOfWork, Vault
 from treasury_core.ports.card_provider import CardData, SavedCardReference, keeps_saved_cards
@@ -55,6 +56,7 @@ CONFIRM_PATH = "/api/v1/payment_method_token_intent/{pmti_id}/confirm/{secret}"
 ALREADY_SUBMITTED = "A card has already been submitted for this payment method token intent"
 SESSION_EXPIRED = "This payment method token intent has expired"
 TOKEN_EXPIRED = "This payment method token has expired"
+TOKEN_DELETED = "This payment method token was deleted; the card must be saved again"
 
 
 def card_data(card: CardSubmission) -> CardData:
@@ -175,9 +177,9 @@ class CardOnFileService:
         return found
 
     async def get_token(self, company_id: int, token: str) -> PaymentMethodToken:
-        """The company's saved-card token, or :class:`NotFound`."""
+        """The company's saved-card token, or :class:`NotFound` (also once deleted)."""
         found = await self._find(PaymentMethodToken, token, company_id)
-        if found is None:
+        if found is None or found.status == DELETED:
             raise NotFound(f"No such payment method token: {token}")
         return found
 
@@ -326,6 +328,10 @@ class CardOnFileService:
         found = await self._find(PaymentMethodToken, token, company_id)
         if found is None:
             return None
+        if found.status == DELETED:
+            raise ValidationFailed(
+                TOKEN_DELETED, code="payment_method_token_deleted", param="card_token"
+            )
         if found.expired(self._ctx.clock.now().date()):
             raise ValidationFailed(
                 TOKEN_EXPIRED, code="payment_method_token_expired", param="card_token"

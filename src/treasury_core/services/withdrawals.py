@@ -6,6 +6,7 @@ from treasury_core.errors import InsufficientFunds, NotFound, ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal
+from treasury_core.listing import DELETED
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
@@ -44,7 +45,7 @@ class WithdrawalService:
             return wallet, uow.records.get(BankAccount, request.bank_account_id, company_id)
 
         wallet, bank = await ctx.storage.run(read, write=False)
-        if bank is None:
+        if bank is None or bank.status == DELETED:
             raise NotFound(
                 f"No such bank account: {request.bank_account_id}", param="bank_account_id"
             )
@@ -97,6 +98,13 @@ class WithdrawalService:
         )
 
         def create(uow: UnitOfWork) -> Withdrawal:
+            # Locked as deleting it locks it (services/records.py): a bank account deleted
+            # since the read above takes no new withdrawal.
+            current = uow.records.get(BankAccount, bank.id, company_id, for_update=True)
+            if current is None or current.status == DELETED:
+                raise NotFound(
+                    f"No such bank account: {request.bank_account_id}", param="bank_account_id"
+                )
             try:
                 uow.ledger.apply(journal, now)
             except InsufficientFunds as exc:

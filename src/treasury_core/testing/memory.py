@@ -33,6 +33,7 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
+from treasury_core.listing import RecordFilter
 from treasury_core.notifications.deliveries import Delivery, DeliveryStatus, fair_pick
 from treasury_core.notifications.status import DeliveryBacklog, FailingDestination, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
@@ -517,6 +518,21 @@ class _Records:
             r
             for r in self._tx.state.records.values()
             if isinstance(r, kind) and r.company_id == company_id
+        ]
+        return _newest_first(rows, lambda r: r.id, limit, starting_after)
+
+    def page(
+        self,
+        kind: type[R],
+        company_id: int,
+        filters: RecordFilter,
+        limit: int,
+        starting_after: str | None,
+    ) -> list[R]:
+        rows = [
+            r
+            for r in self._tx.state.records.values()
+            if isinstance(r, kind) and r.company_id == company_id and filters.matches(r)
         ]
         return _newest_first(rows, lambda r: r.id, limit, starting_after)
 

@@ -75,6 +75,9 @@ class DepositRecord(_Frozen):
     payment_instructions: list[PaymentInstructionRecord]
     error: MovementError | None
     created_at: Timestamp
+    #: The virtual account the funds arrived at, for a deposit a virtual-account credit made;
+    #: null for an announced deposit. Added after the interface's 2.7 fields (decisions.md).
+    virtual_account_id: str | None = None
 
 
 class WithdrawalRecord(_Frozen):
@@ -207,7 +210,6 @@ class Deposit(TreasuryRecord, DepositRecord):
     record_model: ClassVar[type[BaseModel]] = DepositRecord
 
     pending_ids: tuple[str, ...] = ()
-    virtual_account_id: str | None = None
 
 
 class Withdrawal(TreasuryRecord, WithdrawalRecord):

@@ -1,0 +1,125 @@
+"""Query strings: only declared parameters, and the filters of the record lists.
+
+A route's :attr:`~treasury_aiohttp.routing.Route.query_params` (plus ``limit`` and
+``starting_after`` on a paged list) is the whole of what it accepts: any other parameter is
+refused with 400 ``parameter_unknown`` naming it, so a merchant never believes a filter applied
+that does not exist. A parameter declared with ``style="deepObject"`` (``metadata``) admits its
+family, ``metadata[key]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Any
+
+from aiohttp import web
+from pydantic import Field, StringConstraints
+
+from treasury_aiohttp.io import timestamp_query
+from treasury_aiohttp.routing import Param, Route
+from treasury_core.errors import ValidationFailed
+from treasury_core.listing import RecordFilter
+from treasury_core.validation import CurrencyCode, Email, ResourceId, whole_number
+
+PAGING = ("limit", "starting_after")
+_MAX_INTEGER_ID = 2**63 - 1
+
+#: What an integer id in a query reads as (intent ids, account ids).
+QueryId = Annotated[int, Field(ge=1, le=_MAX_INTEGER_ID)]
+
+
+def accepted(route: Route) -> frozenset[str]:
+    """The plain parameter names ``route`` takes."""
+    names = set(route.query_params)
+    if route.is_list and route.paged:
+        names.update(PAGING)
+    return frozenset(names)
+
+
+def check_query(route: Route, query: Mapping[str, str]) -> None:
+    """Refuse (400 ``parameter_unknown``) the first parameter ``route`` does not declare."""
+    if not query:
+        return
+    names = accepted(route)
+    for name in query:
+        if name in names or _in_family(route, name):
+            continue
+        raise ValidationFailed(
+            f"Received unknown parameter: {name}"
+            if name.isprintable()
+            else "Received an unknown parameter",
+            code="parameter_unknown",
+            param=name if name.isprintable() else None,
+        )
+
+
+def _in_family(route: Route, name: str) -> bool:
+    head, bracket, rest = name.partition("[")
+    if not bracket or not rest.endswith("]") or len(rest) < 2:
+        return False
+    param = route.query_params.get(head)
+    return param is not None and param.style == "deepObject"
+
+
+def positive_int(request: web.Request, name: str) -> int | None:
+    """Query parameter ``name`` as a positive integer id, if present."""
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    # A whole number as JSON writes it ("5", "5.0"), as the document's "integer" promises.
+    value = whole_number(raw)
+    if value is None or not 1 <= value <= _MAX_INTEGER_ID:
+        raise ValidationFailed(f"{name} must be a positive integer", param=name)
+    return value
+
+
+def text(request: web.Request, name: str) -> str | None:
+    """Query parameter ``name`` as given (``None`` when absent); empty is refused."""
+    raw = request.query.get(name)
+    if raw is not None and not raw:
+        raise ValidationFailed(f"{name} must not be empty", param=name)
+    return raw
+
+
+def record_filter(request: web.Request) -> RecordFilter:
+    """The :class:`RecordFilter` of a record list's query (the route admitted only its own)."""
+    return RecordFilter(
+        status=text(request, "status"),
+        created_gte=timestamp_query(request, "created_gte"),
+        created_lt=timestamp_query(request, "created_lt"),
+        wallet_id=text(request, "wallet_id"),
+        currency=text(request, "currency"),
+        payment_intent_id=positive_int(request, "payment_intent_id"),
+        bank_account_id=text(request, "bank_account_id"),
+        customer_email=text(request, "customer_email"),
+    )
+
+
+def filters(*names: str, statuses: Any = str, noun: str = "records") -> dict[str, Param]:
+    """The declared filters of one list: ``status`` (of type ``statuses``), the creation
+    window and each of ``names``."""
+    described: dict[str, Param] = {
+        "status": Param(f"Only {noun} in this state.", statuses),
+        "created_gte": Param(f"Only {noun} created at or after this ISO 8601 timestamp.", datetime),
+        "created_lt": Param(f"Only {noun} created before this ISO 8601 timestamp.", datetime),
+    }
+    for name in names:
+        described[name] = _FIELD_PARAMS[name](noun)
+    return described
+
+
+_NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+_FIELD_PARAMS = {
+    "wallet_id": lambda noun: Param(f"Only {noun} of this wallet (`wal_…`).", ResourceId),
+    "currency": lambda noun: Param(f"Only {noun} in this currency.", CurrencyCode),
+    "payment_intent_id": lambda noun: Param(f"Only {noun} of this payment intent.", QueryId),
+    "bank_account_id": lambda noun: Param(
+        f"Only {noun} to this bank account (`ba_…`).", ResourceId
+    ),
+    "customer_email": lambda noun: Param(f"Only {noun} of this customer e-mail address.", Email),
+    "merchant_reference": lambda noun: Param(
+        f"Only {noun} with this `merchant_reference`.", _NonEmpty
+    ),
+}
