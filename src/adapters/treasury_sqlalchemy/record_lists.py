@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, Connection, cast, false, or_, select
+from sqlalchemy import Connection, String, Text, false, literal, or_, select
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 
 from treasury_core.listing import DELETED, FILTER_FIELDS, RecordFilter
@@ -22,13 +24,41 @@ from treasury_sqlalchemy import schema as t
 R = TypeVar("R", bound=TreasuryRecord)
 
 
+class DocumentField(ColumnElement[str]):
+    """The text of member ``name`` of the JSON document in ``column`` (``NULL`` when absent).
+
+    Spelled per dialect: SQLite's ``CAST`` to ``JSON`` would be a numeric cast, and PostgreSQL
+    has no JSON operator on ``TEXT``.
+    """
+
+    type = String()
+    # Built per request with its own member name: not worth a compiled-statement cache entry.
+    inherit_cache = False
+
+    def __init__(self, column: ColumnElement[Any], name: str) -> None:
+        self.column = column
+        self.name = name
+
+
+@compiles(DocumentField, "postgresql")
+def _postgresql(element: DocumentField, compiler: SQLCompiler, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    name = compiler.process(literal(element.name, Text), **kw)
+    return f"(CAST({column} AS JSON) ->> {name})"
+
+
+@compiles(DocumentField)
+def _sqlite(element: DocumentField, compiler: SQLCompiler, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    path = compiler.process(literal(f'$."{element.name}"', Text), **kw)
+    # json_extract answers an integer member as an integer: compared as text, like PostgreSQL.
+    return f"CAST(json_extract({column}, {path}) AS TEXT)"
+
+
 def _field_equals(
     name: str, value: Any, column: ColumnElement[Any] = t.treasury_records.c.body
 ) -> ColumnElement[bool]:
-    document = cast(column, JSON)[name]
-    if isinstance(value, int):
-        return document.as_integer() == value
-    return document.as_string() == value
+    return DocumentField(column, name) == str(value)
 
 
 def record_where(kind: type[TreasuryRecord], filters: RecordFilter) -> list[ColumnElement[bool]]:
