@@ -29,6 +29,7 @@ from treasury_aiohttp import (
     hosted_pages,
     notification_handlers,
     payment_handlers,
+    record_handlers,
     sandbox_handlers,
     treasury_handlers,
 )
@@ -47,6 +48,7 @@ USD_BANK = {
 }
 APPROVED = "4242424242424242"
 THREE_D_SECURE = "4000000000003220"
+CHARGEBACK_LOST = "4000000000000051"
 CARD = {
     "cardholder_name": "Jane Doe",
     "card_number": APPROVED,
@@ -274,6 +276,56 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ("GET", "/api/v1/payment_method_tokens/{token_id}"): (
         Case(NF, "/api/v1/payment_method_tokens/{token_id}"),
     ),
+    # Every record readable (issue 24).
+    ("GET", "/api/v1/payments/intent/{payment_intent_id}"): (
+        Case(NF, "/api/v1/payments/intent/{refund_intent_id}"),
+    ),
+    ("GET", "/api/v1/payments/refund/{refund_id}"): (
+        Case(NF, "/api/v1/payments/refund/{refund_id}"),
+    ),
+    ("GET", "/api/v1/payments/refunds"): (
+        Case(Cross.EMPTY, "/api/v1/payments/refunds", owner_sees="refund_id"),
+        Case(
+            Cross.EMPTY,
+            "/api/v1/payments/refunds?payment_intent_id={records_intent_id}",
+            owner_sees="refund_id",
+        ),
+    ),
+    ("GET", "/api/v1/payments/chargeback/{chargeback_id}"): (
+        Case(NF, "/api/v1/payments/chargeback/{chargeback_id}"),
+    ),
+    ("GET", "/api/v1/payments/chargebacks"): (
+        Case(Cross.EMPTY, "/api/v1/payments/chargebacks", owner_sees="chargeback_id"),
+    ),
+    ("GET", "/api/v1/payments/payout/{payout_id}"): (
+        Case(NF, "/api/v1/payments/payout/{payout_id}"),
+    ),
+    ("GET", "/api/v1/payments/payouts"): (
+        Case(Cross.EMPTY, "/api/v1/payments/payouts", owner_sees="payout_id"),
+    ),
+    ("GET", "/api/v1/deposits"): (
+        Case(Cross.EMPTY, "/api/v1/deposits", owner_sees="deposit_id"),
+        Case(Cross.EMPTY, "/api/v1/deposits?wallet_id={wallet_id}", owner_sees="deposit_id"),
+    ),
+    ("GET", "/api/v1/bank-account/{bank_account_id}"): (
+        Case(NF, "/api/v1/bank-account/{bank_account_id}"),
+    ),
+    ("DELETE", "/api/v1/bank-account/{bank_account_id}"): (
+        Case(NF, "/api/v1/bank-account/{spare_bank_account_id}"),
+    ),
+    ("GET", "/api/v1/bank-accounts"): (
+        Case(Cross.EMPTY, "/api/v1/bank-accounts", owner_sees="bank_account_id"),
+    ),
+    ("GET", "/api/v1/payment_method_tokens"): (
+        Case(
+            Cross.EMPTY,
+            "/api/v1/payment_method_tokens?customer_email=ada@example.com",
+            owner_sees="token_id",
+        ),
+    ),
+    ("DELETE", "/api/v1/payment_method_tokens/{token_id}"): (
+        Case(NF, "/api/v1/payment_method_tokens/{spare_token_id}"),
+    ),
     # Events and webhooks.
     ("POST", "/api/v1/webhook-endpoints"): (
         Case(
@@ -338,6 +390,7 @@ TABLES = (
     payment_handlers.ROUTES,
     card_handlers.ROUTES,
     notification_handlers.ROUTES,
+    record_handlers.ROUTES,
     sandbox_handlers.ROUTES,
 )
 
@@ -428,6 +481,23 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
     async def wallet(currency: str) -> str:
         return str((await post("/api/v1/wallet", {"name": "W", "currency_id": currency}))["id"])
 
+    # Refunds, chargebacks and payouts first: their clock advance must settle nothing else.
+    # In EUR, where the company has no wallet: the payout fails, so no wallet balance moves.
+    refunded = await _intent_paid(client, tenant, APPROVED, billing_currency="EUR")
+    ids["refund_id"] = (
+        await post(
+            "/api/v1/payments/intent/refund", {"payment_intent_id": refunded["id"], "amount": 100}
+        )
+    )["id"]
+    ids["records_intent_id"] = refunded["id"]
+    await _intent_paid(client, tenant, CHARGEBACK_LOST, billing_currency="EUR")
+    await post("/api/v1/sandbox/clock/advance", {"seconds": 4 * 86_400})
+    [chargeback] = await ok(client, tenant, "GET", "/api/v1/payments/chargebacks")
+    ids["chargeback_id"] = chargeback["id"]
+    payouts = await ok(client, tenant, "GET", "/api/v1/payments/payouts")
+    assert payouts, "setup made no payout"
+    ids["payout_id"] = payouts[0]["id"]
+
     ids["wallet_id"] = await wallet("USD")
     ids["wallet2_id"] = await wallet("USD")
     jpy = await wallet("JPY")
@@ -440,6 +510,7 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
         ids[name] = (await post("/api/v1/deposit", _deposit(ids)))["id"]
     ids["deposit_id"] = funding["id"]
     ids["bank_account_id"] = (await post("/api/v1/bank-account", USD_BANK))["id"]
+    ids["spare_bank_account_id"] = (await post("/api/v1/bank-account", USD_BANK))["id"]
     for name in ("withdraw_complete_id", "withdraw_fail_id"):
         made = await post("/api/v1/withdraw", _withdraw("wallet_id", "bank_account_id")(ids))
         assert made["status"] == "pending", made
@@ -476,6 +547,11 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
     )
     assert confirmed[0] == 200 and confirmed[1]["status"] == "succeeded", confirmed
     ids["token_id"] = confirmed[1]["payment_method_token"]
+    spare = await post("/api/v1/payment_method_token_intent", _pmti(ids))
+    saved = await call(
+        client, "POST", urlsplit(spare["latest_version"]["confirm_endpoint_url"]).path, CARD
+    )
+    ids["spare_token_id"] = saved[1]["payment_method_token"]
     unconfirmed = await post("/api/v1/payment_method_token_intent", _pmti(ids))
     ids["confirm_path"] = urlsplit(unconfirmed["latest_version"]["confirm_endpoint_url"]).path
 
@@ -543,6 +619,9 @@ async def assert_untouched(client: Client, tenant: Tenant, ids: Ids) -> None:
             "amount_refunded",
             0,
         ),
+        # What another key tried to delete is still there.
+        ("/api/v1/bank-account/{spare_bank_account_id}", "status", "active"),
+        ("/api/v1/payment_method_tokens/{spare_token_id}", "customer_email", "ada@example.com"),
     ):
         got = await ok(client, tenant, "GET", url.format(**ids))
         assert got[field] == expected, (url, got)
