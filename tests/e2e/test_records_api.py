@@ -276,6 +276,24 @@ async def test_unknown_parameters_and_limits_are_refused(client: Client, tenant:
     bad_status = await call(client, tenant, "GET", "/api/v1/deposits?status=done", status=400)
     assert error(bad_status)["param"] == "status"
     assert "pending, completed, failed" in error(bad_status)["message"]
+    for path, name, code in (
+        ("/api/v1/deposits?wallet_id=wal_x&wallet_id=wal_y", "wallet_id", "parameter_duplicated"),
+        ("/api/v1/transfers?wallet_id=null", "wallet_id", "parameter_invalid"),
+        ("/api/v1/payments/refunds?currency=AAA", "currency", "unknown_currency"),
+        ("/api/v1/payments/intents?currency=AAA", "currency", "unknown_currency"),
+        (
+            "/api/v1/payment_method_tokens?customer_email=nobody",
+            "customer_email",
+            "parameter_invalid",
+        ),
+    ):
+        payload = await call(client, tenant, "GET", path, status=400)
+        assert (error(payload)["code"], error(payload)["param"]) == (code, name), payload
+    # A path parameter that cannot be an id matches no route; the other methods stay theirs.
+    not_an_id = await client.get("/api/v1/payments/intent/refund", headers=tenant.auth)
+    assert not_an_id.status == 405 and not_an_id.headers["Allow"] == "POST"
+    formats = await client.delete("/api/v1/bank-account/formats", headers=tenant.auth)
+    assert formats.status == 405 and formats.headers["Allow"] == "GET"
     missing = await call(client, tenant, "GET", "/api/v1/payment_method_tokens", status=400)
     assert error(missing)["code"] == "parameter_missing"
 

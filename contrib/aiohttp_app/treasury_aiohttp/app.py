@@ -122,7 +122,7 @@ def create_app(
     # ``/``, so the order changes only how soon the one matching route is found.
     by_depth = sorted((*routes, openapi_route), key=lambda route: -route.path.count("/"))
     for route in by_depth:
-        app.router.add_route(route.method, route.path, _tagged(route))
+        app.router.add_route(route.method, route.router_path, _tagged(route))
     hosted_pages.add_routes(app)
     app[OPENAPI_KEY] = build_openapi(
         routes + hosted_pages.ROUTES,

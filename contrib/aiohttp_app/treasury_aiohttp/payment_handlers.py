@@ -27,7 +27,7 @@ from treasury_aiohttp.io import (
     timestamp_query,
     treasury,
 )
-from treasury_aiohttp.query import filters, text
+from treasury_aiohttp.query import currency, filters, text
 from treasury_aiohttp.routing import Auth, Param, Route
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
@@ -181,7 +181,7 @@ def _filters(request: web.Request) -> IntentFilter:
         created_lt=timestamp_query(request, "created_lt"),
         merchant_reference=text(request, "merchant_reference"),
         customer_email=text(request, "customer_email"),
-        currency=text(request, "currency"),
+        currency=currency(request),
     )
 
 

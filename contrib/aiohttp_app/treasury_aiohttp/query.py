@@ -9,14 +9,14 @@ family, ``metadata[key]``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import Field, StringConstraints
+from multidict import MultiMapping
+from pydantic import Field, StringConstraints, TypeAdapter, ValidationError
 
-from treasury_aiohttp.io import timestamp_query
+from treasury_aiohttp.io import timestamp_query, treasury
 from treasury_aiohttp.routing import Param, Route
 from treasury_core.errors import ValidationFailed
 from treasury_core.listing import RecordFilter
@@ -37,12 +37,33 @@ def accepted(route: Route) -> frozenset[str]:
     return frozenset(names)
 
 
-def check_query(route: Route, query: Mapping[str, str]) -> None:
-    """Refuse (400 ``parameter_unknown``) the first parameter ``route`` does not declare."""
+def check_query(route: Route, query: MultiMapping[str]) -> None:
+    """Refuse (400) the first parameter ``route`` does not declare (``parameter_unknown``), one
+    given twice (``parameter_duplicated``), and a declared text parameter whose value its type
+    refuses (``parameter_invalid``: an id of the wrong shape, an e-mail address that is not one).
+
+    Integers, timestamps and states are read, and refused, by the handler that uses them; the
+    currencies enabled by configuration are checked against the registry there too.
+    """
     if not query:
         return
     names = accepted(route)
-    for name in query:
+    seen: set[str] = set()
+    # Every occurrence, in order (iterating a multidict yields each name once).
+    for name, _ in query.items():
+        if name in seen:
+            raise ValidationFailed(
+                f"Received duplicate parameter: {name}"
+                if name.isprintable()
+                else "Received a duplicate parameter",
+                code="parameter_duplicated",
+                param=name if name.isprintable() else None,
+            )
+        seen.add(name)
+        param = route.query_params.get(name)
+        if param is not None:
+            _check_text(name, param, query[name])
+            continue
         if name in names or _in_family(route, name):
             continue
         raise ValidationFailed(
@@ -52,6 +73,34 @@ def check_query(route: Route, query: Mapping[str, str]) -> None:
             code="parameter_unknown",
             param=name if name.isprintable() else None,
         )
+
+
+_TEXT_CHECKS: dict[int, TypeAdapter[Any] | None] = {}
+
+
+def _text_adapter(param: Param) -> TypeAdapter[Any] | None:
+    """The validator of a text parameter's value (``None``: the handler reads it)."""
+    key = id(param)
+    if key not in _TEXT_CHECKS:
+        adapter: TypeAdapter[Any] | None = TypeAdapter(param.type)
+        schema = adapter.json_schema() if adapter is not None else {}
+        # Only plain strings with a pattern or a length: numbers (read as JSON writes them,
+        # "5.0" included), timestamps and states have their handler's rules and messages.
+        if schema.get("type") != "string" or "format" in schema or "enum" in schema:
+            adapter = None
+        _TEXT_CHECKS[key] = adapter
+    return _TEXT_CHECKS[key]
+
+
+def _check_text(name: str, param: Param, value: str) -> None:
+    adapter = _text_adapter(param)
+    if adapter is None or param.style is not None:
+        return
+    try:
+        adapter.validate_python(value)
+    except ValidationError as error:
+        problem = error.errors(include_url=False)[0]["msg"]
+        raise ValidationFailed(f"Invalid {name}: {problem}", param=name) from None
 
 
 def _in_family(route: Route, name: str) -> bool:
@@ -82,6 +131,14 @@ def text(request: web.Request, name: str) -> str | None:
     return raw
 
 
+def currency(request: web.Request) -> str | None:
+    """Query parameter ``currency``, an enabled currency (400 ``unknown_currency`` if not)."""
+    code = text(request, "currency")
+    if code is None:
+        return None
+    return treasury(request).currencies.get(code, param="currency").code
+
+
 def record_filter(request: web.Request) -> RecordFilter:
     """The :class:`RecordFilter` of a record list's query (the route admitted only its own)."""
     return RecordFilter(
@@ -89,7 +146,7 @@ def record_filter(request: web.Request) -> RecordFilter:
         created_gte=timestamp_query(request, "created_gte"),
         created_lt=timestamp_query(request, "created_lt"),
         wallet_id=text(request, "wallet_id"),
-        currency=text(request, "currency"),
+        currency=currency(request),
         payment_intent_id=positive_int(request, "payment_intent_id"),
         bank_account_id=text(request, "bank_account_id"),
         customer_email=text(request, "customer_email"),

@@ -185,6 +185,8 @@ _REFUND_ID = {"refund_id": "Refund id (`re_…`)."}
 _CHARGEBACK_ID = {"chargeback_id": "Chargeback id (`cb_…`)."}
 _PAYOUT_ID = {"payout_id": "Payout id (`po_…`)."}
 _BANK_ACCOUNT_ID = {"bank_account_id": "Bank account id (`ba_…`)."}
+#: Beside ``/bank-account/formats`` and ``/bank-names``: only a ``ba_`` id is a bank account.
+_BANK_ACCOUNT_PATTERN = {"bank_account_id": "ba_[^/]*"}
 _TOKEN_ID = {"token_id": "The token (`pmt_…`)."}
 
 ROUTES: tuple[Route, ...] = (
@@ -196,6 +198,7 @@ ROUTES: tuple[Route, ...] = (
         response=PaymentIntentRecord,
         tags=_PAYMENTS,
         path_params={"payment_intent_id": "The intent's integer id."},
+        path_patterns={"payment_intent_id": "[0-9]+"},
     ),
     Route(
         "GET",
@@ -278,6 +281,7 @@ ROUTES: tuple[Route, ...] = (
         response=BankAccountRecord,
         tags=("Bank accounts",),
         path_params=_BANK_ACCOUNT_ID,
+        path_patterns=_BANK_ACCOUNT_PATTERN,
     ),
     Route(
         "DELETE",
@@ -287,6 +291,7 @@ ROUTES: tuple[Route, ...] = (
         response=BankAccountRecord,
         tags=("Bank accounts",),
         path_params=_BANK_ACCOUNT_ID,
+        path_patterns=_BANK_ACCOUNT_PATTERN,
     ),
     Route(
         "GET",

@@ -58,6 +58,10 @@ class Route:
     tags: tuple[str, ...] = ()
     description: str = ""
     path_params: dict[str, str] = field(default_factory=dict)
+    #: Regular expressions a path parameter must match for the route to match at all (the
+    #: router's ``{name:regex}``), so ``/payments/intent/{id}`` never answers for
+    #: ``/payments/intent/refund``. The OpenAPI document keeps the plain path.
+    path_patterns: dict[str, str] = field(default_factory=dict)
     #: Every query parameter the route takes (paged lists add ``limit`` and ``starting_after``):
     #: the one place a parameter is declared, so any other is refused (400
     #: ``parameter_unknown``) before the handler runs, and the OpenAPI document lists them.
@@ -76,6 +80,14 @@ class Route:
     #: included); raises :class:`~treasury_core.errors.PermissionDenied`. It runs with the
     #: auth check, before an ``Idempotency-Key`` can replay a stored answer.
     authorize: Authorize | None = None
+
+    @property
+    def router_path(self) -> str:
+        """The path as the router matches it: :attr:`path` with :attr:`path_patterns`."""
+        path = self.path
+        for name, pattern in self.path_patterns.items():
+            path = path.replace("{" + name + "}", "{" + name + ":" + pattern + "}")
+        return path
 
     @property
     def operation_id(self) -> str:
