@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -1080,7 +1081,7 @@ class SqlRecords:
         filters: RecordFilter,
         limit: int,
         starting_after: str | None,
-    ) -> list[R]:
+    ) -> builtins.list[R]:
         return record_page(self._conn, kind, company_id, filters, limit, starting_after)
 
     def find(self, kind: type[R], lookup_key: str) -> R | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import builtins
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -380,7 +381,7 @@ class RecordRepository(Protocol):
         filters: RecordFilter,
         limit: int,
         starting_after: str | None,
-    ) -> list[R]:
+    ) -> builtins.list[R]:
         """Up to ``limit`` records of ``kind`` passing ``filters`` (:meth:`RecordFilter.matches`
         is the rule, deleted records never pass), newest first, ids below ``starting_after``."""
         ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -113,20 +114,20 @@ class WalletService:
         result = page_of(rows, page.limit)
         return Page([BalanceRecord.of(a) for a in result.items], result.has_more)
 
-    async def all(self, company_id: int) -> list[Wallet]:
+    async def all(self, company_id: int) -> builtins.list[Wallet]:
         """Every wallet of the company, newest first (``GET /wallets`` without ``limit``: the
         interface promises all of them). Read in batches, in one transaction, so the list is
         one consistent state."""
 
-        def read(uow: UnitOfWork) -> list[Wallet]:
+        def read(uow: UnitOfWork) -> builtins.list[Wallet]:
             return _all_pages(lambda after: uow.wallets.list(company_id, _BATCH, after), _id)
 
         return await self._storage.run(read, write=False, snapshot=True)
 
-    async def all_balances(self, company_id: int) -> list[BalanceRecord]:
+    async def all_balances(self, company_id: int) -> builtins.list[BalanceRecord]:
         """The balance record of every wallet of the company, newest wallet first."""
 
-        def read(uow: UnitOfWork) -> list[Account]:
+        def read(uow: UnitOfWork) -> builtins.list[Account]:
             return _all_pages(
                 lambda after: uow.ledger.wallet_accounts(company_id, _BATCH, after), _id
             )

@@ -8,6 +8,7 @@ the SQL adapter to.
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -528,7 +529,7 @@ class _Records:
         filters: RecordFilter,
         limit: int,
         starting_after: str | None,
-    ) -> list[R]:
+    ) -> builtins.list[R]:
         rows = [
             r
             for r in self._tx.state.records.values()
