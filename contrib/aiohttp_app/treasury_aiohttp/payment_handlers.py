@@ -28,6 +28,7 @@ from treasury_aiohttp.io import (
     treasury,
 )
 from treasury_aiohttp.query import currency, filters, text
+from treasury_aiohttp.record_handlers import render_refund
 from treasury_aiohttp.routing import Auth, Param, Route
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
@@ -71,10 +72,6 @@ class PaymentAttemptRecord(BaseModel):
 
 def _intent_record(intent: PaymentIntent) -> bytes:
     return intent.record_json()
-
-
-def _refund_record(refund: Refund) -> BaseModel:
-    return refund.record()
 
 
 async def create_intent(request: web.Request) -> web.StreamResponse:
@@ -143,7 +140,7 @@ async def cancel_authorization(request: web.Request) -> web.StreamResponse:
 async def refund_intent(request: web.Request) -> web.StreamResponse:
     """Refund part or all of what remains of a ``PROCESSED`` intent."""
     body = await parse_body(request, RefundRequest)
-    responder: Responder[Refund] = Responder(request, _refund_record)
+    responder: Responder[Refund] = Responder(request, render_refund)
     refund = await treasury(request).payments.refund(
         principal(request).company_id,
         body.payment_intent_id,

@@ -20,6 +20,7 @@ from treasury_aiohttp.io import timestamp_query, treasury
 from treasury_aiohttp.routing import Param, Route
 from treasury_core.errors import ValidationFailed
 from treasury_core.listing import RecordFilter
+from treasury_core.payments.requests import Reference
 from treasury_core.validation import CurrencyCode, Email, ResourceId, whole_number
 
 PAGING = ("limit", "starting_after")
@@ -166,7 +167,8 @@ def filters(*names: str, statuses: Any = str, noun: str = "records") -> dict[str
     return described
 
 
-_NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+#: A merchant reference as intents take it (one line, at most 255 characters), not empty.
+_Reference = Annotated[Reference, StringConstraints(min_length=1)]
 
 _FIELD_PARAMS = {
     "wallet_id": lambda noun: Param(f"Only {noun} of this wallet (`wal_…`).", ResourceId),
@@ -177,6 +179,6 @@ _FIELD_PARAMS = {
     ),
     "customer_email": lambda noun: Param(f"Only {noun} of this customer e-mail address.", Email),
     "merchant_reference": lambda noun: Param(
-        f"Only {noun} with this `merchant_reference`.", _NonEmpty
+        f"Only {noun} with this `merchant_reference`.", _Reference
     ),
 }

@@ -47,12 +47,14 @@ from treasury_core.validation import Email, whole_number
 
 
 def render_refund(refund: Refund) -> BaseModel:
-    """The API's record of a refund (responses and lists alike)."""
+    """The API's record of a refund: the answer of the refund call, of its ``GET`` and of the
+    list alike (a field the refund gains is added here, once)."""
     return refund.record()
 
 
 def render_chargeback(chargeback: Chargeback) -> BaseModel:
-    """The API's record of a chargeback (responses and lists alike)."""
+    """The API's record of a chargeback: its ``GET`` and the list alike (a field the chargeback
+    gains is added here, once)."""
     return chargeback.record()
 
 
