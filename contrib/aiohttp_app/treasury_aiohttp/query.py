@@ -156,7 +156,14 @@ def record_filter(request: web.Request) -> RecordFilter:
 
 def filters(*names: str, statuses: Any = str, noun: str = "records") -> dict[str, Param]:
     """The declared filters of one list: ``status`` (of type ``statuses``), the creation
-    window and each of ``names``."""
+    window and each of ``names``.
+
+    Every record list builds its parameters here, so a family shared by all of them is added
+    once: the ``metadata[key]`` filters (issue 24 item 2) belong here as a ``deepObject``
+    :class:`Param` named ``metadata``, with :class:`RecordFilter` and the storage adapters
+    matching it. Until then no record list declares it, so ``metadata[…]`` is refused as
+    unknown rather than ignored.
+    """
     described: dict[str, Param] = {
         "status": Param(f"Only {noun} in this state.", statuses),
         "created_gte": Param(f"Only {noun} created at or after this ISO 8601 timestamp.", datetime),
