@@ -37,6 +37,7 @@ from treasury_core.errors import (
 )
 from treasury_core.events import Event, EventType
 from treasury_core.ledger import BalanceRecord
+from treasury_core.listing import RecordFilter
 from treasury_core.money import convert, round_minor
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
 from treasury_core.pagination import Page, PageRequest
@@ -112,6 +113,7 @@ __all__ = [
     "Principal",
     "ProviderError",
     "RateLimited",
+    "RecordFilter",
     "RegisterBankAccountRequest",
     "Transfer",
     "Treasury",
