@@ -12,6 +12,7 @@ Storage adapters must agree with :meth:`RecordFilter.matches`, which is the rule
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
@@ -19,6 +20,7 @@ from typing import Any, Final
 
 from treasury_core.cards.tokens import PaymentMethodToken
 from treasury_core.errors import ValidationFailed
+from treasury_core.metadata import metadata_matches
 from treasury_core.payments.records import (
     Chargeback,
     ChargebackStatus,
@@ -56,9 +58,12 @@ class RecordFilter:
     payment_intent_id: int | None = None
     bank_account_id: str | None = None
     customer_email: str | None = None
+    #: ``metadata[key]=value`` pairs the record's metadata must all hold (issue 24 item 2).
+    metadata: Mapping[str, str] | None = None
 
     def field_filters(self) -> dict[str, Any]:
-        """The record-field filters that are set (everything but status and the time window)."""
+        """The record-field filters that are set (everything but status, the time window and
+        metadata)."""
         return {
             f.name: getattr(self, f.name)
             for f in fields(self)
@@ -75,6 +80,8 @@ class RecordFilter:
             return False
         if self.created_lt is not None and record.created_at >= self.created_lt:
             return False
+        if not metadata_matches(record.metadata, self.metadata):
+            return False
         attributes = FILTER_FIELDS.get(type(record).prefix, {})
         for name, wanted in self.field_filters().items():
             names = attributes.get(name)
@@ -83,7 +90,8 @@ class RecordFilter:
         return True
 
 
-_COLUMN_FILTERS = frozenset({"status", "created_gte", "created_lt"})
+#: The filters that are not fields of the record: columns, and the metadata family.
+_COLUMN_FILTERS = frozenset({"status", "created_gte", "created_lt", "metadata"})
 
 #: Per kind (its id prefix): each filter field and the record fields it matches.
 FILTER_FIELDS: Final[dict[str, dict[str, tuple[str, ...]]]] = {

@@ -262,7 +262,8 @@ async def test_unknown_parameters_and_limits_are_refused(client: Client, tenant:
         ("/api/v1/payments/intents?state=PROCESSED", "state"),
         ("/api/v1/wallets?currency=USD", "currency"),
         ("/api/v1/wallet/wal_x?expand=1", "expand"),
-        ("/api/v1/deposits?metadata[order]=1", "metadata[order]"),
+        # Deposits carry metadata and take the filter; refunds carry none and refuse it.
+        ("/api/v1/payments/refunds?metadata[order]=1", "metadata[order]"),
         ("/api/v1/payments/refunds?wallet_id=wal_x", "wallet_id"),
     ):
         payload = await call(client, tenant, "GET", path, status=400)

@@ -13,9 +13,10 @@ from treasury_aiohttp.io import (
     principal,
     treasury,
 )
-from treasury_aiohttp.routing import Auth, Route
+from treasury_aiohttp.routing import METADATA_QUERY, Auth, Route
 from treasury_core.currency import CurrencyRecord
 from treasury_core.ledger import BalanceRecord
+from treasury_core.metadata import metadata_filter
 from treasury_core.pagination import Page
 from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
 
@@ -55,12 +56,13 @@ async def list_wallets(request: web.Request) -> web.StreamResponse:
     """The company's wallets, newest first: all of them, or a page with ``limit``."""
     service = treasury(request).wallets
     company_id = principal(request).company_id
+    metadata = metadata_filter(request.query)
     if not _paged(request):
-        wallets = await service.all(company_id)
+        wallets = await service.all(company_id, metadata=metadata)
         return list_response(
             request, [service.record(w) for w in wallets], Page(wallets, False), WalletRecord, str
         )
-    page = await service.list(company_id, page_request(request))
+    page = await service.list(company_id, page_request(request), metadata=metadata)
     records = [service.record(w) for w in page.items]
     return list_response(request, records, page, WalletRecord, lambda w: w.id)
 
@@ -121,6 +123,7 @@ ROUTES: tuple[Route, ...] = (
         response=WalletRecord,
         is_list=True,
         tags=("Wallets",),
+        query_params={"metadata": METADATA_QUERY},
     ),
     Route(
         "GET",

@@ -32,6 +32,7 @@ from treasury_aiohttp.record_handlers import render_refund
 from treasury_aiohttp.routing import Auth, Param, Route
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
+from treasury_core.metadata import metadata_filter
 from treasury_core.payments import IntentFilter, IntentStatus, PaymentIntent, PaymentIntentRecord
 from treasury_core.payments.records import Refund, RefundRecord, TransactionRecord
 from treasury_core.payments.requests import (
@@ -179,6 +180,7 @@ def _filters(request: web.Request) -> IntentFilter:
         merchant_reference=text(request, "merchant_reference"),
         customer_email=text(request, "customer_email"),
         currency=currency(request),
+        metadata=metadata_filter(request.query),
     )
 
 
@@ -265,7 +267,7 @@ _FILTERS = {
     **{
         name: param
         for name, param in filters(
-            "merchant_reference", "customer_email", "currency", noun="intents"
+            "merchant_reference", "customer_email", "currency", "metadata", noun="intents"
         ).items()
         if name not in ("status", "created_gte", "created_lt")
     },

@@ -17,9 +17,10 @@ from multidict import MultiMapping
 from pydantic import Field, StringConstraints, TypeAdapter, ValidationError
 
 from treasury_aiohttp.io import timestamp_query, treasury
-from treasury_aiohttp.routing import Param, Route
+from treasury_aiohttp.routing import METADATA_QUERY, Param, Route
 from treasury_core.errors import ValidationFailed
 from treasury_core.listing import RecordFilter
+from treasury_core.metadata import metadata_filter
 from treasury_core.payments.requests import Reference
 from treasury_core.validation import CurrencyCode, Email, ResourceId, whole_number
 
@@ -151,6 +152,7 @@ def record_filter(request: web.Request) -> RecordFilter:
         payment_intent_id=positive_int(request, "payment_intent_id"),
         bank_account_id=text(request, "bank_account_id"),
         customer_email=text(request, "customer_email"),
+        metadata=metadata_filter(request.query),
     )
 
 
@@ -158,11 +160,10 @@ def filters(*names: str, statuses: Any = str, noun: str = "records") -> dict[str
     """The declared filters of one list: ``status`` (of type ``statuses``), the creation
     window and each of ``names``.
 
-    Every record list builds its parameters here, so a family shared by all of them is added
-    once: the ``metadata[key]`` filters (issue 24 item 2) belong here as a ``deepObject``
-    :class:`Param` named ``metadata``, with :class:`RecordFilter` and the storage adapters
-    matching it. Until then no record list declares it, so ``metadata[…]`` is refused as
-    unknown rather than ignored.
+    Every record list builds its parameters here. ``"metadata"`` among ``names`` declares the
+    ``metadata[key]=value`` family (issue 24 item 2, a ``deepObject`` :class:`Param`), which
+    only the lists of records that carry metadata name: the others refuse ``metadata[…]`` as
+    unknown rather than ignore it.
     """
     described: dict[str, Param] = {
         "status": Param(f"Only {noun} in this state.", statuses),
@@ -188,4 +189,5 @@ _FIELD_PARAMS = {
     "merchant_reference": lambda noun: Param(
         f"Only {noun} with this `merchant_reference`.", _Reference
     ),
+    "metadata": lambda noun: METADATA_QUERY,
 }

@@ -273,7 +273,9 @@ ROUTES: tuple[Route, ...] = (
         response=DepositRecord,
         is_list=True,
         tags=("Deposits",),
-        query_params=filters("wallet_id", "currency", statuses=MovementStatus, noun="deposits"),
+        query_params=filters(
+            "wallet_id", "currency", "metadata", statuses=MovementStatus, noun="deposits"
+        ),
     ),
     Route(
         "GET",
@@ -303,7 +305,9 @@ ROUTES: tuple[Route, ...] = (
         response=BankAccountRecord,
         is_list=True,
         tags=("Bank accounts",),
-        query_params=filters("currency", statuses=Literal["active"], noun="bank accounts"),
+        query_params=filters(
+            "currency", "metadata", statuses=Literal["active"], noun="bank accounts"
+        ),
     ),
     Route(
         "GET",

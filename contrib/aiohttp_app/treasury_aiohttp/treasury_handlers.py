@@ -279,7 +279,12 @@ ROUTES: tuple[Route, ...] = (
         is_list=True,
         tags=("Withdrawals",),
         query_params=filters(
-            "wallet_id", "bank_account_id", "currency", statuses=MovementStatus, noun="withdrawals"
+            "wallet_id",
+            "bank_account_id",
+            "currency",
+            "metadata",
+            statuses=MovementStatus,
+            noun="withdrawals",
         ),
     ),
     Route(
@@ -308,7 +313,9 @@ ROUTES: tuple[Route, ...] = (
         response=TransferRecord,
         is_list=True,
         tags=("Transfers",),
-        query_params=filters("wallet_id", "currency", statuses=MovementStatus, noun="transfers"),
+        query_params=filters(
+            "wallet_id", "currency", "metadata", statuses=MovementStatus, noun="transfers"
+        ),
     ),
     Route(
         "POST",
@@ -328,7 +335,7 @@ ROUTES: tuple[Route, ...] = (
         is_list=True,
         tags=("Virtual accounts",),
         query_params=filters(
-            "wallet_id", "currency", statuses=Literal["active"], noun="virtual accounts"
+            "wallet_id", "currency", "metadata", statuses=Literal["active"], noun="virtual accounts"
         ),
     ),
 )

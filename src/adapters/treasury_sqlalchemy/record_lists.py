@@ -20,6 +20,7 @@ from treasury_core.listing import DELETED, FILTER_FIELDS, RecordFilter
 from treasury_core.payments.intents import IntentFilter
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_sqlalchemy import schema as t
+from treasury_sqlalchemy.metadata_filter import metadata_where
 
 R = TypeVar("R", bound=TreasuryRecord)
 
@@ -78,6 +79,7 @@ def record_where(kind: type[TreasuryRecord], filters: RecordFilter) -> list[Colu
             where.append(false())
             continue
         where.append(or_(*(_field_equals(a, wanted) for a in names)))
+    where.extend(metadata_where(records.c.body, filters.metadata))
     return where
 
 

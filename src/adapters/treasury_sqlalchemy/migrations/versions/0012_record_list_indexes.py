@@ -11,7 +11,7 @@ id)`` and ``… ix_treasury_records_company_id_kind_created_at ON treasury_recor
 kind, created_at)``); this migration then finds them and skips them.
 
 Revision ID: 0012
-Revises: 0009
+Revises: 0013
 Create Date: 2026-11-26
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0012"
-down_revision = "0009"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
