@@ -33,6 +33,7 @@ def _transfer(n: int, company: int, source: str, target: str, status: MovementSt
         status=status,
         error=None,
         created_at=T0 + timedelta(hours=n),
+        metadata={"order": f"o{n % 2}", **({"vip": "1"} if n % 3 == 0 else {})},
     )
 
 
@@ -86,6 +87,11 @@ def test_record_pages_agree_with_the_filter_rule(storage: Storage) -> None:
         RecordFilter(created_gte=T0 + timedelta(hours=3), created_lt=T0 + timedelta(hours=7)),
         RecordFilter(status="completed", wallet_id="wal_a1", currency="USD"),
         RecordFilter(wallet_id="wal_none"),
+        # metadata[key]=value (issue 24 item 2), alone and with the other filters.
+        RecordFilter(metadata={"order": "o1"}),
+        RecordFilter(metadata={"order": "o0", "vip": "1"}),
+        RecordFilter(status="pending", metadata={"vip": "1"}),
+        RecordFilter(metadata={"order": "none"}),
     ]
     for filters in transfer_filters:
         got = storage.run_sync(
