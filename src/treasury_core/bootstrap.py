@@ -36,6 +36,7 @@ from treasury_core.services.payments import PaymentService
 from treasury_core.services.provider_events import ProviderEventService
 from treasury_core.services.sandbox import SandboxService, load_clock_offset
 from treasury_core.services.settlement import SettlementService
+from treasury_core.services.statements import WalletStatementService
 from treasury_core.services.support import TreasuryContext
 from treasury_core.services.transfers import TransferService
 from treasury_core.services.withdrawals import WithdrawalService
@@ -71,6 +72,8 @@ class Treasury:
     notifications: NotificationService
     #: The card provider's events (webhooks), verified and applied.
     provider_events: ProviderEventService
+    #: Wallet transactions (the ledger history of a wallet) and statements.
+    statements: WalletStatementService
 
     def close(self) -> None:
         """Release the storage's connections and threads."""
@@ -208,4 +211,5 @@ def bootstrap(
         cards=cards,
         notifications=notifications,
         provider_events=ProviderEventService(payments),
+        statements=WalletStatementService(storage),
     )

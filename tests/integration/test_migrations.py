@@ -34,7 +34,7 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage = SqlStorage(database_url)
     storage.migrate()
     storage.migrate()
-    assert current_revision(storage.engine) == head_revision() == "0009"
+    assert current_revision(storage.engine) == head_revision() == "0011"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
     storage.close()

@@ -55,6 +55,7 @@ from treasury_core.ports.storage import R
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
+from treasury_sqlalchemy.history import SqlWalletHistory, record_entries
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
 
 _COUNTERS = (
@@ -326,8 +327,8 @@ class SqlWallets:
         return [_wallet(tuple(r)) for r in self._conn.execute(query)]
 
 
-class SqlLedger:
-    """Accounts, postings and pending movements."""
+class SqlLedger(SqlWalletHistory):
+    """Accounts, postings and pending movements (and, from the mixin, wallet histories)."""
 
     def __init__(self, conn: Connection, lock_rows: bool) -> None:
         self._conn = conn
@@ -390,6 +391,7 @@ class SqlLedger:
             pendings = {p.id: p for p in map(_pending, self._conn.execute(query))}
         plan = plan_journal(journal, pendings, now)
         sql = _statements(self._conn.dialect)
+        after: dict[str, Account] = {}
         with _raw_cursor(self._conn) as cursor:
             # Each UPDATE locks its row; taking them in sorted id order means two journals over
             # the same accounts queue behind each other instead of deadlocking. The check runs
@@ -410,7 +412,8 @@ class SqlLedger:
                 row = cursor.fetchone()
                 if row is None:
                     raise LedgerInvariantViolation(f"unknown ledger account {account_id}")
-                check_account(_account(row), plan)
+                after[account_id] = _account(row)
+                check_account(after[account_id], plan)
             # One execute per posting: psycopg's executemany enters pipeline mode, which costs
             # more than it saves for the one or two postings a journal usually has.
             try:
@@ -466,6 +469,7 @@ class SqlLedger:
             )
             if result.rowcount != 1:  # pragma: no cover - the row was locked above
                 raise LedgerInvariantViolation(f"pending movement {resolved.id} changed underneath")
+        record_entries(self._conn, plan, after)
         return plan
 
     def get_pending(self, pending_id: str) -> PendingMovement | None:

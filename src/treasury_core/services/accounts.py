@@ -242,6 +242,7 @@ class VirtualAccountService:
             ),
             operation="virtual_account_credit",
             company_id=account.company_id,
+            source_id=deposit.id,
         )
 
         def credit(uow: UnitOfWork) -> Deposit:

@@ -43,6 +43,7 @@ class DepositService:
             deposit_legs(wallet.id, source, request.from_amount, wallet.currency, to_amount),
             operation="deposit",
             company_id=company_id,
+            source_id=deposit_id,
         )
         instructions = ctx.rail.deposit_instructions(source, request.reference or deposit_id)
         deposit = Deposit(

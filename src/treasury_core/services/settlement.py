@@ -142,6 +142,7 @@ def _apply(
             legs,
             operation=f"{KINDS[record.prefix].noun}_{verb}",
             company_id=record.company_id,
+            source_id=record.id,
         )
         uow.ledger.apply(journal, ctx.clock.now())
 

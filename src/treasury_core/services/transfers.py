@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from treasury_core.errors import InsufficientFunds, LedgerInvariantViolation, ValidationFailed
 from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
@@ -92,7 +94,7 @@ class TransferService:
                 ),
             )
             try:
-                uow.ledger.apply(journal, now)
+                uow.ledger.apply(replace(journal, source_id=transfer.id), now)
             except InsufficientFunds as exc:
                 raise InsufficientFunds(
                     "Insufficient funds: the source wallet's available balance does not cover "

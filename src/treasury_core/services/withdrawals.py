@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from treasury_core.errors import InsufficientFunds, NotFound, ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
@@ -95,6 +97,10 @@ class WithdrawalService:
             company_id=company_id,
             due_at=now + ctx.rail.settlement_delay(Settlement.WITHDRAWAL),
         )
+
+        # The withdrawal's id is made after the journal's (ids sort by creation); it is the
+        # source of the wallet transactions the journal writes.
+        journal = replace(journal, source_id=withdrawal.id)
 
         def create(uow: UnitOfWork) -> Withdrawal:
             try:

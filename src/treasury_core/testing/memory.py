@@ -23,11 +23,13 @@ from treasury_core.jobs import Job, JobStatus
 from treasury_core.ledger import (
     Account,
     AccountKind,
+    EntryQuery,
     Journal,
     LedgerPlan,
     PendingMovement,
     PendingStatus,
     Posting,
+    WalletEntry,
     apply_plan,
     duplicate_journal,
     plan_journal,
@@ -37,6 +39,7 @@ from treasury_core.notifications.deliveries import Delivery, DeliveryStatus, fai
 from treasury_core.notifications.status import DeliveryBacklog, FailingDestination, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R, Storage, UnitOfWork
+from treasury_core.testing import memory_history
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
 
@@ -54,6 +57,7 @@ class _State:
     postings: list[Posting] = field(default_factory=list)
     posting_ids: dict[str, bool] = field(default_factory=dict)
     pendings: dict[str, PendingMovement] = field(default_factory=dict)
+    histories: memory_history.Histories = field(default_factory=dict)
     companies: dict[int, Company] = field(default_factory=dict)
     merchant_accounts: dict[int, MerchantAccount] = field(default_factory=dict)
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
@@ -181,7 +185,17 @@ class _Ledger:
             self._tx.put(state.posting_ids, posting.id, True)
         for pending in (*plan.new_pendings, *plan.resolved_pendings):
             self._tx.put(state.pendings, pending.id, pending)
+        memory_history.record(state.histories, plan, updated, self._tx.append)
         return plan
+
+    def wallet_entries(self, query: EntryQuery) -> list[WalletEntry]:
+        return memory_history.page(self._tx.state.histories, query)
+
+    def wallet_entry(self, wallet_id: str, entry_id: str) -> WalletEntry | None:
+        return memory_history.find(self._tx.state.histories, wallet_id, entry_id)
+
+    def last_wallet_entry(self, wallet_id: str, before: datetime | None) -> WalletEntry | None:
+        return memory_history.last_before(self._tx.state.histories, wallet_id, before)
 
     def get_pending(self, pending_id: str) -> PendingMovement | None:
         return self._tx.state.pendings.get(pending_id)
