@@ -28,6 +28,7 @@ from treasury_core.ports import (
 )
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
 from treasury_core.services.accounts import BankAccountService, VirtualAccountService
+from treasury_core.services.bank_files import BankFilesService
 from treasury_core.services.cards import CardOnFileService
 from treasury_core.services.deposits import DepositService
 from treasury_core.services.notifications import NotificationService
@@ -74,6 +75,8 @@ class Treasury:
     provider_events: ProviderEventService
     #: Wallet transactions (the ledger history of a wallet) and statements.
     statements: WalletStatementService
+    #: Payment files out, bank statements in (the files rail).
+    bank: BankFilesService
 
     def close(self) -> None:
         """Release the storage's connections and threads."""
@@ -212,4 +215,5 @@ def bootstrap(
         notifications=notifications,
         provider_events=ProviderEventService(payments),
         statements=WalletStatementService(storage),
+        bank=BankFilesService(context),
     )

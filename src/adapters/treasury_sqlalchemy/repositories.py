@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -1083,6 +1084,20 @@ class SqlRecords:
             .limit(1)
         ).scalar_one_or_none()
         return kind.model_validate(json.loads(body)) if body is not None else None
+
+    def with_status(
+        self, kind: type[R], status: str, limit: int, after_id: str | None = None
+    ) -> builtins.list[R]:
+        records = t.treasury_records
+        query = select(records.c.body).where(
+            records.c.kind == kind.prefix, records.c.status == status
+        )
+        if after_id is not None:
+            query = query.where(records.c.id > after_id)
+        query = query.order_by(records.c.id).limit(limit)
+        return [
+            kind.model_validate(json.loads(body)) for body in self._conn.execute(query).scalars()
+        ]
 
 
 @lru_cache(maxsize=1024)

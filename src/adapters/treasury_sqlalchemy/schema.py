@@ -274,6 +274,16 @@ treasury_records = Table(
     Column("body", Text, nullable=False),
     Index("ix_treasury_records_company_id_kind_id", "company_id", "kind", "id"),
     Index("ix_treasury_records_kind_lookup_key", "kind", "lookup_key"),
+    # The bank-file rail's work lists across companies (migration 0010).
+    Index("ix_treasury_records_kind_status_id", "kind", "status", "id"),
+    # A statement line is applied once: unique (company, account, entry reference) key.
+    Index(
+        "ux_treasury_records_bank_line",
+        "lookup_key",
+        unique=True,
+        postgresql_where=text("kind = 'bsl'"),
+        sqlite_where=text("kind = 'bsl'"),
+    ),
 )
 
 jobs = Table(

@@ -1,5 +1,14 @@
 """Ports: what the core needs from the world, as typed protocols. Adapters implement them."""
 
+from treasury_core.ports.bank_files import (
+    BankFiles,
+    Direction,
+    OutgoingPayment,
+    PaymentFile,
+    Statement,
+    StatementLine,
+    StatementRejected,
+)
 from treasury_core.ports.bank_rail import (
     AccountFormat,
     BankAccountDetails,
@@ -43,6 +52,7 @@ from treasury_core.ports.vault import SealedCard, Vault, VaultError
 __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public_api.py checks
     "AccountFormat",
     "BankAccountDetails",
+    "BankFiles",
     "BankRail",
     "CardData",
     "CardProvider",
@@ -55,6 +65,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "CompanyRepository",
     "DeliveryFailed",
     "DeliveryRepository",
+    "Direction",
     "FormatField",
     "FxQuote",
     "FxRates",
@@ -65,10 +76,15 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "JobRepository",
     "LedgerRepository",
     "OutboxRepository",
+    "OutgoingPayment",
+    "PaymentFile",
     "PaymentInstruction",
     "RecordRepository",
     "SealedCard",
     "Settlement",
+    "Statement",
+    "StatementLine",
+    "StatementRejected",
     "Storage",
     "UnitOfWork",
     "Vault",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import builtins
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -397,6 +398,14 @@ class RecordRepository(Protocol):
 
     def find(self, kind: type[R], lookup_key: str) -> R | None:
         """The record of ``kind`` whose ``lookup_key`` is this (a virtual account's number)."""
+        ...
+
+    def with_status(
+        self, kind: type[R], status: str, limit: int, after_id: str | None = None
+    ) -> builtins.list[R]:
+        """Up to ``limit`` records of ``kind`` in ``status``, of every company, oldest id first,
+        ids above ``after_id`` (the bank-file rail's work lists: pending withdrawals to export,
+        pending deposits a statement may settle, unmatched statement lines)."""
         ...
 
 

@@ -8,6 +8,7 @@ the SQL adapter to.
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -543,6 +544,21 @@ class _Records:
             ),
             None,
         )
+
+    def with_status(
+        self, kind: type[R], status: str, limit: int, after_id: str | None = None
+    ) -> builtins.list[R]:
+        rows = sorted(
+            (
+                r
+                for r in self._tx.state.records.values()
+                if isinstance(r, kind)
+                and r.status_value == status
+                and (after_id is None or r.id > after_id)
+            ),
+            key=lambda r: r.id,
+        )
+        return rows[:limit]
 
 
 class _Intents:

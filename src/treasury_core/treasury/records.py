@@ -217,6 +217,9 @@ class Withdrawal(TreasuryRecord, WithdrawalRecord):
     record_model: ClassVar[type[BaseModel]] = WithdrawalRecord
 
     pending_ids: tuple[str, ...] = ()
+    #: The bank export (``bex_…``) whose payment file carries it; ``None`` until exported. A
+    #: bank-file rail exports a withdrawal once, then waits for the bank's statement.
+    bank_export_id: str | None = None
 
 
 class Transfer(TreasuryRecord, TransferRecord):
