@@ -7,7 +7,7 @@ this migration creates the table and its indexes and replays the postings alread
 time order, so existing wallets get their whole history (their source is the journal).
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0010
 Create Date: 2026-11-26
 """
 
@@ -32,7 +32,7 @@ from treasury_core.ledger import (
 )
 
 revision = "0011"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
