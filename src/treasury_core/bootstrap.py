@@ -184,6 +184,7 @@ def bootstrap(
         settlement.register(kind, handler)
     for kind, outside in payment_jobs.outside_handlers().items():
         settlement.register_outside(kind, outside)
+    statements = WalletStatementService(storage)
     return Treasury(
         config=config,
         currencies=currencies,
@@ -214,6 +215,6 @@ def bootstrap(
         cards=cards,
         notifications=notifications,
         provider_events=ProviderEventService(payments),
-        statements=WalletStatementService(storage),
-        bank=BankFilesService(context),
+        statements=statements,
+        bank=BankFilesService(context, statements),
     )

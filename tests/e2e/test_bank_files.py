@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -190,37 +190,35 @@ async def test_withdrawals_out_statement_in_round_trip(
 
     # --- the bank's statement ------------------------------------------------------------------
     day = date(2026, 1, 2)
-    statement = camt053(
-        [
-            Entry(
-                "E1",
-                credit=False,
-                amount=paid[booked["id"]].amount,
-                end_to_end=booked["id"],
-                booked=day,
-            ),
-            Entry(
-                "E2",
-                credit=True,
-                amount=paid[returned["id"]].amount,
-                end_to_end=returned["id"],
-                return_code="AC04",
-                return_info="Account closed",
-                booked=day,
-            ),
-            Entry(
-                "E3",
-                credit=True,
-                amount="300.00",
-                creditor_iban=va["iban"],
-                remittance="Invoice 7",
-                booked=day,
-            ),
-            Entry("E4", credit=True, amount="75.00", remittance="INV-2026-001", booked=day),
-            Entry("E5", credit=True, amount="12.34", remittance="who is this", booked=day),
-        ],
-        account=DEBTOR["TREASURY_BANK_DEBTOR_IBAN"],
-    )
+    entries = [
+        Entry(
+            "E1",
+            credit=False,
+            amount=paid[booked["id"]].amount,
+            end_to_end=booked["id"],
+            booked=day,
+        ),
+        Entry(
+            "E2",
+            credit=True,
+            amount=paid[returned["id"]].amount,
+            end_to_end=returned["id"],
+            return_code="AC04",
+            return_info="Account closed",
+            booked=day,
+        ),
+        Entry(
+            "E3",
+            credit=True,
+            amount="300.00",
+            creditor_iban=va["iban"],
+            remittance="Invoice 7",
+            booked=day,
+        ),
+        Entry("E4", credit=True, amount="75.00", remittance="INV-2026-001", booked=day),
+        Entry("E5", credit=True, amount="12.34", remittance="who is this", booked=day),
+    ]
+    statement = camt053(entries, account=DEBTOR["TREASURY_BANK_DEBTOR_IBAN"])
     before = await event_types(client, tenant, treasury)
     statement_file = tmp_path / "statement.xml"
     statement_file.write_bytes(statement)
@@ -262,6 +260,35 @@ async def test_withdrawals_out_statement_in_round_trip(
         unmatched.output
     )
     assert "E1" not in unmatched.output
+
+    # --- reconciliation ------------------------------------------------------------------------
+    # The commands post on their own (sandbox) clock, this server on the fake one: the period
+    # covers both.
+    today = datetime.now(UTC).date()
+    period = {
+        "start": min(date(2026, 1, 1), today),
+        "end": max(date(2026, 1, 31), today + timedelta(days=1)),
+        "account": DEBTOR["TREASURY_BANK_DEBTOR_IBAN"],
+    }
+    lines = camt053(entries, **period)  # type: ignore[arg-type]
+    (tmp_path / "period.xml").write_bytes(lines)
+    differs = await cli(
+        database_url, "reconcile", "--wallet", wallet, "--statement", str(tmp_path / "period.xml")
+    )
+    assert differs.exit_code == 1, differs.output
+    # The funding came through the sandbox control, not this statement; E5 is nobody's.
+    assert "matched: 4\n" in differs.output
+    assert "ours only: 1\n" in differs.output and "deposit +100000 EUR" in differs.output
+    assert "bank only: 1\n" in differs.output and "E5 +1234 EUR" in differs.output
+    assert f"returned withdrawal {returned['id']}" in differs.output
+    funding = Entry("E0", credit=True, amount="1000.00", booked=day)
+    agreeing = camt053([funding, *entries[:4]], **period)  # type: ignore[arg-type]
+    (tmp_path / "agreeing.xml").write_bytes(agreeing)
+    agrees = await cli(
+        database_url, "reconcile", "--wallet", wallet, "--statement", str(tmp_path / "agreeing.xml")
+    )
+    assert agrees.exit_code == 0, agrees.output
+    assert "matched: 5\n" in agrees.output and agrees.output.rstrip().endswith("agrees")
 
     # --- pushed over HTTP: another company's key touches nothing of this company's -----------
     theirs = await push(client, other_tenant, statement)

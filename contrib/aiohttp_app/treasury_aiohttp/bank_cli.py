@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import click
 
 from treasury_core import Treasury
+from treasury_core.services.reconciliation import BankSide, Reconciliation
+from treasury_core.services.statements import WalletTransaction
 from treasury_core.treasury.bank_files import BankExport, ImportResult, StatementLineRecord
 
 T = TypeVar("T")
@@ -152,4 +154,64 @@ def commands(run_on: RunOn[Any], database_help: str) -> list[click.Command]:
         for line in lines:
             click.echo(f"{line.id} {_line_text(line)}")
 
-    return [bank]
+    @click.command("reconcile")
+    @click.option("--wallet", "wallet_id", required=True, help="The wallet (wal_…).")
+    @click.option(
+        "--statement",
+        "statement",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="The bank statement (camt.053 or MT940).",
+    )
+    @click.option("--database", default=None, help=database_help)
+    def reconcile(wallet_id: str, statement: Path, database: str | None) -> None:
+        """Reconcile a wallet's ledger against a bank statement.
+
+        The wallet's deposits and withdrawals posted in the statement's period are matched one
+        to one with the statement's lines (by the deposit or withdrawal a line belongs to, then
+        by amount). Prints the matched pairs, the movements only the ledger has and the lines
+        only the bank has; exits with status 1 when there is any difference. The statement is
+        only read, never imported.
+        """
+        data = statement.read_bytes()
+        result: Reconciliation = run_on(
+            database, lambda treasury: treasury.bank.reconcile(wallet_id, data)
+        )
+        for line in _reconciliation_lines(result):
+            click.echo(line)
+        if not result.agrees:
+            raise SystemExit(1)
+
+    return [bank, reconcile]
+
+
+def _bank_side(line: BankSide) -> str:
+    return f"{line.booking_date} {line.entry_reference} {line.amount:+d} {line.currency}" + (
+        f" {line.reference}" if line.reference else ""
+    )
+
+
+def _ours(movement: WalletTransaction) -> str:
+    return (
+        f"{movement.created_at.date()} {movement.id} {movement.type.value} "
+        f"{movement.amount:+d} {movement.currency_code} {movement.source_id}"
+    )
+
+
+def _reconciliation_lines(result: Reconciliation) -> list[str]:
+    lines = [
+        f"wallet {result.wallet_id} against statement {result.statement_id} "
+        f"({result.account}), {result.period_start} to {result.period_end}",
+        f"matched: {len(result.matched)}",
+    ]
+    for pair in result.matched:
+        ours = _ours(pair.movement) if pair.movement else "(no posting)"
+        lines.append(f"  {_bank_side(pair.line)}  <->  {ours}  [{pair.how}]")
+    lines.append(f"ours only: {len(result.ours_only)}")
+    lines += [f"  {_ours(m)}" for m in result.ours_only]
+    lines.append(f"bank only: {len(result.bank_only)}")
+    lines += [f"  {_bank_side(b)}" for b in result.bank_only]
+    if result.elsewhere:
+        lines.append(f"({result.elsewhere} line(s) of other wallets left out)")
+    lines.append("agrees" if result.agrees else "DIFFERENCES found")
+    return lines

@@ -11,6 +11,8 @@ from treasury_core.errors import InvalidRequestError
 from treasury_core.ports import BankFiles, Statement
 from treasury_core.services import bank_export, bank_statements
 from treasury_core.services.bank_export import ExportOutcome
+from treasury_core.services.reconciliation import Reconciliation, reconcile
+from treasury_core.services.statements import WalletStatementService
 from treasury_core.services.support import TreasuryContext
 from treasury_core.treasury.bank_files import (
     BankExport,
@@ -23,8 +25,9 @@ from treasury_core.treasury.bank_files import (
 class BankFilesService:
     """Payment files out, statements in (docs/guides/banking.md)."""
 
-    def __init__(self, ctx: TreasuryContext) -> None:
+    def __init__(self, ctx: TreasuryContext, statements: WalletStatementService) -> None:
         self._ctx = ctx
+        self._statements = statements
 
     def files(self) -> BankFiles:
         """The rail, as a file-exchanging one; refused when it is not."""
@@ -70,6 +73,12 @@ class BankFilesService:
             lambda uow: bank_statements.plan(uow, statement, lines, company_id), write=False
         )
         return await bank_statements.apply(ctx, statement, plans, known, company_id)
+
+    async def reconcile(self, wallet_id: str, data: bytes) -> Reconciliation:
+        """The wallet's bank movements over the statement's period against its lines, matched
+        one to one (:mod:`treasury_core.services.reconciliation`); the statement is read, never
+        applied."""
+        return await reconcile(self._ctx, self.files(), self._statements, wallet_id, data)
 
     async def unmatched(self, limit: int = 1000) -> list[StatementLineRecord]:
         """Statement lines that matched nothing, oldest first, for a person to resolve."""
