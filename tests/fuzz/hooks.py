@@ -49,7 +49,8 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
 #: on what the server holds (an intent's state, a movement already settled, a challenge that is
 #: not waiting, the funds of a wallet), relate two fields (``same_wallet``, a manual capture of a
 #: payment type that cannot have one) or are arithmetic over the whole value (the Luhn digit and
-#: length of a card number). Each is a documented 400 of its operation.
+#: length of a card number), or are a document's structure (a camt.053 statement). Each is a
+#: documented 400 of its operation.
 _STATEFUL_OR_ARITHMETIC = frozenset(
     {
         "payment_intent_unexpected_state",
@@ -61,6 +62,8 @@ _STATEFUL_OR_ARITHMETIC = frozenset(
         "invalid_number",
         "incorrect_number",
         "capture_method_not_supported",
+        # A bank statement's body is a camt.053 document; the schema can only say "a string".
+        "statement_invalid",
     }
 )
 #: Fields whose refusal of a schema-valid value is arithmetic, a lookup or the clock's: a bank

@@ -24,6 +24,7 @@ def test_wheel_top_level_names_are_all_treasury(tmp_path: Path) -> None:
         "treasury_vault",
         "treasury_ecb",
         "treasury_stripe",
+        "treasury_bankfiles",
         "treasury_aiohttp",
         "treasury_pytest",
     }

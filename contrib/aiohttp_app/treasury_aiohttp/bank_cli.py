@@ -145,7 +145,11 @@ def commands(run_on: RunOn[Any], database_help: str) -> list[click.Command]:
     @bank.command("unmatched")
     @click.option("--database", default=None, help=database_help)
     def unmatched(database: str | None) -> None:
-        """List statement lines that matched nothing, oldest first, for a person to resolve."""
+        """List statement lines that matched nothing.
+
+        Oldest first, for a person to resolve: each with its entry reference, amount and why
+        nothing matched.
+        """
         lines: list[StatementLineRecord] = run_on(
             database, lambda treasury: treasury.bank.unmatched()
         )
