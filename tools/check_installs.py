@@ -1,8 +1,8 @@
 """Every documented install runs every documented call: the CI step that checks it for real.
 
 Builds the wheel once, then for each install the docs give (``pip install treasury-core``,
-``[sql]``, ``[postgres]``, ``[server]``, ``[ecb]``) makes a fresh virtual environment, installs
-the wheel with those extras (dependencies from the configured indexes) and runs there, from a
+``[sql]``, ``[postgres]``, ``[server]``, ``[ecb]``, ``[bank-files]``) makes a fresh virtual
+environment, installs the wheel with those extras (dependencies from the configured indexes) and runs there, from a
 temporary directory, what the docs say that install runs:
 
 - ``tools/install_checks/core_calls.py``: the core's calls on ``memory://``, every install;
@@ -17,6 +17,8 @@ temporary directory, what the docs say that install runs:
   marked ``<!-- fragment: why -->`` on the line before (they continue the surrounding prose and
   are covered by the example named there);
 - with the server extra, ``treasury serve`` (README, quickstart) until it answers;
+- with the bank-files extra, ``tools/install_checks/bank_files.py``: a withdrawal exported as
+  pain.001 and settled from a camt.053 statement (docs/guides/banking.md);
 - with the ecb extra, ``tools/install_checks/ecb_rates.py``: a transfer at the ECB's rate from
   the history the extra ships (docs/providers.md).
 
@@ -65,6 +67,8 @@ class Install:
     property_example: bool = False
     #: docs/providers.md: the ecb extra quotes offline from the history it ships.
     ecb_rates: bool = False
+    #: docs/guides/banking.md: the bank-files extra exports pain.001 and reads camt.053.
+    bank_files: bool = False
 
     @property
     def name(self) -> str:
@@ -88,6 +92,8 @@ INSTALLS = (
     ),
     # docs/providers.md: `pip install 'treasury-core[ecb]'` and TREASURY_FX_RATES=ecb.
     Install(("ecb",), ecb_rates=True),
+    # docs/guides/banking.md: `pip install 'treasury-core[bank-files]'`, TREASURY_BANK_RAIL=files.
+    Install(("bank-files",), bank_files=True),
 )
 
 
@@ -274,6 +280,8 @@ def check(install: Install, wheel: Path, work: Path) -> None:
             run([python, "snippet.py"], snippet_dir, f"{install.name}: {GUIDE.name} #{number}")
     if install.ecb_rates:
         run([python, str(CHECKS / "ecb_rates.py")], cwd, f"{install.name}: ecb_rates.py")
+    if install.bank_files:
+        run([python, str(CHECKS / "bank_files.py")], cwd, f"{install.name}: bank_files.py")
     if install.serve:
         check_serve(venv, cwd)
     print(f"ok   {install.name} ({time.monotonic() - started:.0f} s)", flush=True)
