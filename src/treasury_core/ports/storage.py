@@ -373,7 +373,8 @@ class RecordRepository(Protocol):
     """Treasury records (deposits, withdrawals, transfers, bank and virtual accounts)."""
 
     def add(self, record: TreasuryRecord) -> None:
-        """Store a new record."""
+        """Store a new record; refused (raises, writes nothing) when its kind has
+        ``unique_lookup_key`` and a record of that kind already has its lookup key."""
         ...
 
     def get(

@@ -508,6 +508,11 @@ class _Records:
     def add(self, record: TreasuryRecord) -> None:
         if record.id in self._tx.state.records:
             raise ValueError(f"duplicate record id {record.id}")
+        if (
+            record.unique_lookup_key
+            and self.find(type(record), record.lookup_key or "") is not None
+        ):
+            raise ValueError(f"duplicate {record.prefix} lookup key {record.lookup_key}")
         self._tx.put(self._tx.state.records, record.id, record)
 
     def get(

@@ -82,6 +82,8 @@ class BankStatementLine(TreasuryRecord, StatementLineRecord):
 
     prefix: ClassVar[str] = "bsl"
     record_model: ClassVar[type[BaseModel]] = StatementLineRecord
+    #: A unique index in SQL storage (migration 0010).
+    unique_lookup_key: ClassVar[bool] = True
 
     @property
     def status_value(self) -> str:

@@ -158,6 +158,8 @@ class TreasuryRecord(_Frozen):
     prefix: ClassVar[str]
     #: The interface's model of this record.
     record_model: ClassVar[type[BaseModel]]
+    #: Whether storage refuses a second record of this kind with the same ``lookup_key``.
+    unique_lookup_key: ClassVar[bool] = False
 
     id: str
     company_id: int
