@@ -2,8 +2,8 @@
 
 Builds the wheel once, then for each install the docs give (``pip install treasury-core``,
 ``[sql]``, ``[postgres]``, ``[server]``, ``[ecb]``, ``[bank-files]``) makes a fresh virtual
-environment, installs the wheel with those extras (dependencies from the configured indexes) and runs there, from a
-temporary directory, what the docs say that install runs:
+environment, installs the wheel with those extras (dependencies from the configured indexes)
+and runs there, from a temporary directory, what the docs say that install runs:
 
 - ``tools/install_checks/core_calls.py``: the core's calls on ``memory://``, every install;
 - ``tools/install_checks/test_pytest_fixtures.py`` under pytest: the plugin's fixtures that the

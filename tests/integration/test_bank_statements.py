@@ -182,7 +182,7 @@ async def test_an_mt940_statement_books_an_exported_withdrawal(treasury: Treasur
 async def test_a_line_key_is_stored_once(treasury: Treasury) -> None:
     """The unique index behind idempotent imports: a second line with the same key is refused
     by the storage itself (what a concurrent second import of a statement runs into)."""
-    company, wallet = await _company(treasury)
+    await _company(treasury)
     statement = camt053([Entry("L1", credit=True, amount="1.00", remittance="nobody")])
     await treasury.bank.import_statement(statement)
     [stored] = await treasury.bank.unmatched()

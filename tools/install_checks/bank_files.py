@@ -67,10 +67,12 @@ async def main() -> None:
             ),
         )
         outcome = await treasury.bank.export("EUR")
-        assert outcome.export is not None and withdrawal.id in outcome.export.content
+        assert outcome.export is not None
+        assert withdrawal.id in outcome.export.content
         statement = STATEMENT.format(withdrawal=withdrawal.id).encode()
         result = await treasury.bank.import_statement(statement)
-        assert result.imported == 1 and result.unmatched == 0, result
+        assert result.imported == 1, result
+        assert result.unmatched == 0, result
         done = await treasury.withdrawals.get(company, withdrawal.id)
         assert done.status.value == "completed", done
     finally:
