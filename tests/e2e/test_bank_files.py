@@ -77,6 +77,8 @@ def treasury(database_url: str, clock: FakeClock) -> Treasury:
             bank_debtor_name=DEBTOR["TREASURY_BANK_DEBTOR_NAME"],
             bank_debtor_iban=DEBTOR["TREASURY_BANK_DEBTOR_IBAN"],
             bank_debtor_bic=DEBTOR["TREASURY_BANK_DEBTOR_BIC"],
+            # Above the API's 64 KiB, so the test shows the route's own limit.
+            bank_statement_max_bytes=128 * 1024,
         ),
         clock=clock,
         wall_clock=clock,
@@ -327,6 +329,11 @@ async def test_withdrawals_out_statement_in_round_trip(
         "/api/v1/bank-statements", json={"statement": "x"}, headers=tenant.auth
     )
     assert response.status == 415
+    # Larger than other bodies may be, within the statement limit: read (and refused as XML).
+    padded = b"<Document>" + b" " * (100 * 1024) + b"</Document>"
+    assert (await push(client, tenant, padded, status=400))["error"]["code"] == "statement_invalid"
+    too_large = await push(client, tenant, b" " * (129 * 1024), status=413)
+    assert too_large["error"]["type"] == "invalid_request_error"
 
     # --- a crash after recording an export, before writing its file -------------------------
     late = await post("/api/v1/withdraw", withdraw(1_000, german, "Payout 4"))

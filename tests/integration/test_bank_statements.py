@@ -6,6 +6,7 @@ with the files rail; the round trip over HTTP and the commands is tests/e2e/test
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import date
 
@@ -206,3 +207,20 @@ async def test_other_rails_exchange_no_files(storage: Storage) -> None:
         assert refused.value.code == "bank_files_unavailable"
     finally:
         treasury.close()
+
+
+async def test_two_imports_of_one_statement_at_once_apply_it_once(treasury: Treasury) -> None:
+    """However the two interleave (one after the other, or both planning before either
+    commits and the second refused by the unique key, then planned again), both answer and the
+    money moves once."""
+    company, wallet = await _company(treasury)
+    account = await treasury.virtual_accounts.create(
+        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
+    )
+    assert account.iban is not None
+    statement = camt053([Entry("L1", credit=True, amount="25.00", creditor_iban=account.iban)])
+    first, second = await asyncio.gather(
+        treasury.bank.import_statement(statement), treasury.bank.import_statement(statement)
+    )
+    assert sorted([first.imported, second.imported]) == [0, 1]
+    assert (await treasury.wallets.balance(company, wallet)).balance == 2_500

@@ -69,10 +69,25 @@ class BankFilesService:
         import, across companies."""
         ctx = self._ctx
         statement, lines = bank_statements.read(ctx, self.files(), data, company_id)
-        plans, known = await ctx.storage.run(
-            lambda uow: bank_statements.plan(uow, statement, lines, company_id), write=False
+        for attempt in (1, 2):
+            plans, known = await ctx.storage.run(
+                lambda uow: bank_statements.plan(uow, statement, lines, company_id), write=False
+            )
+            try:
+                return await bank_statements.apply(ctx, statement, plans, known, company_id)
+            except Exception:
+                # Another import of the same statement committed a line first: the storage
+                # refused the duplicate key and this transaction rolled back whole. Planned
+                # again, those lines are known and skipped. Anything else is raised.
+                if attempt == 2 or not await self._imported_meanwhile(plans):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _imported_meanwhile(self, plans: list[bank_statements.Plan]) -> bool:
+        keys = [p.line.key for p in plans]
+        return await self._ctx.storage.run(
+            lambda uow: any(uow.records.find(BankStatementLine, k) for k in keys), write=False
         )
-        return await bank_statements.apply(ctx, statement, plans, known, company_id)
 
     async def reconcile(self, wallet_id: str, data: bytes) -> Reconciliation:
         """The wallet's bank movements over the statement's period against its lines, matched

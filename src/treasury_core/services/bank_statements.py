@@ -57,7 +57,7 @@ _PAGE = 500
 
 
 @dataclass(frozen=True, slots=True)
-class _Line:
+class ParsedLine:
     """A statement line with its amount in minor units."""
 
     line: StatementLine
@@ -66,10 +66,10 @@ class _Line:
 
 
 @dataclass(frozen=True, slots=True)
-class _Plan:
+class Plan:
     """What a new line should do, decided before the writing transaction (which checks again)."""
 
-    line: _Line
+    line: ParsedLine
     action: Literal[
         "complete_withdrawal", "return_withdrawal", "complete_deposit", "credit", "none"
     ]
@@ -96,12 +96,12 @@ def minor_units(ctx: TreasuryContext, line: StatementLine) -> int:
 
 def read(
     ctx: TreasuryContext, files: BankFiles, data: bytes, company_id: int | None
-) -> tuple[Statement, list[_Line]]:
+) -> tuple[Statement, list[ParsedLine]]:
     """The statement and its lines, checked whole; a bad file is a :class:`ValidationFailed`
     (``statement_invalid``) naming where and why."""
     try:
         statement = files.read_statement(data)
-        lines: list[_Line] = []
+        lines: list[ParsedLine] = []
         seen: set[str] = set()
         for line in statement.lines:
             if line.entry_reference in seen:
@@ -111,7 +111,7 @@ def read(
                 )
             seen.add(line.entry_reference)
             key = line_key(_owner(company_id), statement.account, line.entry_reference)
-            lines.append(_Line(line, minor_units(ctx, line), key))
+            lines.append(ParsedLine(line, minor_units(ctx, line), key))
     except StatementRejected as exc:
         raise ValidationFailed(
             f"The statement was refused, nothing was applied: {exc}",
@@ -125,7 +125,9 @@ def _owner(company_id: int | None) -> int:
     return OPERATOR if company_id is None else company_id
 
 
-def _withdrawal_plan(uow: UnitOfWork, item: _Line, company_id: int | None, returned: bool) -> _Plan:
+def _withdrawal_plan(
+    uow: UnitOfWork, item: ParsedLine, company_id: int | None, returned: bool
+) -> Plan:
     line = item.line
     ref = line.end_to_end_id
     withdrawal = (
@@ -133,21 +135,21 @@ def _withdrawal_plan(uow: UnitOfWork, item: _Line, company_id: int | None, retur
     )
     if withdrawal is None:
         what = "return" if returned else "debit"
-        return _Plan(item, "none", reason=f"the {what} quotes no withdrawal of ours")
+        return Plan(item, "none", reason=f"the {what} quotes no withdrawal of ours")
     problem = _mismatch(withdrawal.to_amount, withdrawal.to_currency_id, item, line.currency)
     if problem is None and withdrawal.status is not MovementStatus.PENDING:
         problem = f"withdrawal {withdrawal.id} is already {withdrawal.status.value}"
     if problem is None and withdrawal.bank_export_id is None:
         problem = f"withdrawal {withdrawal.id} was never exported"
     if problem is not None:
-        return _Plan(item, "none", target=withdrawal.id, reason=problem)
+        return Plan(item, "none", target=withdrawal.id, reason=problem)
     action: Literal["return_withdrawal", "complete_withdrawal"] = (
         "return_withdrawal" if returned else "complete_withdrawal"
     )
-    return _Plan(item, action, target=withdrawal.id)
+    return Plan(item, action, target=withdrawal.id)
 
 
-def _mismatch(expected: int, currency: str, item: _Line, got_currency: str) -> str | None:
+def _mismatch(expected: int, currency: str, item: ParsedLine, got_currency: str) -> str | None:
     if currency != got_currency:
         return f"the currency is {got_currency}, {currency} was expected"
     if expected != item.amount:
@@ -156,7 +158,7 @@ def _mismatch(expected: int, currency: str, item: _Line, got_currency: str) -> s
 
 
 def _virtual_account(
-    uow: UnitOfWork, statement: Statement, item: _Line, company_id: int | None
+    uow: UnitOfWork, statement: Statement, item: ParsedLine, company_id: int | None
 ) -> VirtualAccount | None:
     for key in (item.line.creditor_account, statement.account):
         if not key:
@@ -168,7 +170,7 @@ def _virtual_account(
 
 
 def _deposit_by_reference(
-    uow: UnitOfWork, item: _Line, company_id: int | None
+    uow: UnitOfWork, item: ParsedLine, company_id: int | None
 ) -> tuple[Deposit | None, str]:
     line = item.line
     tokens = {t for t in (line.end_to_end_id, line.remittance) if t}
@@ -193,15 +195,15 @@ def _deposit_by_reference(
 
 
 def _credit_plan(
-    uow: UnitOfWork, statement: Statement, item: _Line, company_id: int | None
-) -> _Plan:
+    uow: UnitOfWork, statement: Statement, item: ParsedLine, company_id: int | None
+) -> Plan:
     line = item.line
     if line.return_code is not None:
         return _withdrawal_plan(uow, item, company_id, returned=True)
     account = _virtual_account(uow, statement, item, company_id)
     if account is not None:
         if account.source_currency != line.currency:
-            return _Plan(
+            return Plan(
                 item,
                 "none",
                 target=account.id,
@@ -210,25 +212,25 @@ def _credit_plan(
             )
         wallet = uow.wallets.get(account.company_id, account.wallet_id)
         if wallet is not None:
-            return _Plan(item, "credit", target=account.id, account=account, wallet=wallet)
+            return Plan(item, "credit", target=account.id, account=account, wallet=wallet)
     deposit, ambiguity = _deposit_by_reference(uow, item, company_id)
     if deposit is None:
-        return _Plan(
+        return Plan(
             item, "none", reason=ambiguity or "no deposit, virtual account or withdrawal matches"
         )
     problem = _mismatch(deposit.from_amount, deposit.from_currency_id, item, line.currency)
     if problem is None and deposit.status is not MovementStatus.PENDING:
         problem = f"deposit {deposit.id} is already {deposit.status.value}"
     if problem is not None:
-        return _Plan(item, "none", target=deposit.id, reason=problem)
-    return _Plan(item, "complete_deposit", target=deposit.id)
+        return Plan(item, "none", target=deposit.id, reason=problem)
+    return Plan(item, "complete_deposit", target=deposit.id)
 
 
 def plan(
-    uow: UnitOfWork, statement: Statement, lines: list[_Line], company_id: int | None
-) -> tuple[list[_Plan], list[BankStatementLine]]:
+    uow: UnitOfWork, statement: Statement, lines: list[ParsedLine], company_id: int | None
+) -> tuple[list[Plan], list[BankStatementLine]]:
     """Plans for the lines not imported before, and the stored lines of those that were."""
-    plans: list[_Plan] = []
+    plans: list[Plan] = []
     known: list[BankStatementLine] = []
     for item in lines:
         stored = uow.records.find(BankStatementLine, item.key)
@@ -244,7 +246,7 @@ def plan(
 async def apply(
     ctx: TreasuryContext,
     statement: Statement,
-    plans: list[_Plan],
+    plans: list[Plan],
     known: list[BankStatementLine],
     company_id: int | None,
 ) -> ImportResult:
@@ -315,7 +317,7 @@ def _reference(line: StatementLine) -> str | None:
 def _carry_out(
     uow: UnitOfWork,
     ctx: TreasuryContext,
-    p: _Plan,
+    p: Plan,
     credits: dict[str, tuple[Deposit, Journal]],
     company_id: int | None,
 ) -> tuple[LineOutcome, str | None, str | None]:
