@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,15 @@ BRITISH = {
     "routing_number": "60-16-13",
     "currency_id": "GBP",
 }
+
+
+#: The commands run on the sandbox clock (wall time); the server's fake clock starts the same day.
+TODAY = datetime.now(UTC).date()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(datetime.combine(TODAY, time(9), UTC))
 
 
 @pytest.fixture
@@ -191,7 +200,7 @@ async def test_withdrawals_out_statement_in_round_trip(
     assert list(out.iterdir()) == [payment_file]
 
     # --- the bank's statement ------------------------------------------------------------------
-    day = date(2026, 1, 2)
+    day = TODAY
     entries = [
         Entry(
             "E1",
@@ -264,14 +273,10 @@ async def test_withdrawals_out_statement_in_round_trip(
     assert "E1" not in unmatched.output
 
     # --- reconciliation ------------------------------------------------------------------------
-    # The commands post on their own (sandbox) clock, this server on the fake one: the period
-    # covers both.
-    today = datetime.now(UTC).date()
-    period = {
-        "start": min(date(2026, 1, 1), today),
-        "end": max(date(2026, 1, 31), today + timedelta(days=1)),
-        "account": DEBTOR["TREASURY_BANK_DEBTOR_IBAN"],
-    }
+    # The commands post on their own (sandbox) clock, today; this server's fake clock started
+    # today and was moved 3 days on: the period covers both.
+    start, end = TODAY - timedelta(days=1), TODAY + timedelta(days=4)
+    period = {"start": start, "end": end, "account": DEBTOR["TREASURY_BANK_DEBTOR_IBAN"]}
     lines = camt053(entries, **period)  # type: ignore[arg-type]
     (tmp_path / "period.xml").write_bytes(lines)
     differs = await cli(
@@ -291,6 +296,13 @@ async def test_withdrawals_out_statement_in_round_trip(
     )
     assert agrees.exit_code == 0, agrees.output
     assert "matched: 5\n" in agrees.output and agrees.output.rstrip().endswith("agrees")
+    # The wallet statement of the same days tells the same story: what crossed the bank
+    # (+1,000.00 funding, −100.00 paid, +300.00 and +75.00 received) plus the 1.25 fee.
+    wallet_statement = await treasury.statements.statement(tenant.company_id, wallet, start, end)
+    totals = {t.type.value: t.balance_amount for t in wallet_statement.totals}
+    assert totals["deposit"] + totals["withdrawal"] == 100_000 - 10_000 + 30_000 + 7_500
+    assert totals["withdrawal_fee"] == -125
+    assert wallet_statement.closing_balance == settled[0]
 
     # --- pushed over HTTP: another company's key touches nothing of this company's -----------
     theirs = await push(client, other_tenant, statement)
