@@ -30,6 +30,7 @@ from treasury_aiohttp import (
     notification_handlers,
     payment_handlers,
     sandbox_handlers,
+    statement_handlers,
     treasury_handlers,
 )
 from treasury_aiohttp.routing import Auth, Route
@@ -145,6 +146,13 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ("GET", "/api/v1/wallet/{wallet_id}"): (Case(NF, "/api/v1/wallet/{wallet_id}"),),
     ("GET", "/api/v1/wallet/{wallet_id}/balance"): (
         Case(NF, "/api/v1/wallet/{wallet_id}/balance"),
+    ),
+    ("GET", "/api/v1/wallet/{wallet_id}/transactions"): (
+        Case(NF, "/api/v1/wallet/{wallet_id}/transactions"),
+        Case(NF, "/api/v1/wallet/{wallet_id}/transactions?type=deposit&limit=1"),
+    ),
+    ("GET", "/api/v1/wallet/{wallet_id}/statement"): (
+        Case(NF, "/api/v1/wallet/{wallet_id}/statement?from=2026-01-01&to=2026-01-31"),
     ),
     ("GET", "/api/v1/wallets"): (Case(Cross.EMPTY, "/api/v1/wallets", owner_sees="wallet_id"),),
     ("GET", "/api/v1/wallets/balances"): (
@@ -339,6 +347,7 @@ TABLES = (
     card_handlers.ROUTES,
     notification_handlers.ROUTES,
     sandbox_handlers.ROUTES,
+    statement_handlers.ROUTES,
 )
 
 

@@ -49,7 +49,8 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
 #: on what the server holds (an intent's state, a movement already settled, a challenge that is
 #: not waiting, the funds of a wallet), relate two fields (``same_wallet``, a manual capture of a
 #: payment type that cannot have one) or are arithmetic over the whole value (the Luhn digit and
-#: length of a card number). Each is a documented 400 of its operation.
+#: length of a card number, a statement's ``to`` before its ``from`` or a period past a year).
+#: Each is a documented 400 of its operation.
 _STATEFUL_OR_ARITHMETIC = frozenset(
     {
         "payment_intent_unexpected_state",
@@ -61,6 +62,8 @@ _STATEFUL_OR_ARITHMETIC = frozenset(
         "invalid_number",
         "incorrect_number",
         "capture_method_not_supported",
+        "statement_period_invalid",
+        "statement_too_large",
     }
 )
 #: Fields whose refusal of a schema-valid value is arithmetic, a lookup or the clock's: a bank

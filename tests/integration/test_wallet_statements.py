@@ -241,9 +241,9 @@ def test_filters_and_refusals(treasury: Treasury) -> None:
     # (A same-currency transfer is one posting, so it has one id in both wallets' histories;
     # the EUR leg of a conversion is a posting of its own.)
     other = _run(t.statements.transactions(h.company, h.eur)).items[0].id
-    with pytest.raises(ValidationFailed) as caught:
+    with pytest.raises(NotFound) as missing:
         _run(t.statements.transactions(h.company, h.usd, PageRequest(10, other)))
-    assert caught.value.param == "starting_after"
+    assert missing.value.param == "starting_after"
     with pytest.raises(ValidationFailed):
         _run(t.statements.statement(h.company, h.usd, date(2026, 3, 2), date(2026, 3, 1)))
     with pytest.raises(ValidationFailed):

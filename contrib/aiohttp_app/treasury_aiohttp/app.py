@@ -18,6 +18,7 @@ from treasury_aiohttp import (
     payment_handlers,
     provider_hooks,
     sandbox_handlers,
+    statement_handlers,
     treasury_handlers,
 )
 from treasury_aiohttp.hosted_security import FormKey
@@ -106,6 +107,7 @@ def create_app(
         + payment_handlers.ROUTES
         + card_handlers.ROUTES
         + notification_handlers.ROUTES
+        + statement_handlers.ROUTES
         + provider_hooks.routes_for(treasury)
     )
     if treasury.config.sandbox:

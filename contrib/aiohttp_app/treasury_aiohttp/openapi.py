@@ -250,6 +250,8 @@ def build_openapi(
                     "schema": {"type": "array", "items": item} if route.is_list else item
                 }
             }
+            for media in route.media_types:
+                ok["content"][media] = {"schema": {"type": "string"}}
             if route.is_list and route.paged:
                 ok["headers"] = {
                     "Link": {

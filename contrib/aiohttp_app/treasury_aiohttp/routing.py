@@ -70,6 +70,8 @@ class Route:
     #: included); raises :class:`~treasury_core.errors.PermissionDenied`. It runs with the
     #: auth check, before an ``Idempotency-Key`` can replay a stored answer.
     authorize: Authorize | None = None
+    #: Media types the route also answers in (chosen by ``Accept``) besides JSON.
+    media_types: tuple[str, ...] = ()
 
     @property
     def operation_id(self) -> str:
