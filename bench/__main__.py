@@ -179,7 +179,7 @@ def parse(argv: list[str] | None) -> Options:
         "--statements-large", type=int, default=1_000_000, help="statements: large history"
     )
     parser.add_argument(
-        "--statements-reads", type=int, default=10, help="statements: reads of each kind per rep"
+        "--statements-reads", type=int, default=20, help="statements: reads of each kind per rep"
     )
     parser.add_argument(
         "--statements-reps", type=int, default=5, help="statements repetitions (>= 3)"

@@ -27,11 +27,12 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.dialects import postgresql as postgresql_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.dialects.postgresql import psycopg as postgresql_dialect
+from sqlalchemy.dialects.sqlite import pysqlite as sqlite_dialect
 from sqlalchemy.engine import Dialect
 from sqlalchemy.schema import CreateIndex, DropIndex
 
@@ -286,7 +287,8 @@ def seed_postgres(url: str, count: int) -> History:
     connections (one ``COPY`` at a time each), so no table's rows are held in memory."""
     import psycopg
 
-    drops, creates = _index_ddl(postgresql_dialect.dialect())
+    # SQLAlchemy leaves this constructor unannotated.
+    drops, creates = _index_ddl(postgresql_dialect.dialect())  # type: ignore[no-untyped-call]
     with psycopg.connect(url) as entries_conn, psycopg.connect(url) as postings_conn:
         for ddl in drops:
             entries_conn.execute(ddl)
@@ -387,7 +389,7 @@ def bench_sqlite(small: int, large: int, count: int, reps: int) -> dict[str, Sam
         for name, rows in (("small", small), ("large", large)):
             path = Path(tmp) / f"{name}.db"
             url = sqlite_url(path.parent, path.name)
-            targets[name] = (url, lambda p=str(path), n=rows: seed_sqlite(p, n))
+            targets[name] = (url, partial(seed_sqlite, str(path), rows))
         return _bench(targets, count, reps)
 
 
