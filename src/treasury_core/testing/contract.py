@@ -107,6 +107,7 @@ from treasury_core.payments.records import (
     TransactionType,
 )
 from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.testing.contract_history import WalletHistoryContract
 from treasury_core.wallets import Wallet, WalletStatus
 
 __all__ = [
@@ -257,7 +258,7 @@ def _delivery(
     )
 
 
-class StorageContract:
+class StorageContract(WalletHistoryContract):
     """The storage contract as pytest tests; subclass it to run them on your storage.
 
     Each ``test_*`` method takes a ``storage`` fixture that the test suite provides: a fresh,
