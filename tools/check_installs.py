@@ -1,9 +1,9 @@
 """Every documented install runs every documented call: the CI step that checks it for real.
 
 Builds the wheel once, then for each install the docs give (``pip install treasury-core``,
-``[sql]``, ``[postgres]``, ``[server]``, ``[ecb]``) makes a fresh virtual environment, installs
-the wheel with those extras (dependencies from the configured indexes) and runs there, from a
-temporary directory, what the docs say that install runs:
+``[sql]``, ``[postgres]``, ``[server]``, ``[ecb]``, ``[server,redis]``) makes a fresh virtual
+environment, installs the wheel with those extras (dependencies from the configured indexes)
+and runs there, from a temporary directory, what the docs say that install runs:
 
 - ``tools/install_checks/core_calls.py``: the core's calls on ``memory://``, every install;
 - ``tools/install_checks/test_pytest_fixtures.py`` under pytest: the plugin's fixtures that the
@@ -18,7 +18,10 @@ temporary directory, what the docs say that install runs:
   are covered by the example named there);
 - with the server extra, ``treasury serve`` (README, quickstart) until it answers;
 - with the ecb extra, ``tools/install_checks/ecb_rates.py``: a transfer at the ECB's rate from
-  the history the extra ships (docs/providers.md).
+  the history the extra ships (docs/providers.md);
+- with the redis extra, ``tools/install_checks/redis_limit.py``: two apps share one rate limit
+  through the Redis at ``TREASURY_TEST_REDIS_URL`` (``.ci/run`` sets it; skipped, saying so,
+  when unset), as docs/guides/operations.md says.
 
 Run it with the project's environment: ``.venv/bin/python tools/check_installs.py``. Any
 failure stops it with a non-zero exit and the failing program's output. ``tests/unit/
@@ -46,6 +49,7 @@ EXAMPLES = ROOT / "examples"
 GUIDE = ROOT / "docs" / "guides" / "embedding.md"
 
 POSTGRES_ENV = "TREASURY_TEST_POSTGRES_URL"
+REDIS_ENV = "TREASURY_TEST_REDIS_URL"
 
 #: A program gets this long; the slowest (the threaded WSGI example) takes about 2 s.
 TIMEOUT_SECONDS = 120
@@ -65,6 +69,8 @@ class Install:
     property_example: bool = False
     #: docs/providers.md: the ecb extra quotes offline from the history it ships.
     ecb_rates: bool = False
+    #: docs/guides/operations.md: the redis extra shares the rate limit between processes.
+    redis_limit: bool = False
 
     @property
     def name(self) -> str:
@@ -88,6 +94,9 @@ INSTALLS = (
     ),
     # docs/providers.md: `pip install 'treasury-core[ecb]'` and TREASURY_FX_RATES=ecb.
     Install(("ecb",), ecb_rates=True),
+    # docs/guides/operations.md: `pip install 'treasury-core[server,postgres,redis]'` and
+    # TREASURY_RATE_LIMIT_REDIS_URL (postgres is the postgres install's own check).
+    Install(("server", "redis"), redis_limit=True),
 )
 
 
@@ -191,6 +200,15 @@ def check_postgres(python: str, cwd: Path, name: str) -> None:
         run([python, "-c", admin, base_url, drop], cwd, f"{name}: drop schema")
 
 
+def check_redis_limit(python: str, cwd: Path, name: str) -> None:
+    """Two apps of the fresh environment share one rate limit through CI's Redis."""
+    url = os.environ.get(REDIS_ENV)
+    if not url:
+        print(f"     {name}: the shared limit skipped, {REDIS_ENV} is not set (.ci/run sets it)")
+        return
+    run([python, str(CHECKS / "redis_limit.py"), url], cwd, f"{name}: redis_limit.py")
+
+
 def check_property_example(python: str, cwd: Path, name: str) -> None:
     """The property-testing guide's tests that pass: the program test and the fixed storage.
 
@@ -274,6 +292,8 @@ def check(install: Install, wheel: Path, work: Path) -> None:
             run([python, "snippet.py"], snippet_dir, f"{install.name}: {GUIDE.name} #{number}")
     if install.ecb_rates:
         run([python, str(CHECKS / "ecb_rates.py")], cwd, f"{install.name}: ecb_rates.py")
+    if install.redis_limit:
+        check_redis_limit(python, cwd, install.name)
     if install.serve:
         check_serve(venv, cwd)
     print(f"ok   {install.name} ({time.monotonic() - started:.0f} s)", flush=True)

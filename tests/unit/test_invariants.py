@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from treasury_core.currency import CurrencyRegistry
 from treasury_core.errors import InsufficientFunds, LedgerRejected
 from treasury_core.ledger import (
@@ -209,7 +210,7 @@ def test_refused_journals_leave_a_healthy_ledger() -> None:
     check_history(before, read_ledger(storage))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(ledger_programs())
 def test_generated_programs_leave_a_healthy_ledger(program: LedgerProgram) -> None:
     storage = MemoryStorage()

@@ -192,6 +192,7 @@ def build_openapi(
                 "required": param.required,
                 "description": param.description,
                 "schema": marks.apply(_param_schema(param.type)),
+                **({"style": param.style, "explode": True} if param.style else {}),
             }
             for name, param in route.query_params.items()
         ]

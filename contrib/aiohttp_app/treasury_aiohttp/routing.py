@@ -11,6 +11,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from treasury_core.companies import Principal
+from treasury_core.metadata import MetadataInput
 from treasury_core.validation import ResourceId
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -36,6 +37,17 @@ class Param:
     description: str
     type: Any = str
     required: bool = False
+    #: OpenAPI's serialization of an object parameter (``deepObject``: ``name[key]=value``).
+    style: str | None = None
+
+
+#: ``metadata[key]=value`` filters of a list (each pair must match).
+METADATA_QUERY = Param(
+    "Only records whose metadata holds this value for this key: `metadata[key]=value`, "
+    "several pairs all matching.",
+    MetadataInput,
+    style="deepObject",
+)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from treasury_core.ports.clock import Clock
 from treasury_core.ports.fx import FxQuote, FxRates
 from treasury_core.ports.ids import IdSource
 from treasury_core.ports.notifier import DeliveryFailed, WebhookSender
+from treasury_core.ports.rate_limiter import RequestLimiter
 from treasury_core.ports.storage import (
     ClockOffsetRepository,
     CompanyRepository,
@@ -67,6 +68,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "OutboxRepository",
     "PaymentInstruction",
     "RecordRepository",
+    "RequestLimiter",
     "SealedCard",
     "Settlement",
     "Storage",
