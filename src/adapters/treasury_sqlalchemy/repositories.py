@@ -55,8 +55,8 @@ from treasury_core.ports.storage import R
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
-from treasury_sqlalchemy.history import SqlWalletHistory, record_entries
 from treasury_sqlalchemy.delivery_records import UPDATE_DELIVERY, DeliveryRows
+from treasury_sqlalchemy.history import SqlWalletHistory, record_entries
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
 from treasury_sqlalchemy.metadata_filter import metadata_where
 from treasury_sqlalchemy.wallet_metadata import (

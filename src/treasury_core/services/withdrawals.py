@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 
 from treasury_core.errors import InsufficientFunds, NotFound, ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket
