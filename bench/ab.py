@@ -1,7 +1,7 @@
 """Two versions of the server side by side over HTTP: ``python -m bench.ab A B [options]``.
 
-How the "side by side" rows of docs/performance.md's "What each optimisation bought" were
-measured. ``A`` and ``B`` are source trees of this repository (a checkout, ``git worktree add
+How the "side by side" figures of CHANGELOG.md's "Performance history" were measured.
+``A`` and ``B`` are source trees of this repository (a checkout, ``git worktree add
 /tmp/before HEAD~1``, or ``git archive REV | tar -x -C DIR``). Each gets a ``treasury serve``
 of its own, started with its tree first on ``PYTHONPATH``, on an SQLite file of its own and set
 up as ``python -m bench http`` sets up ours (one intent to read, two funded USD wallets). Then

@@ -293,12 +293,15 @@ def _sign(secret: str, event_id: str, body: bytes) -> dict[str, str]:
     }
 
 
-async def bare_posts(url: str, body: bytes, secret: str, seconds: float) -> tuple[int, float]:
-    """Signed posts of ``body``, ``CONNECTIONS`` in flight, for ``seconds``: (2xx posts, s)."""
+async def bare_posts(
+    url: str, body: bytes, secret: str, seconds: float, count: int | None = None
+) -> tuple[int, float]:
+    """Signed posts of ``body``, ``CONNECTIONS`` in flight, for ``seconds`` (or until ``count``
+    have been sent, if given): (2xx posts, seconds)."""
     import aiohttp
 
     done = 0
-    counter = iter(range(sys.maxsize))
+    counter = iter(range(sys.maxsize if count is None else count))
     stop = time.monotonic() + seconds
     start = time.perf_counter()
     connector = aiohttp.TCPConnector(limit=CONNECTIONS)
@@ -307,13 +310,21 @@ async def bare_posts(url: str, body: bytes, secret: str, seconds: float) -> tupl
         async def loop() -> None:
             nonlocal done
             while time.monotonic() < stop:
-                headers = _sign(secret, f"evt_bare_{next(counter)}", body)
+                n = next(counter, None)
+                if n is None:
+                    return
+                headers = _sign(secret, f"evt_bare_{n}", body)
                 async with session.post(url, data=body, headers=headers) as response:
                     await response.read()
                     done += 200 <= response.status < 300
 
         await asyncio.gather(*(loop() for _ in range(CONNECTIONS)))
     return done, time.perf_counter() - start
+
+
+async def bare_count(url: str, body: bytes, secret: str, count: int) -> tuple[int, float]:
+    """:func:`bare_posts` of exactly ``count`` bodies (at most ``DRAIN_LIMIT`` seconds)."""
+    return await bare_posts(url, body, secret, DRAIN_LIMIT, count)
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -331,8 +342,10 @@ def _http(url: str, key: str | None = None, body: object = None) -> Any:
         return json.loads(response.read())
 
 
-def wait_for(receiver: str, ids: Iterable[str], deadline: float) -> dict[str, float]:
-    """Poll the receiver until every intent of ``ids`` has arrived at ``healthy`` or the
+def wait_for(
+    receiver: str, ids: Iterable[str], deadline: float, *, name: str = HEALTHY
+) -> dict[str, float]:
+    """Poll the receiver until every intent of ``ids`` has arrived at hook ``name`` or the
     ``time.monotonic()`` ``deadline`` passes; the arrivals of those that did.
 
     Between full reads of the arrivals it polls only their count, and reads them again once
@@ -341,14 +354,14 @@ def wait_for(receiver: str, ids: Iterable[str], deadline: float) -> dict[str, fl
     """
     wanted = set(ids)
     while True:
-        seen: dict[str, float] = _http(f"{receiver}/created/{HEALTHY}")
+        seen: dict[str, float] = _http(f"{receiver}/created/{name}")
         got = {i: seen[i] for i in wanted if i in seen}
         if len(got) == len(wanted) or time.monotonic() >= deadline:
             return got
         enough = len(seen) + len(wanted) - len(got)
         while time.monotonic() < deadline:
             time.sleep(0.02)
-            if _http(f"{receiver}/count/{HEALTHY}")["created"] >= enough:
+            if _http(f"{receiver}/count/{name}")["created"] >= enough:
                 break
 
 

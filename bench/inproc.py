@@ -8,7 +8,7 @@ process's CPU time per request (all threads: the group writer's work counts), th
 repetitions. Writes are sent 32 at a time, as 32 connections would, so group commit works as
 it does in the server.
 
-It is what the "What each optimisation bought" table of docs/performance.md was measured with:
+It is what most in-process rows of CHANGELOG.md's "Performance history" were measured with:
 CPU time moves far less with the machine's other load than throughput does. Profile a workload
 with ``py-spy record --threads -- python -m bench.inproc create``.
 """

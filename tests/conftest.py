@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, Phase, settings
 
 from treasury_core.ports import Storage
 from treasury_core.testing.clock import FakeClock
@@ -23,7 +24,52 @@ from treasury_core.testing.memory import MemoryStorage
 # pytest accepts pytest_plugins only in the top-level conftest.
 pytest_plugins = ["pytester"]
 
+# Hypothesis profiles ---------------------------------------------------------------------------
+#: ``TREASURY_HYPOTHESIS_PROFILE=deep`` for long runs: ten times the examples, 2.5 times the
+#: steps of every property and state machine test. The default keeps the suite inside CI's
+#: budget.
+HYPOTHESIS_PROFILE_ENV = "TREASURY_HYPOTHESIS_PROFILE"
+_SCALE = {"default": (1, 1.0), "deep": (10, 2.5)}
+
+# Machines run whole services per step; a slow example is expected, never a failure.
+settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("deep", settings.get_profile("default"))
+HYPOTHESIS_PROFILE = os.environ.get(HYPOTHESIS_PROFILE_ENV, "default")
+if HYPOTHESIS_PROFILE not in _SCALE:
+    raise pytest.UsageError(
+        f"{HYPOTHESIS_PROFILE_ENV}={HYPOTHESIS_PROFILE!r}: use one of {', '.join(_SCALE)}"
+    )
+settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+def examples(count: int) -> int:
+    """``count`` examples, scaled by the profile (for ``@settings(max_examples=…)``)."""
+    return count * _SCALE[HYPOTHESIS_PROFILE][0]
+
+
+def machine_settings(*, examples: int, steps: int) -> settings:
+    """A state machine's settings: its examples and steps per run, scaled by the profile."""
+    factor, step_factor = _SCALE[HYPOTHESIS_PROFILE]
+    return settings(max_examples=examples * factor, stateful_step_count=int(steps * step_factor))
+
+
+# For the broken-on-purpose runs: find the bug, do not shrink it, do not replay it in other runs.
+def bug_hunt(examples: int, *, steps: int = 40) -> settings:
+    """Settings that must find a planted bug within ``examples`` runs (never scaled)."""
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        database=None,
+        phases=[Phase.generate],
+        report_multiple_bugs=False,
+        print_blob=False,
+    )
+
+
 POSTGRES_ENV = "TREASURY_TEST_POSTGRES_URL"
+#: The Redis the rate-limit tests use; .ci/run sets it (and starts redis-server if it is down).
+REDIS_ENV = "TREASURY_TEST_REDIS_URL"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: The interpreter of a venv with localstripe installed (.ci/run prepares one and sets this).
 LOCALSTRIPE_ENV = "TREASURY_TEST_LOCALSTRIPE_PYTHON"
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,6 +165,36 @@ def localstripe_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a localstripe server on a free loopback port, for the whole session."""
     with running_localstripe(tmp_path_factory.mktemp("localstripe")) as url:
         yield url
+
+
+def _redis_answers(url: str) -> bool:
+    """Whether a Redis at ``url`` (host and port only) answers PING, within a second."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), 1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The test Redis's URL. Without TREASURY_TEST_REDIS_URL, the local default, skipping when
+    nothing answers there; a Redis the variable names must answer (CI sets it), or the test
+    fails."""
+    url = os.environ.get(REDIS_ENV)
+    if url:
+        assert _redis_answers(url), f"{REDIS_ENV}={url} does not answer PING"
+        return url
+    if not _redis_answers(DEFAULT_REDIS_URL):
+        pytest.skip(
+            f"no Redis answers at {DEFAULT_REDIS_URL} and {REDIS_ENV} is not set; the shared "
+            "rate-limit tests need one (.ci/run starts it)"
+        )
+    return DEFAULT_REDIS_URL
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
 """Every documented install runs every documented call: the CI step that checks it for real.
 
 Builds the wheel once, then for each install the docs give (``pip install treasury-core``,
-``[sql]``, ``[postgres]``, ``[server]``, ``[ecb]``, ``[bank-files]``) makes a fresh virtual
-environment, installs the wheel with those extras (dependencies from the configured indexes)
-and runs there, from a temporary directory, what the docs say that install runs:
+``[sql]``, ``[postgres]``, ``[server]``, ``[ecb]``, ``[bank-files]``, ``[server,redis]``)
+makes a fresh virtual environment, installs the wheel with those extras (dependencies from the
+configured indexes) and runs there, from a temporary directory, what the docs say that install runs:
 
 - ``tools/install_checks/core_calls.py``: the core's calls on ``memory://``, every install;
 - ``tools/install_checks/test_pytest_fixtures.py`` under pytest: the plugin's fixtures that the
@@ -20,7 +20,10 @@ and runs there, from a temporary directory, what the docs say that install runs:
 - with the bank-files extra, ``tools/install_checks/bank_files.py``: a withdrawal exported as
   pain.001 and settled from a camt.053 statement (docs/guides/banking.md);
 - with the ecb extra, ``tools/install_checks/ecb_rates.py``: a transfer at the ECB's rate from
-  the history the extra ships (docs/providers.md).
+  the history the extra ships (docs/providers.md);
+- with the redis extra, ``tools/install_checks/redis_limit.py``: two apps share one rate limit
+  through the Redis at ``TREASURY_TEST_REDIS_URL`` (``.ci/run`` sets it; skipped, saying so,
+  when unset), as docs/guides/operations.md says.
 
 Run it with the project's environment: ``.venv/bin/python tools/check_installs.py``. Any
 failure stops it with a non-zero exit and the failing program's output. ``tests/unit/
@@ -48,6 +51,7 @@ EXAMPLES = ROOT / "examples"
 GUIDE = ROOT / "docs" / "guides" / "embedding.md"
 
 POSTGRES_ENV = "TREASURY_TEST_POSTGRES_URL"
+REDIS_ENV = "TREASURY_TEST_REDIS_URL"
 
 #: A program gets this long; the slowest (the threaded WSGI example) takes about 2 s.
 TIMEOUT_SECONDS = 120
@@ -69,6 +73,8 @@ class Install:
     ecb_rates: bool = False
     #: docs/guides/banking.md: the bank-files extra exports pain.001 and reads camt.053.
     bank_files: bool = False
+    #: docs/guides/operations.md: the redis extra shares the rate limit between processes.
+    redis_limit: bool = False
 
     @property
     def name(self) -> str:
@@ -94,6 +100,9 @@ INSTALLS = (
     Install(("ecb",), ecb_rates=True),
     # docs/guides/banking.md: `pip install 'treasury-core[bank-files]'`, TREASURY_BANK_RAIL=files.
     Install(("bank-files",), bank_files=True),
+    # docs/guides/operations.md: `pip install 'treasury-core[server,postgres,redis]'` and
+    # TREASURY_RATE_LIMIT_REDIS_URL (postgres is the postgres install's own check).
+    Install(("server", "redis"), redis_limit=True),
 )
 
 
@@ -197,6 +206,15 @@ def check_postgres(python: str, cwd: Path, name: str) -> None:
         run([python, "-c", admin, base_url, drop], cwd, f"{name}: drop schema")
 
 
+def check_redis_limit(python: str, cwd: Path, name: str) -> None:
+    """Two apps of the fresh environment share one rate limit through CI's Redis."""
+    url = os.environ.get(REDIS_ENV)
+    if not url:
+        print(f"     {name}: the shared limit skipped, {REDIS_ENV} is not set (.ci/run sets it)")
+        return
+    run([python, str(CHECKS / "redis_limit.py"), url], cwd, f"{name}: redis_limit.py")
+
+
 def check_property_example(python: str, cwd: Path, name: str) -> None:
     """The property-testing guide's tests that pass: the program test and the fixed storage.
 
@@ -282,6 +300,8 @@ def check(install: Install, wheel: Path, work: Path) -> None:
         run([python, str(CHECKS / "ecb_rates.py")], cwd, f"{install.name}: ecb_rates.py")
     if install.bank_files:
         run([python, str(CHECKS / "bank_files.py")], cwd, f"{install.name}: bank_files.py")
+    if install.redis_limit:
+        check_redis_limit(python, cwd, install.name)
     if install.serve:
         check_serve(venv, cwd)
     print(f"ok   {install.name} ({time.monotonic() - started:.0f} s)", flush=True)

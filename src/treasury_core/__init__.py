@@ -7,8 +7,12 @@ which hosts the treasury on an event loop of its own. Every name a caller needs 
 calls is importable from here: the request models the services take, the records they return,
 and the errors they raise, all deriving from :class:`TreasuryError` (the hierarchy is drawn in
 :mod:`treasury_core.errors`). Deeper modules are for adapters and tests.
+
+Throughout the docstrings, "the interface" is the HTTP interface document, ``docs/interface.md``
+in the repository (and the docs site), and "part 2.1" one of its numbered sections.
 """
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from treasury_core.bootstrap import AdapterNotFound, Treasury, bootstrap
@@ -67,6 +71,11 @@ from treasury_core.treasury.requests import (
     RegisterBankAccountRequest,
 )
 from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
+
+try:
+    __version__ = version("treasury-core")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AdapterNotFound",

@@ -33,6 +33,7 @@ from treasury_core.services.cards import CardOnFileService
 from treasury_core.services.deposits import DepositService
 from treasury_core.services.notifications import NotificationService
 from treasury_core.services.payment_jobs import PaymentJobs
+from treasury_core.services.payment_links import LINK_EXPIRY, PaymentLinkService
 from treasury_core.services.payments import PaymentService
 from treasury_core.services.provider_events import ProviderEventService
 from treasury_core.services.sandbox import SandboxService, load_clock_offset
@@ -69,6 +70,8 @@ class Treasury:
     settlement: SettlementService
     sandbox: SandboxService
     payments: PaymentService
+    #: Closing payment links and intents' metadata.
+    payment_links: PaymentLinkService
     cards: CardOnFileService
     notifications: NotificationService
     #: The card provider's events (webhooks), verified and applied.
@@ -180,6 +183,8 @@ def bootstrap(
         delays_seconds=config.payment_delays_seconds,
     )
     payment_jobs = PaymentJobs(payments)
+    payment_links = PaymentLinkService(payments)
+    settlement.register(LINK_EXPIRY, payment_links.link_expiry)
     for kind, handler in payment_jobs.handlers().items():
         settlement.register(kind, handler)
     for kind, outside in payment_jobs.outside_handlers().items():
@@ -212,6 +217,7 @@ def bootstrap(
         settlement=settlement,
         sandbox=SandboxService(context, settlement, notifications),
         payments=payments,
+        payment_links=payment_links,
         cards=cards,
         notifications=notifications,
         provider_events=ProviderEventService(payments),

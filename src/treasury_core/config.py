@@ -52,6 +52,11 @@ class TreasuryConfig(BaseModel):
     max_amount: int = Field(
         default=99_999_999_999, gt=0, description="Largest amount, minor units."
     )
+    min_amounts: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=dict,
+        description="Smallest payment intent amount per currency (minor units); entries "
+        "override the default table (USD 50, EUR 50, GBP 30, JPY 50, …; see payments.md).",
+    )
     idempotency_ttl_seconds: int = Field(default=24 * 3600, gt=0)
     idempotency_lease_seconds: int = Field(default=60, gt=0)
     pool_size: int = Field(default=8, ge=1, le=128, description="Connections/threads for storage.")
@@ -124,6 +129,20 @@ class TreasuryConfig(BaseModel):
     )
     rate_limit_burst: int = Field(
         default=200, ge=1, description="Requests an API key may make at once."
+    )
+    rate_limit_redis_url: str | None = Field(
+        default=None,
+        pattern=r"^(rediss?|unix)://",
+        description="Keep the rate limit's buckets in this Redis (redis://, rediss://, unix://; "
+        "the `redis` extra), shared by every server process that names it; unset: a bucket per "
+        "process, so N processes allow N times the limit.",
+    )
+    rate_limit_redis_timeout_seconds: float = Field(
+        default=0.25,
+        gt=0,
+        le=60,
+        description="How long a request waits for the rate limit's Redis (a free connection, "
+        "connecting, the answer) before it is limited by the process's own bucket instead.",
     )
     vault: str = Field(default="aesgcm", description="Card vault adapter name.")
     vault_key: SecretStr | None = Field(

@@ -22,6 +22,8 @@ class EventType(StrEnum):
     PAYMENT_INTENT_PAYMENT_FAILED = "merchant_of_record.payment_intent.payment_failed"
     PAYMENT_INTENT_AUTHORIZED = "merchant_of_record.payment_intent.authorized"
     PAYMENT_INTENT_CANCELLED = "merchant_of_record.payment_intent.cancelled"
+    #: The payment link closed (decisions.md, "Stopping a payment link").
+    PAYMENT_INTENT_EXPIRED = "merchant_of_record.payment_intent.expired"
     TRANSACTION_CREATED = "merchant_of_record.transaction.created"
     TRANSACTION_COMPLETED = "merchant_of_record.transaction.completed"
     TRANSACTION_FAILED = "merchant_of_record.transaction.failed"

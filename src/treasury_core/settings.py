@@ -9,8 +9,8 @@ pydantic-settings model, :class:`TreasurySettings`. The formats:
 - lists (``TREASURY_CURRENCIES``, ``TREASURY_VBAN_CURRENCIES``, ``TREASURY_VAULT_OLD_KEYS``,
   ``TREASURY_FRAME_ANCESTORS``): items separated by commas or spaces;
 - tables (``TREASURY_WITHDRAWAL_FEES``, ``TREASURY_CURRENCY_EXPONENTS``,
-  ``TREASURY_SETTLEMENT_DELAYS_SECONDS``, ``TREASURY_PAYMENT_DELAYS_SECONDS``): a JSON object,
-  e.g. ``{"*": [0, 0], "EUR": [25, 50]}``.
+  ``TREASURY_MIN_AMOUNTS``, ``TREASURY_SETTLEMENT_DELAYS_SECONDS``,
+  ``TREASURY_PAYMENT_DELAYS_SECONDS``): a JSON object, e.g. ``{"*": [0, 0], "EUR": [25, 50]}``.
 
 A value that does not parse, or that the config refuses, raises :class:`BadSetting` with one
 line naming the variable and the value. This module reads the process environment and nothing
@@ -49,6 +49,7 @@ _SECRET_FIELDS = frozenset(
         "vault_old_keys",
         "form_key",
         "database_url",
+        "rate_limit_redis_url",
         "stripe_api_key",
         "stripe_webhook_secret",
     }
@@ -104,6 +105,7 @@ class TreasurySettings(BaseSettings):
     vban_currencies: tuple[str, ...] | None = None
     currency_exponents: Json[dict[str, int]] | None = None
     max_amount: int | None = None
+    min_amounts: Json[dict[str, int]] | None = None
     idempotency_ttl_seconds: int | None = None
     idempotency_lease_seconds: int | None = None
     pool_size: int | None = None
@@ -127,6 +129,8 @@ class TreasurySettings(BaseSettings):
     body_timeout_seconds: float | None = None
     rate_limit_per_second: float | None = None
     rate_limit_burst: int | None = None
+    rate_limit_redis_url: str | None = None
+    rate_limit_redis_timeout_seconds: float | None = None
     vault: str | None = None
     vault_key: SecretStr | None = None
     vault_old_keys: tuple[SecretStr, ...] | None = None

@@ -12,6 +12,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from treasury_core.currency import Currency
+from treasury_core.metadata import MetadataField, MetadataInput
 from treasury_core.serialization import Timestamp
 from treasury_core.validation import CurrencyCode, Description, Name
 
@@ -34,6 +35,7 @@ class Wallet(BaseModel):
     currency: str
     status: WalletStatus
     created_at: datetime
+    metadata: MetadataField = {}
 
 
 class CurrencyObject(BaseModel):
@@ -69,6 +71,8 @@ class WalletRecord(BaseModel):
     currency: CurrencyObject
     status: WalletStatus
     created_at: Timestamp
+    #: Added after the interface's fields (issue 24).
+    metadata: MetadataField = {}
 
     @classmethod
     def of(cls, wallet: Wallet, currency: Currency) -> WalletRecord:
@@ -81,6 +85,7 @@ class WalletRecord(BaseModel):
             currency=CurrencyObject.of(currency),
             status=wallet.status,
             created_at=wallet.created_at,
+            metadata=wallet.metadata,
         )
 
 
@@ -92,3 +97,4 @@ class CreateWalletRequest(BaseModel):
     name: Name = Field(description="Display name of the wallet.")
     currency_id: CurrencyCode = Field(description="ISO 4217 code of an enabled currency.")
     description: Description | None = Field(default=None, description="Free text.")
+    metadata: MetadataInput | None = None

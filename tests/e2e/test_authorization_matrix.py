@@ -30,9 +30,12 @@ from treasury_aiohttp import (
     card_handlers,
     handlers,
     hosted_pages,
+    link_handlers,
+    metadata_handlers,
     notification_handlers,
     payment_handlers,
     sandbox_handlers,
+    statement_handlers,
     treasury_handlers,
 )
 from treasury_aiohttp.routing import Auth, Route
@@ -180,7 +183,17 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ("GET", "/api/v1/wallet/{wallet_id}/balance"): (
         Case(NF, "/api/v1/wallet/{wallet_id}/balance"),
     ),
-    ("GET", "/api/v1/wallets"): (Case(Cross.EMPTY, "/api/v1/wallets", owner_sees="wallet_id"),),
+    ("GET", "/api/v1/wallet/{wallet_id}/transactions"): (
+        Case(NF, "/api/v1/wallet/{wallet_id}/transactions"),
+        Case(NF, "/api/v1/wallet/{wallet_id}/transactions?type=deposit&limit=1"),
+    ),
+    ("GET", "/api/v1/wallet/{wallet_id}/statement"): (
+        Case(NF, "/api/v1/wallet/{wallet_id}/statement?from=2026-01-01&to=2026-01-31"),
+    ),
+    ("GET", "/api/v1/wallets"): (
+        Case(Cross.EMPTY, "/api/v1/wallets", owner_sees="wallet_id"),
+        Case(Cross.EMPTY, "/api/v1/wallets?metadata[tag]=m", owner_sees="wallet_id"),
+    ),
     ("GET", "/api/v1/wallets/balances"): (
         Case(Cross.EMPTY, "/api/v1/wallets/balances", owner_sees="wallet_id"),
     ),
@@ -219,6 +232,11 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ),
     ("GET", "/api/v1/withdrawals"): (
         Case(Cross.EMPTY, "/api/v1/withdrawals", owner_sees="withdraw_complete_id"),
+        Case(
+            Cross.EMPTY,
+            "/api/v1/withdrawals?metadata[tag]=m",
+            owner_sees="withdraw_complete_id",
+        ),
     ),
     ("POST", "/api/v1/transfer"): (
         Case(NF, "/api/v1/transfer", _transfer("wallet_id", "wallet2_id")),
@@ -243,6 +261,7 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ),
     ("GET", "/api/v1/transfers"): (
         Case(Cross.EMPTY, "/api/v1/transfers", owner_sees="transfer_complete_id"),
+        Case(Cross.EMPTY, "/api/v1/transfers?metadata[tag]=m", owner_sees="transfer_complete_id"),
     ),
     ("POST", "/api/v1/virtual-account"): (
         Case(
@@ -253,7 +272,33 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ),
     ("GET", "/api/v1/virtual-accounts"): (
         Case(Cross.EMPTY, "/api/v1/virtual-accounts", owner_sees="virtual_account_id"),
+        Case(
+            Cross.EMPTY,
+            "/api/v1/virtual-accounts?metadata[tag]=m",
+            owner_sees="virtual_account_id",
+        ),
     ),
+    # Metadata updates (issue 24): another company's id is not found.
+    **{
+        ("POST", f"{route}/metadata"): (
+            Case(NF, f"{path}/metadata", lambda _: {"metadata": {"matrix": "changed"}}),
+        )
+        for route, path in (
+            ("/api/v1/wallet/{wallet_id}", "/api/v1/wallet/{wallet_id}"),
+            ("/api/v1/deposit/{deposit_id}", "/api/v1/deposit/{deposit_id}"),
+            ("/api/v1/withdraw/{withdraw_id}", "/api/v1/withdraw/{withdraw_complete_id}"),
+            ("/api/v1/transfer/{transfer_id}", "/api/v1/transfer/{transfer_complete_id}"),
+            ("/api/v1/bank-account/{bank_account_id}", "/api/v1/bank-account/{bank_account_id}"),
+            (
+                "/api/v1/virtual-account/{virtual_account_id}",
+                "/api/v1/virtual-account/{virtual_account_id}",
+            ),
+            (
+                "/api/v1/payment_method_token_intent/{pmti_id}",
+                "/api/v1/payment_method_token_intent/{pmti_id}",
+            ),
+        )
+    },
     # Payment intents.
     ("POST", "/api/v1/payments/intent"): (Case(NF, "/api/v1/payments/intent", _intent),),
     ("GET", "/api/v1/payments/intent"): (
@@ -276,6 +321,11 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
         Case(Cross.EMPTY, "/api/v1/payments/intents", owner_sees="refund_intent_id"),
         Case(
             Cross.EMPTY,
+            "/api/v1/payments/intents?metadata[matrix]=yes",
+            owner_sees="expire_intent_id",
+        ),
+        Case(
+            Cross.EMPTY,
             "/api/v1/payments/intents?account_id={account_id}",
             owner_sees="refund_intent_id",
         ),
@@ -283,6 +333,16 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
             Cross.EMPTY,
             "/api/v1/payments/intents?status=PROCESSED",
             owner_sees="refund_intent_id",
+        ),
+    ),
+    ("POST", "/api/v1/payments/intent/expire"): (
+        Case(NF, "/api/v1/payments/intent/expire", _action("expire_intent_id")),
+    ),
+    ("POST", "/api/v1/payments/intent/{payment_intent_id}/metadata"): (
+        Case(
+            NF,
+            "/api/v1/payments/intent/{refund_intent_id}/metadata",
+            lambda _: {"metadata": {"matrix": "changed"}},
         ),
     ),
     ("GET", "/api/v1/payments/intents/count"): (
@@ -376,10 +436,13 @@ TABLES = (
     handlers.ROUTES,
     treasury_handlers.ROUTES,
     payment_handlers.ROUTES,
+    link_handlers.ROUTES,
+    metadata_handlers.ROUTES,
     card_handlers.ROUTES,
     notification_handlers.ROUTES,
     bank_handlers.ROUTES,
     sandbox_handlers.ROUTES,
+    statement_handlers.ROUTES,
 )
 
 
@@ -498,6 +561,14 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
             "/api/v1/virtual-account", {"wallet_id": ids["wallet_id"], "source_currency": "USD"}
         )
     )["id"]
+    # What the metadata filters of the lists find (issue 24).
+    for path in (
+        "/api/v1/wallet/{wallet_id}",
+        "/api/v1/withdraw/{withdraw_complete_id}",
+        "/api/v1/transfer/{transfer_complete_id}",
+        "/api/v1/virtual-account/{virtual_account_id}",
+    ):
+        await post(path.format(**ids) + "/metadata", {"metadata": {"tag": "m"}})
 
     ids["capture_intent_id"] = (
         await _intent_paid(client, tenant, APPROVED, capture_method="manual")
@@ -509,6 +580,9 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
     ids["refund_intent_id"] = refund["id"]
     ids["refund_lookup_id"] = refund["payment_intent_lookup_id"]
     ids["pay_lookup_id"] = (await _intent_paid(client, tenant, None))["payment_intent_lookup_id"]
+    ids["expire_intent_id"] = (
+        await _intent_paid(client, tenant, None, metadata={"matrix": "yes"})
+    )["id"]
     ids["challenge_lookup_id"] = (await _intent_paid(client, tenant, THREE_D_SECURE))[
         "payment_intent_lookup_id"
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -72,7 +73,11 @@ async def test_status_shows_the_backlog_and_the_failing_endpoint(
 
     status = json.loads(await asyncio.to_thread(status_of, database, "--json"))
     assert status["undispatched_events"] == 2
-    assert (status["pending_deliveries"], status["due_deliveries"]) == (3, 0)  # retried later
+    # Retried 5 s after the refusal: not due yet, unless starting the command took longer
+    # (a loaded machine); either way the count agrees with the endpoint's next attempt.
+    retry_due = status["failing_endpoints"][0]["next_attempt_at"] <= status["as_of"]
+    assert status["pending_deliveries"] == 3
+    assert status["due_deliveries"] == (3 if retry_due else 0)
     assert status["oldest_undelivered_at"] == first.created_at.isoformat()
     assert status["oldest_undelivered_age_seconds"] >= 0
     assert (status["deliveries_per_second"], status["rate_window_seconds"]) == (3 / 60, 60)
@@ -82,11 +87,10 @@ async def test_status_shows_the_backlog_and_the_failing_endpoint(
     assert failing["kind"] == "webhook"
     assert failing["host"] == f"127.0.0.1:{port}"  # never the path or its token
     assert (failing["failing_deliveries"], failing["consecutive_failures"]) == (3, 1)
-    assert failing["next_attempt_at"] > status["as_of"]
 
     text = await asyncio.to_thread(status_of, database)
     assert "events not fanned out:   2" in text
-    assert "deliveries pending:      3 (0 due)" in text
+    assert re.search(r"deliveries pending:      3 \((0|3) due\)", text)
     assert f"oldest undelivered:      {first.created_at.isoformat()} (" in text
     assert "deliveries per second:   0.05 (last 60 s)" in text
     assert (

@@ -44,7 +44,9 @@ async def test_create_wallet_returns_the_wallet_record(client: Client, tenant: T
         "currency",
         "status",
         "created_at",
+        "metadata",  # issue 24, after the interface's fields
     }
+    assert wallet["metadata"] == {}
 
 
 async def test_get_wallet_and_its_balance(

@@ -356,6 +356,7 @@ def _check_shape(payload: dict[str, Any], headers: dict[str, str]) -> None:
         for integer in ("company_id", "account_id"):
             assert isinstance(obj[integer], int)
         assert "merchant_reference" in obj
+        assert isinstance(obj["metadata"], dict)
 
 
 async def test_every_event_of_a_busy_day_has_its_payload_shape(
@@ -468,6 +469,27 @@ async def test_every_event_of_a_busy_day_has_its_payload_shape(
         {"from_wallet_id": usd["id"], "to_wallet_id": wallet["id"], "from_amount": 500},
     )
     await call(client, tenant, "POST", f"/api/v1/sandbox/transfers/{cross['id']}/fail", {})
+    # A payment link closed before it was paid.
+    unpaid = await call(
+        client,
+        tenant,
+        "POST",
+        "/api/v1/payments/intent",
+        {
+            "account_id": tenant.account_id,
+            "billing_amount": 1000,
+            "billing_currency": "USD",
+            "payment_type": "Card Payment",
+            "metadata": {"order_id": "A-1"},
+        },
+    )
+    await call(
+        client,
+        tenant,
+        "POST",
+        "/api/v1/payments/intent/expire",
+        {"payment_intent_id": unpaid["id"]},
+    )
     # Card on file: a card saved, a card declined.
     for number in ("4242424242424242", "4000000000000002"):
         pmti = await call(
@@ -493,6 +515,8 @@ async def test_every_event_of_a_busy_day_has_its_payload_shape(
         payload = Webhook(endpoint["secret"]).verify(body, headers)
         _check_shape(payload, headers)
         types.add(payload["type"])
+        if payload["type"] == EventType.PAYMENT_INTENT_EXPIRED:
+            assert payload["data"]["object"]["metadata"] == {"order_id": "A-1"}
     # Every event type there is, each delivered with its shape checked.
     assert types == {t.value for t in EventType}
     events = await call(client, tenant, "GET", "/api/v1/events?limit=100")

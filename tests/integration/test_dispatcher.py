@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from datetime import timedelta
 
 import pytest
@@ -155,6 +155,48 @@ async def test_subscribers_hear_every_dispatched_event(sqlite_url: str, clock: F
         )
         await treasury.notifications.run_due()
         assert len(heard) == 2  # once each
+    finally:
+        treasury.close()
+
+
+async def test_subscribers_are_called_through_pluggy(sqlite_url: str, clock: FakeClock) -> None:
+    # Ordering marks decide the order of the calls, and a wrapper runs around every
+    # subscriber, the one that raises included: they are pluggy's hook calls, not a loop.
+    calls: list[str] = []
+
+    class Last:
+        @hookimpl(trylast=True)
+        def treasury_event(self, event: Event) -> None:
+            calls.append("last")
+
+    class First:
+        @hookimpl(tryfirst=True)
+        def treasury_event(self, event: Event) -> None:
+            calls.append("first")
+            raise RuntimeError("a subscriber's bug")
+
+    class Middle:
+        @hookimpl
+        def treasury_event(self, event: Event) -> None:
+            calls.append("middle")
+
+    class Timing:
+        @hookimpl(wrapper=True)
+        def treasury_event(self, event: Event) -> Generator[None, None, None]:
+            calls.append("wrap")
+            return (yield)
+
+    pm = make_plugin_manager(plugins=[Last(), First(), Middle(), Timing()])
+    treasury = bootstrap(
+        TreasuryConfig(database_url=sqlite_url), plugins=pm, clock=clock, wall_clock=clock
+    )
+    try:
+        await make_events(treasury, 1)
+        treasury.notifications.sender = CountingSender()
+        await treasury.notifications.run_due()
+        one_event = ["wrap", "first", "wrap", "middle", "wrap", "last"]
+        assert calls[: len(one_event)] == one_event
+        assert len(calls) % len(one_event) == 0
     finally:
         treasury.close()
 

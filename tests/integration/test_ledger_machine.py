@@ -14,10 +14,15 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.stateful import invariant, run_state_machine_as_test
 
-from tests.conftest import postgres_storages, postgres_url_or_skip, sqlite_storages
+from tests.conftest import (
+    bug_hunt,
+    machine_settings,
+    postgres_storages,
+    postgres_url_or_skip,
+    sqlite_storages,
+)
 from treasury_core.ledger import (
     Account,
     AccountKind,
@@ -28,7 +33,7 @@ from treasury_core.ledger import (
     Reserve,
 )
 from treasury_core.ports import Storage, UnitOfWork
-from treasury_core.testing.invariants import InvariantViolation, check_invariants
+from treasury_core.testing.invariants import InvariantViolation, check_invariants, read_ledger
 from treasury_core.testing.machine import (
     LedgerMachine,
     ledger_machine,
@@ -39,18 +44,8 @@ from treasury_sqlalchemy.storage import SqlStorage
 
 T = TypeVar("T")
 
-MEMORY_SETTINGS = settings(
-    max_examples=200,
-    stateful_step_count=50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-SQL_SETTINGS = settings(
-    max_examples=25,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+MEMORY_SETTINGS = machine_settings(examples=200, steps=50)
+SQL_SETTINGS = machine_settings(examples=25, steps=30)
 
 # The helper users call: a unittest TestCase class, collected by pytest like any other.
 TestLedgerMachineOnMemory = ledger_machine_test_case(
@@ -103,31 +98,38 @@ def test_the_machine_catches_a_broken_storage() -> None:
         def make_storage(self) -> Storage:
             return LosesAcknowledgedWrites()
 
-    quick = settings(
-        max_examples=50,
-        deadline=None,
-        database=None,  # do not replay this deliberate failure in other runs
-        phases=[Phase.generate],  # no shrinking: that it fails is all this test needs
-        report_multiple_bugs=False,
-        print_blob=False,
-    )
+    quick = bug_hunt(50, steps=50)
     with pytest.raises(AssertionError, match="model"):
         run_state_machine_as_test(BrokenStorageMachine, settings=quick)
 
 
 def test_machine_subclass_settings_are_used() -> None:
+    # The subclass's pool and bound must be what the rules draw from: ignoring them would open
+    # EUR, GBP or USD accounts and post amounts up to 10,000, which the invariant below refuses.
+    seen: set[str] = set()
+    posted: list[int] = []
+
     class TinyAmounts(LedgerMachine):
         max_amount = 3
         currency_pool = ("CHF", "JPY")
+
+        @invariant()
+        def uses_the_subclass_settings(self) -> None:
+            snapshot = read_ledger(self.storage)
+            currencies = {a.currency for a in snapshot.accounts}
+            seen.update(currencies)
+            assert currencies <= {"CHF", "JPY"}, currencies
+            posted.extend(p.amount for p in snapshot.postings)
+            assert all(p.amount <= 3 for p in snapshot.postings)
 
     machine = TinyAmounts()
     try:
         assert isinstance(machine.storage, MemoryStorage)
     finally:
         machine.teardown()
-    run_state_machine_as_test(
-        TinyAmounts, settings=settings(max_examples=10, stateful_step_count=15, deadline=None)
-    )
+    run_state_machine_as_test(TinyAmounts, settings=machine_settings(examples=10, steps=15))
+    assert seen == {"CHF", "JPY"}
+    assert posted
 
 
 # check_invariants through the port on every backend ------------------------------------------

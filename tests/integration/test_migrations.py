@@ -34,7 +34,7 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage = SqlStorage(database_url)
     storage.migrate()
     storage.migrate()
-    assert current_revision(storage.engine) == head_revision() == "0011"
+    assert current_revision(storage.engine) == head_revision() == "0013"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
     storage.close()
@@ -336,5 +336,30 @@ def test_0009_keeps_columns_and_indexes_made_beforehand(postgres_url: str) -> No
         with engine.connect() as conn:
             diff = compare_metadata(MigrationContext.configure(conn), metadata)
         assert diff == []
+    finally:
+        engine.dispose()
+
+
+def test_0013_indexes_the_metadata_filter_on_postgresql(postgres_url: str) -> None:
+    # The indexes must be spelled as the list filter spells its expression, or PostgreSQL would
+    # never use it: the filter's own condition, with sequential scans off, plans through it.
+    from sqlalchemy import select
+
+    from treasury_sqlalchemy.metadata_filter import metadata_where
+    from treasury_sqlalchemy.schema import payment_intents
+
+    engine = create_engine(normalize_url(postgres_url))
+    try:
+        upgrade(engine)
+        assert "ix_payment_intents_metadata" in _index_names(engine, "payment_intents")
+        assert "ix_treasury_records_metadata" in _index_names(engine, "treasury_records")
+        query = select(payment_intents.c.id).where(
+            *metadata_where(payment_intents.c.body, {"order_id": "A-1"})
+        )
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SET enable_seqscan = off")
+            sql = query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True})
+            plan = conn.exec_driver_sql(f"EXPLAIN {sql}").all()
+        assert "ix_payment_intents_metadata" in " ".join(str(row[0]) for row in plan)
     finally:
         engine.dispose()

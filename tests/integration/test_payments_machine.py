@@ -13,10 +13,16 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.conftest import make_storage, postgres_storages, postgres_url_or_skip, sqlite_storages
+from tests.conftest import (
+    bug_hunt,
+    machine_settings,
+    make_storage,
+    postgres_storages,
+    postgres_url_or_skip,
+    sqlite_storages,
+)
 from treasury_core.bootstrap import Treasury, bootstrap
 from treasury_core.config import TreasuryConfig
 from treasury_core.errors import NotFound
@@ -29,29 +35,9 @@ from treasury_core.testing import PaymentsMachine
 from treasury_core.testing.memory import MemoryStorage
 from treasury_core.testing.payments_machine import payments_machine, payments_machine_test_case
 
-MEMORY_SETTINGS = settings(
-    max_examples=100,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-SQL_SETTINGS = settings(
-    max_examples=25,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-#: For the broken-on-purpose runs: find it, do not shrink it, do not remember it.
-BUG_HUNT = settings(
-    max_examples=300,
-    stateful_step_count=40,
-    deadline=None,
-    database=None,
-    phases=[Phase.generate],
-    report_multiple_bugs=False,
-    print_blob=False,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+MEMORY_SETTINGS = machine_settings(examples=100, steps=40)
+SQL_SETTINGS = machine_settings(examples=25, steps=25)
+BUG_HUNT = bug_hunt(300)
 
 TestPaymentsMachineOnMemory = payments_machine_test_case(
     MemoryStorage, settings=MEMORY_SETTINGS, name="PaymentsMachineOnMemory"
@@ -158,6 +144,4 @@ def test_machine_subclass_settings_are_used() -> None:
         assert isinstance(machine.storage, MemoryStorage)
     finally:
         machine.teardown()
-    run_state_machine_as_test(
-        YenOnly, settings=settings(max_examples=10, stateful_step_count=15, deadline=None)
-    )
+    run_state_machine_as_test(YenOnly, settings=machine_settings(examples=10, steps=15))

@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 import stripe
-from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from tests.conftest import machine_settings
 from treasury_core.config import TreasuryConfig
 from treasury_core.payments.records import Transaction
 from treasury_core.testing.payments_machine import ModelCard, ModelIntent, PaymentsMachine
@@ -35,12 +35,7 @@ STRIPE_CARDS: tuple[ModelCard, ...] = (
     ModelCard("4000000000003220", three_d_secure=True),
 )
 
-STRIPE_SETTINGS = settings(
-    max_examples=40,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+STRIPE_SETTINGS = machine_settings(examples=40, steps=30)
 
 
 class StripePaymentsMachine(PaymentsMachine):

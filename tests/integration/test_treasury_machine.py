@@ -14,10 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.stateful import invariant, run_state_machine_as_test
 
-from tests.conftest import postgres_storages, postgres_url_or_skip, sqlite_storages
+from tests.conftest import (
+    bug_hunt,
+    machine_settings,
+    postgres_storages,
+    postgres_url_or_skip,
+    sqlite_storages,
+)
 from treasury_core.bootstrap import Treasury
 from treasury_core.config import TreasuryConfig
 from treasury_core.jobs import Job
@@ -31,29 +36,9 @@ from treasury_core.testing.treasury_machine import (
 )
 from treasury_core.treasury.records import Deposit
 
-MEMORY_SETTINGS = settings(
-    max_examples=100,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-SQL_SETTINGS = settings(
-    max_examples=10,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-#: For the broken-on-purpose runs: find it, do not shrink it, do not remember it.
-BUG_HUNT = settings(
-    max_examples=200,
-    stateful_step_count=40,
-    deadline=None,
-    database=None,
-    phases=[Phase.generate],
-    report_multiple_bugs=False,
-    print_blob=False,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+MEMORY_SETTINGS = machine_settings(examples=100, steps=40)
+SQL_SETTINGS = machine_settings(examples=10, steps=25)
+BUG_HUNT = bug_hunt(200)
 
 # The helper users call: a unittest TestCase class, collected by pytest like any other.
 TestTreasuryMachineOnMemory = treasury_machine_test_case(
@@ -140,15 +125,29 @@ def test_the_machine_catches_a_service_that_ignores_the_received_amount() -> Non
 
 
 def test_machine_subclass_settings_are_used() -> None:
+    # The subclass's pool and bound must be what the rules draw from: ignoring them would draw
+    # EUR, GBP, JPY or KWD wallets and larger deposits, which the invariant below refuses.
+    seen: set[str] = set()
+    deposits: list[int] = []
+
     class TwoCurrencies(TreasuryMachine):
         currency_pool = ("CHF", "USD")
         max_amount = 50
+
+        @invariant()
+        def uses_the_subclass_settings(self) -> None:
+            wallets = {w.currency for w in self.model.wallets.values()}
+            seen.update(wallets)
+            assert wallets <= {"CHF", "USD"}, wallets
+            for movement in self.model.movements.values():
+                if movement.kind == "deposit":
+                    deposits.append(int(str(movement.fields["from_amount"])))
 
     machine = TwoCurrencies()
     try:
         assert isinstance(machine.storage, MemoryStorage)
     finally:
         machine.teardown()
-    run_state_machine_as_test(
-        TwoCurrencies, settings=settings(max_examples=10, stateful_step_count=15, deadline=None)
-    )
+    run_state_machine_as_test(TwoCurrencies, settings=machine_settings(examples=10, steps=15))
+    assert seen == {"CHF", "USD"}
+    assert deposits and max(deposits) <= 50

@@ -241,9 +241,9 @@ def test_filters_and_refusals(treasury: Treasury) -> None:
     # (A same-currency transfer is one posting, so it has one id in both wallets' histories;
     # the EUR leg of a conversion is a posting of its own.)
     other = _run(t.statements.transactions(h.company, h.eur)).items[0].id
-    with pytest.raises(ValidationFailed) as caught:
+    with pytest.raises(NotFound) as missing:
         _run(t.statements.transactions(h.company, h.usd, PageRequest(10, other)))
-    assert caught.value.param == "starting_after"
+    assert missing.value.param == "starting_after"
     with pytest.raises(ValidationFailed):
         _run(t.statements.statement(h.company, h.usd, date(2026, 3, 2), date(2026, 3, 1)))
     with pytest.raises(ValidationFailed):
@@ -330,3 +330,39 @@ def test_migration_replays_the_history_written_before_it(
             assert all(r.source_id.startswith("jr_") for r in replayed)
     finally:
         t.close()
+
+
+def test_concurrent_movements_keep_each_history_chained(treasury: Treasury) -> None:
+    # Transfers both ways between two wallets at once: each wallet's entries must still chain
+    # from one to the next in the order listed, whatever order the requests took their times.
+    t = treasury
+
+    async def scenario() -> tuple[int, str, str]:
+        company = (await t.companies.create_company("C")).company.id
+        a = (await t.wallets.create(company, CreateWalletRequest(name="a", currency_id="USD"))).id
+        b = (await t.wallets.create(company, CreateWalletRequest(name="b", currency_id="USD"))).id
+        for wallet_id in (a, b):
+            request = CreateDepositRequest(
+                wallet_id=wallet_id, from_amount=5_000, from_currency_id="USD"
+            )
+            deposit = await t.deposits.create(company, request)
+            await t.deposits.complete(deposit.id)
+        moves = [
+            CreateTransferRequest(from_wallet_id=x, to_wallet_id=y, from_amount=amount)
+            for amount in range(1, 21)
+            for x, y in ((a, b), (b, a))
+        ]
+        await asyncio.gather(*(t.transfers.create(company, m) for m in moves))
+        return company, a, b
+
+    company, a, b = _run(scenario())
+    for wallet_id in (a, b):
+        rows = list(reversed(_run(_all(t, company, wallet_id, 100))))
+        assert len(rows) == 2 + 40
+        balance = 0
+        for row in rows:
+            if row.counter is EntryCounter.BALANCE:
+                balance += row.amount
+            assert row.balance_after == balance
+        assert [r.created_at for r in rows] == sorted(r.created_at for r in rows)
+        assert balance == _run(t.wallets.balance(company, wallet_id)).balance == 5_000

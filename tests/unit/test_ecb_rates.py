@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from treasury_core import TreasuryConfig
 from treasury_core.errors import FxRateUnavailable, ValidationFailed
 from treasury_core.ports import FxQuote, FxRates
@@ -203,7 +204,7 @@ _CODES = sorted(["EUR", *_THURSDAY.days[date(2025, 4, 17)]])
     target=st.sampled_from(_CODES),
     markup=st.integers(min_value=0, max_value=9_999),
 )
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 def test_cross_rates_are_consistent_and_the_markup_only_lowers_them(
     source: str, target: str, markup: int
 ) -> None:

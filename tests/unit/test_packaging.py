@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -25,6 +26,7 @@ def test_wheel_top_level_names_are_all_treasury(tmp_path: Path) -> None:
         "treasury_ecb",
         "treasury_stripe",
         "treasury_bankfiles",
+        "treasury_redis",
         "treasury_aiohttp",
         "treasury_pytest",
     }
@@ -40,3 +42,25 @@ def test_wheel_top_level_names_are_all_treasury(tmp_path: Path) -> None:
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "treasury = treasury_aiohttp.cli:main" in text
     assert "[treasury]" in text
+
+
+def test_sdist_ships_the_license_and_no_ci_or_benchmarks(tmp_path: Path) -> None:
+    builders = pytest.importorskip("hatchling.builders.sdist", reason="hatchling builds the sdist")
+    builder = builders.SdistBuilder(str(ROOT))
+    sdist = Path(next(iter(builder.build(directory=str(tmp_path), versions=["standard"]))))
+    with tarfile.open(sdist) as archive:
+        # Every member sits under one "treasury_core-<version>/" directory.
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert "LICENSE" in names
+    assert "pyproject.toml" in names
+    assert "src/treasury_core/__init__.py" in names
+    assert not {n for n in names if n.startswith((".ci/", "bench/", "build/"))}
+    assert not {n for n in names if n.endswith(".whl")}
+
+
+def test_version_comes_from_the_package_metadata() -> None:
+    from importlib.metadata import version
+
+    import treasury_core
+
+    assert treasury_core.__version__ == version("treasury-core")

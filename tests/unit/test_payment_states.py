@@ -435,6 +435,8 @@ def test_api_record() -> None:
         "authorized_at": "2026-01-01T12:05:00+00:00",
         "authorization_expires_at": "2026-01-08T12:05:00+00:00",
         "cancellation_reason": None,
+        "expires_at": None,
+        "metadata": {},
         "created_at": "2026-01-01T12:00:00+00:00",
     }
 

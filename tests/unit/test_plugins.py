@@ -12,6 +12,7 @@ from pydantic import SecretStr
 from treasury_core import AdapterNotFound, TreasuryConfig, bootstrap
 from treasury_core.plugins import collect_factories, hookimpl, make_plugin_manager
 from treasury_core.plugins.hookspecs import REGISTER_HOOKS
+from treasury_core.plugins.manager import DuplicateAdapter
 from treasury_core.testing.memory import MemoryStorage
 from treasury_vault.aesgcm import generate_key
 
@@ -27,6 +28,21 @@ def test_built_in_adapters_load_through_entry_points() -> None:
     assert {"memory", "sqlalchemy"} <= set(collect_factories(pm, "storage"))
     assert {"system", "sandbox"} <= set(collect_factories(pm, "clock"))
     assert "ulid" in collect_factories(pm, "id_source")
+
+
+def test_two_plugins_registering_one_name_are_refused() -> None:
+    class Impostor:
+        @hookimpl
+        def register_clock(self) -> Mapping[str, Any]:
+            return {"system": lambda config: _FixedClock()}
+
+    pm = make_plugin_manager(plugins=[Impostor()])
+    with pytest.raises(
+        DuplicateAdapter, match="Two plugins register a clock adapter named 'system'"
+    ):
+        collect_factories(pm, "clock")
+    # Other kinds, where nothing collides, still resolve.
+    assert "sandbox" in collect_factories(pm, "card_provider")
 
 
 def test_no_entry_points_means_no_adapters() -> None:

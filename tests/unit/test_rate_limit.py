@@ -36,3 +36,37 @@ def test_check_answers_whole_seconds_to_wait() -> None:
         limiter.check("k")
     assert refused.value.retry_after == 4
     assert refused.value.http_status == 429
+
+
+async def test_the_in_process_bucket_is_a_request_limiter() -> None:
+    from treasury_core.ports import RequestLimiter
+
+    ticks = Ticks()
+    limiter = RateLimiter(1.0, 1, monotonic=ticks)
+    assert isinstance(limiter, RequestLimiter)
+    assert [await limiter.acquire("k"), await limiter.acquire("k")] == [0.0, 1.0]
+    await limiter.close()
+
+
+async def test_the_app_builds_the_limiter_the_settings_name() -> None:
+    from treasury_aiohttp.limits import build_rate_limiter
+    from treasury_core import TreasuryConfig
+
+    assert build_rate_limiter(TreasuryConfig(rate_limit_per_second=0)) is None
+    assert type(build_rate_limiter(TreasuryConfig())) is RateLimiter  # as before issue 26
+    redis_limiter = pytest.importorskip("treasury_redis", reason="the redis extra")
+    shared = build_rate_limiter(TreasuryConfig(rate_limit_redis_url="redis://127.0.0.1:1/0"))
+    assert isinstance(shared, redis_limiter.RedisRateLimiter)  # nothing connects until asked
+    await shared.close()
+
+
+def test_a_redis_url_must_name_redis_and_stays_hidden_in_errors() -> None:
+    from treasury_core.settings import BadSetting, config_from_env
+
+    url = "http://user:hunter2@cache:6379/0"
+    with pytest.raises(BadSetting) as refused:
+        config_from_env({"TREASURY_RATE_LIMIT_REDIS_URL": url})
+    assert "TREASURY_RATE_LIMIT_REDIS_URL" in str(refused.value)
+    assert "hunter2" not in str(refused.value)
+    config = config_from_env({"TREASURY_RATE_LIMIT_REDIS_URL": "rediss://cache:6380/1"})
+    assert config.rate_limit_redis_url == "rediss://cache:6380/1"

@@ -9,11 +9,12 @@ import warnings
 from datetime import timedelta
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from schwifty import BIC, IBAN
 from schwifty.exceptions import SchwiftyException
 
+from tests.conftest import examples
 from treasury_core.config import TreasuryConfig
 from treasury_core.errors import UnknownCurrency, ValidationFailed
 from treasury_core.ports import (
@@ -484,7 +485,7 @@ def _outcome(account: BankAccountDetails) -> None:
         assert not isinstance(failure, ValueError)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300))
 @given(currency=st.sampled_from(SANDBOX_CURRENCIES), data=st.data())
 def test_pattern_shaped_input_only_ever_raises_validation_failed(
     currency: str, data: st.DataObject
@@ -495,7 +496,7 @@ def test_pattern_shaped_input_only_ever_raises_validation_failed(
     _outcome(details(currency, number, routing))
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     currency=st.sampled_from(SANDBOX_CURRENCIES),
     number=st.text(max_size=40),

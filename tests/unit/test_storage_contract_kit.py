@@ -48,8 +48,9 @@ class LeakyStorage(MemoryStorage):
         with super().transaction(write=write, snapshot=snapshot) as uow:
             wallets = self._state.wallets
 
-            def list_every_company(company_id, limit, starting_after):
+            def list_every_company(company_id, limit, starting_after, *, metadata=None):
                 rows = sorted(wallets.values(), key=lambda w: w.id, reverse=True)
+                rows = [w for w in rows if (metadata or {}).items() <= w.metadata.items()]
                 if starting_after is not None:
                     rows = [w for w in rows if w.id < starting_after]
                 return rows[:limit]

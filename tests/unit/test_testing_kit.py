@@ -14,6 +14,7 @@ from hypothesis.stateful import rule, run_state_machine_as_test
 from pydantic import TypeAdapter
 
 import treasury_core.testing as kit
+from tests.conftest import examples, machine_settings
 from treasury_core import TreasuryConfig, bootstrap
 from treasury_core.errors import InsufficientFunds, LedgerRejected
 from treasury_core.ledger import AccountKind, Move, PostPending
@@ -85,7 +86,7 @@ def test_the_storage_contract_is_exported_lazily() -> None:
 _NAME = TypeAdapter(Name)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(wallet_names())
 def test_wallet_names_are_valid_and_unchanged_by_validation(name: str) -> None:
     assert _NAME.validate_python(name) == name.strip()
@@ -96,7 +97,7 @@ def test_wallet_names_refuse_impossible_sizes() -> None:
         wallet_names(max_size=256)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(wallet_requests())
 def test_wallet_requests_are_accepted_by_the_service_and_read_back(
     request: CreateWalletRequest,
@@ -155,9 +156,7 @@ class _OwnRules(machine.LedgerMachine):
 
 
 def test_subclass_rules_run_through_the_public_hooks() -> None:
-    run_state_machine_as_test(
-        _OwnRules, settings=settings(max_examples=15, stateful_step_count=15, deadline=None)
-    )
+    run_state_machine_as_test(_OwnRules, settings=machine_settings(examples=15, steps=15))
 
 
 def test_system_account_names_the_run_accounts_and_refuses_wallets() -> None:

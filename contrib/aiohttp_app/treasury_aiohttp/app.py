@@ -15,10 +15,13 @@ from treasury_aiohttp import (
     card_handlers,
     handlers,
     hosted_pages,
+    link_handlers,
+    metadata_handlers,
     notification_handlers,
     payment_handlers,
     provider_hooks,
     sandbox_handlers,
+    statement_handlers,
     treasury_handlers,
 )
 from treasury_aiohttp.hosted_security import FormKey
@@ -30,6 +33,7 @@ from treasury_aiohttp.keys import (
     RATE_LIMITER_KEY,
     TREASURY_KEY,
 )
+from treasury_aiohttp.limits import build_rate_limiter
 from treasury_aiohttp.middlewares import (
     auth_middleware,
     body_limit_middleware,
@@ -42,7 +46,6 @@ from treasury_aiohttp.routing import Auth, Handler, Route
 from treasury_aiohttp.server import SERVER_HEADER
 from treasury_aiohttp.worker import work_loop
 from treasury_core import Treasury
-from treasury_core.ratelimit import RateLimiter
 
 __all__ = ["TREASURY_KEY", "create_app"]
 
@@ -99,17 +102,24 @@ def create_app(
     app.on_response_prepare.append(_server_header)
     app.on_response_prepare.append(functools.partial(_wake_the_worker, treasury))
     app[FORM_KEY] = FormKey(treasury.config)
-    if treasury.config.rate_limit_per_second > 0:
-        app[RATE_LIMITER_KEY] = RateLimiter(
-            treasury.config.rate_limit_per_second, treasury.config.rate_limit_burst
-        )
+    limiter = build_rate_limiter(treasury.config)
+    if limiter is not None:
+        app[RATE_LIMITER_KEY] = limiter
+
+        async def _close_limiter(_app: web.Application) -> None:
+            await limiter.close()
+
+        app.on_cleanup.append(_close_limiter)
     routes = (
         handlers.ROUTES
         + treasury_handlers.ROUTES
         + payment_handlers.ROUTES
+        + link_handlers.ROUTES
+        + metadata_handlers.ROUTES
         + card_handlers.ROUTES
         + notification_handlers.ROUTES
         + bank_handlers.ROUTES
+        + statement_handlers.ROUTES
         + provider_hooks.routes_for(treasury)
     )
     if treasury.config.sandbox:

@@ -16,6 +16,7 @@ from treasury_aiohttp.io import (
 from treasury_aiohttp.routing import Auth, Route
 from treasury_core.currency import CurrencyRecord
 from treasury_core.ledger import BalanceRecord
+from treasury_core.metadata import metadata_filter
 from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
 
 
@@ -47,7 +48,11 @@ async def get_wallet_balance(request: web.Request) -> web.StreamResponse:
 async def list_wallets(request: web.Request) -> web.StreamResponse:
     """The company's wallets, newest first."""
     service = treasury(request).wallets
-    page = await service.list(principal(request).company_id, page_request(request))
+    page = await service.list(
+        principal(request).company_id,
+        page_request(request),
+        metadata=metadata_filter(request.query),
+    )
     records = [service.record(w) for w in page.items]
     return list_response(request, records, page, WalletRecord, lambda w: w.id)
 

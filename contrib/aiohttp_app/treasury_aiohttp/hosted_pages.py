@@ -36,6 +36,7 @@ from treasury_core.errors import (
     ValidationFailed,
 )
 from treasury_core.payments import IntentStatus, PaymentIntent
+from treasury_core.payments.expiry import OPEN_STATES, is_expired
 from treasury_core.payments.records import Transaction
 from treasury_core.payments.requests import ChallengeRequest, PayRequest
 from treasury_core.payments.states import IllegalTransition
@@ -118,6 +119,11 @@ def _pay_urls(request: web.Request, lookup_id: str, route_path: str) -> tuple[st
     return prefix, f"{prefix}/pay/{lookup_id}", f"{prefix}/pay/{lookup_id}/challenge"
 
 
+def _link_closed(request: web.Request, intent: PaymentIntent) -> bool:
+    now = treasury(request).clock.now()
+    return intent.status in OPEN_STATES and is_expired(intent, now)
+
+
 def _pay_view(
     request: web.Request,
     intent: PaymentIntent,
@@ -141,6 +147,12 @@ def _pay_view(
             request, "result.html", prefix, title="Payment authorized", tone="ok",
             message="Thank you: your payment is authorized.", amount=amount,
             detail="Your card is charged when the merchant completes the order.",
+        )  # fmt: skip
+    if _link_closed(request, intent):
+        return render(
+            request, "result.html", prefix, status=410, title="Link expired", tone="bad",
+            message="This payment link has expired.", amount=amount,
+            detail="Ask the merchant for a new link.",
         )  # fmt: skip
     notice = None
     if intent.status is IntentStatus.CANCELLED:
@@ -215,6 +227,8 @@ async def pay_from_form(request: web.Request) -> web.StreamResponse:
     if isinstance(intent, web.Response):
         return intent
     _, page, challenge = _pay_urls(request, lookup_id, _PAY)
+    if _link_closed(request, intent):
+        return _pay_view(request, intent, _PAY)  # the page saying so (410)
     form = await _posted_form(request, f"pay:{lookup_id}", _PAY)
     if isinstance(form, web.Response):
         return form
@@ -277,7 +291,7 @@ async def challenge_page(request: web.Request) -> web.StreamResponse:
         return intent
     _, page, _ = _pay_urls(request, lookup_id, _CHALLENGE)
     waiting = await payments.waiting_challenge(intent)
-    if waiting is None:
+    if waiting is None or _link_closed(request, intent):
         return _redirect(page)
     return _challenge_view(request, intent, waiting, _CHALLENGE)
 
@@ -297,6 +311,8 @@ async def _answer_challenge(
     except IllegalTransition:
         return _redirect(page)  # finished meanwhile: the page shows where it stands
     except InvalidRequestError as refused:
+        if refused.code == "payment_intent_expired":
+            return _redirect(page)  # the page says the link has expired
         if refused.code != AUTHENTICATION_INCOMPLETE:
             raise
         waiting = await payments.waiting_challenge(intent)
@@ -473,6 +489,7 @@ ROUTES: tuple[Route, ...] = (
         html={
             200: "The card form, or the page saying the payment is complete or authorized",
             404: _NOT_A_LINK_PAGE,
+            410: "The page saying the payment link has expired (`expires_at`)",
         },
     ),
     Route(

@@ -9,13 +9,13 @@ from aiohttp import web
 from treasury_aiohttp.hosted_security import FormKey
 from treasury_core import Treasury
 from treasury_core.companies import Principal
-from treasury_core.ratelimit import RateLimiter
+from treasury_core.ports import RequestLimiter
 from treasury_core.services.idempotency import Claim
 
 TREASURY_KEY = web.AppKey("treasury", Treasury)
 MAX_BODY_KEY = web.AppKey("max_body_bytes", int)
 FORM_KEY = web.AppKey("form_key", FormKey)
-RATE_LIMITER_KEY = web.AppKey("rate_limiter", RateLimiter)
+RATE_LIMITER_KEY = web.AppKey("rate_limiter", RequestLimiter)
 OPENAPI_KEY = web.AppKey("openapi", dict[str, Any])
 PRINCIPAL = web.RequestKey("principal", Principal)
 CLAIM = web.RequestKey("idempotency_claim", Claim)

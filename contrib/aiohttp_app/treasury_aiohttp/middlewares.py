@@ -31,6 +31,7 @@ from treasury_core.errors import (
     ValidationFailed,
 )
 from treasury_core.idempotency import StoredResponse, fingerprint
+from treasury_core.ratelimit import refuse_if_over
 from treasury_core.services.idempotency import Replay
 
 log = logging.getLogger("treasury.http")
@@ -127,7 +128,8 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     principal = await treasury(request).companies.authenticate(raw_key)
     limiter = request.app.get(RATE_LIMITER_KEY)
     if limiter is not None:
-        limiter.check(principal.key_id)  # counted per key once it is known to be real
+        # Counted per key once it is known to be real.
+        refuse_if_over(await limiter.acquire(principal.key_id))
     if route.auth is Auth.SECRET and not principal.is_secret:
         raise PermissionDenied("This API call cannot be made with a publishable API key")
     if route.authorize is not None:

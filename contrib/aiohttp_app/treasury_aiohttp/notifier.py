@@ -8,6 +8,7 @@ that refuses them), so a name that resolves differently the second time gains no
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 from collections.abc import Mapping
@@ -49,6 +50,19 @@ class _PublicResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+@functools.lru_cache(maxsize=1024)  # a few endpoints' URLs, sent to over and over
+def _destination(url: str, allow_private: bool) -> tuple[URL, str, str | None]:
+    """``url`` parsed (aiohttp takes it as is rather than parsing the string again), its host,
+    and why a delivery must not go there, or ``None``.
+
+    aiohttp does not ask the resolver about an address written as one, so those are checked
+    here; names are checked by the resolver on what they resolve to, at every connection.
+    """
+    parsed = URL(url)
+    host = parsed.host or ""
+    return parsed, host, destination_refusal(host, allow_private=allow_private)
 
 
 class HttpSender:
@@ -108,15 +122,12 @@ class HttpSender:
         """POST ``body``; the status code, or :class:`DeliveryFailed` without an answer."""
         if self._session is None:
             raise RuntimeError("HttpSender is used outside its `async with` block")
-        host = URL(url).host or ""
-        # aiohttp does not ask the resolver about an address written as one, so those are
-        # checked here; names are checked by the resolver on what they resolve to.
-        refusal = destination_refusal(host, allow_private=self._allow_private)
+        parsed, host, refusal = _destination(url, self._allow_private)
         if refusal is not None:
             raise DestinationRefused(refusal)
         try:
             async with self._session.post(
-                url, data=body, headers=dict(headers), allow_redirects=False
+                parsed, data=body, headers=dict(headers), allow_redirects=False
             ) as response:
                 # The body is not read: a receiver answers with its status, and a hostile one
                 # must not make us download anything.

@@ -192,6 +192,7 @@ def build_openapi(
                 "required": param.required,
                 "description": param.description,
                 "schema": marks.apply(_param_schema(param.type)),
+                **({"style": param.style, "explode": True} if param.style else {}),
             }
             for name, param in route.query_params.items()
         ]
@@ -256,6 +257,8 @@ def build_openapi(
                     "schema": {"type": "array", "items": item} if route.is_list else item
                 }
             }
+            for media in route.media_types:
+                ok["content"][media] = {"schema": {"type": "string"}}
             if route.is_list and route.paged:
                 ok["headers"] = {
                     "Link": {

@@ -26,9 +26,10 @@ from treasury_aiohttp.io import (
     timestamp_query,
     treasury,
 )
-from treasury_aiohttp.routing import Auth, Param, Route
+from treasury_aiohttp.routing import METADATA_QUERY, Auth, Param, Route
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
+from treasury_core.metadata import metadata_filter
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from treasury_core.payments import IntentFilter, IntentStatus, PaymentIntent, PaymentIntentRecord
 from treasury_core.payments.records import Refund, RefundRecord, TransactionRecord
@@ -178,6 +179,7 @@ def _filters(request: web.Request) -> IntentFilter:
         account_id=_positive_int(request, "account_id"),
         created_gte=timestamp_query(request, "created_gte"),
         created_lt=timestamp_query(request, "created_lt"),
+        metadata=metadata_filter(request.query),
     )
 
 
@@ -261,6 +263,7 @@ _FILTERS = {
     "account_id": Param("Only intents of this merchant account.", _QueryId),
     "created_gte": Param("Only intents created at or after this ISO 8601 timestamp.", datetime),
     "created_lt": Param("Only intents created before this ISO 8601 timestamp.", datetime),
+    "metadata": METADATA_QUERY,
 }
 
 ROUTES: tuple[Route, ...] = (

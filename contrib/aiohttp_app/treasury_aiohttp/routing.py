@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from treasury_core.companies import Principal
 from treasury_core.config import TreasuryConfig
+from treasury_core.metadata import MetadataInput
 from treasury_core.validation import ResourceId
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -37,6 +38,17 @@ class Param:
     description: str
     type: Any = str
     required: bool = False
+    #: OpenAPI's serialization of an object parameter (``deepObject``: ``name[key]=value``).
+    style: str | None = None
+
+
+#: ``metadata[key]=value`` filters of a list (each pair must match).
+METADATA_QUERY = Param(
+    "Only records whose metadata holds this value for this key: `metadata[key]=value`, "
+    "several pairs all matching.",
+    MetadataInput,
+    style="deepObject",
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,8 @@ class Route:
     raw_body_description: str = ""
     #: This route's body limit from the configuration, when it is not ``max_body_bytes``.
     body_limit: Callable[[TreasuryConfig], int] | None = None
+    #: Media types the route also answers in (chosen by ``Accept``) besides JSON.
+    media_types: tuple[str, ...] = ()
 
     @property
     def operation_id(self) -> str:

@@ -18,6 +18,7 @@ from treasury_aiohttp.io import (
     treasury,
 )
 from treasury_aiohttp.routing import Param, Route
+from treasury_core.metadata import metadata_filter
 from treasury_core.ports import AccountFormat
 from treasury_core.treasury.records import (
     BankAccount,
@@ -158,7 +159,9 @@ async def get_withdrawal(request: web.Request) -> web.StreamResponse:
 async def list_withdrawals(request: web.Request) -> web.StreamResponse:
     """The company's withdrawals, newest first."""
     page = await treasury(request).withdrawals.list(
-        principal(request).company_id, page_request(request)
+        principal(request).company_id,
+        page_request(request),
+        metadata=metadata_filter(request.query),
     )
     return _list(request, page, WithdrawalRecord)
 
@@ -179,7 +182,9 @@ async def get_transfer(request: web.Request) -> web.StreamResponse:
 async def list_transfers(request: web.Request) -> web.StreamResponse:
     """The company's transfers, newest first."""
     page = await treasury(request).transfers.list(
-        principal(request).company_id, page_request(request)
+        principal(request).company_id,
+        page_request(request),
+        metadata=metadata_filter(request.query),
     )
     return _list(request, page, TransferRecord)
 
@@ -194,7 +199,9 @@ async def create_virtual_account(request: web.Request) -> web.StreamResponse:
 async def list_virtual_accounts(request: web.Request) -> web.StreamResponse:
     """The company's virtual accounts, newest first."""
     page = await treasury(request).virtual_accounts.list(
-        principal(request).company_id, page_request(request)
+        principal(request).company_id,
+        page_request(request),
+        metadata=metadata_filter(request.query),
     )
     return _list(request, page, VirtualAccountRecord)
 

@@ -56,8 +56,15 @@ from treasury_core.ports.storage import R
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
+from treasury_sqlalchemy.delivery_records import UPDATE_DELIVERY, DeliveryRows
 from treasury_sqlalchemy.history import SqlWalletHistory, record_entries
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
+from treasury_sqlalchemy.metadata_filter import metadata_where
+from treasury_sqlalchemy.wallet_metadata import (
+    locked_wallet_row,
+    stored_metadata,
+    write_wallet_metadata,
+)
 
 _COUNTERS = (
     "debits_posted",
@@ -81,9 +88,9 @@ class _MovementStatements:
 
     A movement is two account UPDATEs and one posting INSERT; through SQLAlchemy's execution
     machinery each statement cost more client time than the database spent on it (see
-    docs/performance.md). The SQL is built from the same table metadata, and timestamps are bound
-    through the column type's own bind processor, so the rows are identical to what SQLAlchemy
-    would write.
+    CHANGELOG.md, "Performance history"). The SQL is built from the same table metadata, and
+    timestamps are bound through the column type's own bind processor, so the rows are
+    identical to what SQLAlchemy would write.
     """
 
     def __init__(self, dialect: Dialect) -> None:
@@ -98,8 +105,8 @@ class _MovementStatements:
             f"INSERT INTO ledger_postings ({', '.join(_POSTING_COLUMNS)}) "  # noqa: S608
             f"VALUES ({', '.join([mark] * len(_POSTING_COLUMNS))})"
         )
-        # Each create of an intent writes one intent row (docs/performance.md: the create-intent
-        # path); it goes the same way, with the id the database assigns.
+        # Each create of an intent writes one intent row (CHANGELOG.md, "Performance history": the
+        # create-intent path); it goes the same way, with the id the database assigns.
         self.insert_intent = (
             f"INSERT INTO payment_intents ({', '.join(_INTENT_WRITE_COLUMNS)}) "  # noqa: S608
             f"VALUES ({', '.join([mark] * len(_INTENT_WRITE_COLUMNS))}) RETURNING id"
@@ -207,8 +214,7 @@ _DELIVERY_QUERIES = {
     locked: HotQuery(_DELIVERY_BY_ID.with_for_update() if locked else _DELIVERY_BY_ID)
     for locked in (False, True)
 }
-#: The columns come from the parameters' keys (every column but ``id``).
-_UPDATE_DELIVERY = update(t.deliveries).where(t.deliveries.c.id == bindparam("delivery_id"))
+_UPDATE_DELIVERY = UPDATE_DELIVERY
 #: A claim sets the lease column alone; the column, not the body, is the lease (see _stored).
 _LEASE_DELIVERY = _UPDATE_DELIVERY.values(lease_until=bindparam("lease"))
 _API_KEY_COLUMNS = tuple(c.name for c in t.api_keys.c)
@@ -288,8 +294,8 @@ def _posting(row: Row[Any]) -> Posting:
 @lru_cache(maxsize=1024)
 def _wallet(row: tuple[Any, ...]) -> Wallet:
     """The wallet stored as ``row``, made and validated once per distinct row: every transfer
-    reads both its wallets, and a ``Wallet`` is immutable (as is its row: the storage port has
-    no wallet update), so one instance serves every read of it. The row holds no secret."""
+    reads both its wallets, and a ``Wallet`` is immutable (a change of its metadata makes a new
+    row, so a new key), so one instance serves every read of it. The row holds no secret."""
     m = dict(zip(_WALLET_COLUMNS, row, strict=True))
     return Wallet(
         id=m["id"],
@@ -299,6 +305,7 @@ def _wallet(row: tuple[Any, ...]) -> Wallet:
         currency=m["currency"],
         status=WalletStatus(m["status"]),
         created_at=m["created_at"],
+        metadata=json.loads(m["metadata"]) if m["metadata"] else {},
     )
 
 
@@ -315,17 +322,36 @@ class SqlWallets:
         self._conn = conn
 
     def add(self, wallet: Wallet) -> None:
-        self._conn.execute(insert(t.wallets), [wallet.model_dump(mode="python")])
+        values = wallet.model_dump(mode="python")
+        values["metadata"] = stored_metadata(wallet.metadata)
+        self._conn.execute(insert(t.wallets), [values])
 
     def get(self, company_id: int, wallet_id: str) -> Wallet | None:
         params = {"wallet_id": wallet_id, "company_id": company_id}
         row = _WALLET_BY_ID.first(self._conn, params)
         return _wallet(tuple(row)) if row else None
 
-    def list(self, company_id: int, limit: int, starting_after: str | None) -> list[Wallet]:
-        query = select(t.wallets).where(t.wallets.c.company_id == company_id)
+    def list(
+        self,
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> list[Wallet]:
+        query = select(t.wallets).where(
+            t.wallets.c.company_id == company_id,
+            *metadata_where(t.wallets.c.metadata, metadata, path=None),
+        )
         query = _newest_first(query, t.wallets.c.id, limit, starting_after)
         return [_wallet(tuple(r)) for r in self._conn.execute(query)]
+
+    def lock(self, company_id: int, wallet_id: str) -> Wallet | None:
+        row = locked_wallet_row(self._conn, company_id, wallet_id)
+        return _wallet(row) if row else None
+
+    def set_metadata(self, company_id: int, wallet_id: str, metadata: Mapping[str, str]) -> None:
+        write_wallet_metadata(self._conn, company_id, wallet_id, metadata)
 
 
 class SqlLedger(SqlWalletHistory):
@@ -716,28 +742,12 @@ class SqlOutbox:
         return OutboxBacklog(count, oldest)
 
 
-class SqlDeliveries:
+class SqlDeliveries(DeliveryRows):
     """Deliveries: indexed columns plus the delivery as JSON; workers skip held rows."""
 
     def __init__(self, conn: Connection, lock_rows: bool) -> None:
         self._conn = conn
         self._lock_rows = lock_rows
-
-    @staticmethod
-    def _values(delivery: Delivery) -> dict[str, Any]:
-        return {
-            "id": delivery.id,
-            "company_id": delivery.company_id,
-            "event_id": delivery.event_id,
-            "status": delivery.status.value,
-            "next_attempt_at": delivery.next_attempt_at,
-            "lease_until": delivery.lease_until,
-            "body": delivery.model_dump_json(),
-            "destination": delivery.destination,
-            "endpoint_id": delivery.endpoint_id,
-            "attempts": len(delivery.attempts),
-            "last_attempt_at": delivery.attempts[-1].attempted_at if delivery.attempts else None,
-        }
 
     @staticmethod
     def _stored(body: str, lease_until: datetime | None) -> Delivery:
@@ -1065,11 +1075,19 @@ class SqlRecords:
             raise LookupError(f"no record {record.id}")
 
     def list(
-        self, kind: type[R], company_id: int, limit: int, starting_after: str | None
+        self,
+        kind: type[R],
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
     ) -> list[R]:
         records = t.treasury_records
         query = select(records.c.body).where(
-            records.c.company_id == company_id, records.c.kind == kind.prefix
+            records.c.company_id == company_id,
+            records.c.kind == kind.prefix,
+            *metadata_where(records.c.body, metadata),
         )
         query = _newest_first(query, records.c.id, limit, starting_after)
         return [
@@ -1227,6 +1245,7 @@ def _intent_filter(company_id: int, filters: IntentFilter) -> list[ColumnElement
         where.append(intents.c.created_at >= filters.created_gte)
     if filters.created_lt is not None:
         where.append(intents.c.created_at < filters.created_lt)
+    where.extend(metadata_where(intents.c.body, filters.metadata))
     return where
 
 

@@ -98,6 +98,8 @@ wallets = Table(
     Column("currency", String(3), nullable=False),
     Column("status", String(16), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    # The merchant's key-value pairs as a JSON object; NULL when there are none (migration 0013).
+    Column("metadata", Text, nullable=True),
     Index("ix_wallets_company_id_id", "company_id", "id"),
 )
 
@@ -260,6 +262,14 @@ idempotency_keys = Table(
     Column("response_body", LargeBinary, nullable=True),
 )
 
+# The metadata filter's index of treasury records, on PostgreSQL only (migration 0013), spelled
+# as the filter's ``@>`` spells it (treasury_sqlalchemy.metadata_filter).
+_RECORD_METADATA_INDEX = Index(
+    "ix_treasury_records_metadata",
+    text("(CAST(body AS JSONB) -> 'metadata') jsonb_path_ops"),
+    postgresql_using="gin",
+).ddl_if(dialect="postgresql")
+
 # Treasury records as documents: the columns a query needs, and the record itself as JSON. The
 # money of every movement is in the ledger tables above, relational and append-only.
 treasury_records = Table(
@@ -284,6 +294,7 @@ treasury_records = Table(
         postgresql_where=text("kind = 'bsl'"),
         sqlite_where=text("kind = 'bsl'"),
     ),
+    _RECORD_METADATA_INDEX,
 )
 
 jobs = Table(
@@ -307,6 +318,14 @@ jobs = Table(
 # itself as JSON (without ``id``: the id is the column, assigned by the database in insert order).
 INTENT_ID = BigInteger().with_variant(Integer(), "sqlite")
 
+# The metadata filter's index, on PostgreSQL only (migration 0013): GIN over the metadata object
+# of the JSON body, spelled as the filter's ``@>`` spells it (treasury_sqlalchemy.metadata_filter).
+_INTENT_METADATA_INDEX = Index(
+    "ix_payment_intents_metadata",
+    text("(CAST(body AS JSONB) -> 'metadata') jsonb_path_ops"),
+    postgresql_using="gin",
+).ddl_if(dialect="postgresql")
+
 payment_intents = Table(
     "payment_intents",
     metadata,
@@ -323,6 +342,7 @@ payment_intents = Table(
     Index("ix_payment_intents_company_id_id", "company_id", "id"),
     Index("ix_payment_intents_company_id_status_id", "company_id", "status", "id"),
     Index("ix_payment_intents_company_id_created_at", "company_id", "created_at"),
+    _INTENT_METADATA_INDEX,
 )
 
 # The sandbox clock's offset over wall time (one row, ``name`` ``sandbox``), in microseconds, so

@@ -22,6 +22,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from treasury_core.metadata import MetadataField, MetadataInput
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CardSubmission
 from treasury_core.serialization import Timestamp
@@ -106,6 +107,7 @@ class TokenIntentRecord(_Frozen):
     error: TokenizationError | None
     latest_version: TokenIntentVersion
     created_at: Timestamp
+    metadata: MetadataField = {}
 
 
 class TokenIntent(TreasuryRecord):
@@ -126,6 +128,7 @@ class TokenIntent(TreasuryRecord):
     error: TokenizationError | None = None
     expires_at: Timestamp
     url_salt: str
+    metadata: MetadataField = Field(default_factory=dict)
 
     @property
     def is_open(self) -> bool:
@@ -155,6 +158,7 @@ class TokenIntent(TreasuryRecord):
                 expires_at=self.expires_at,
             ),
             created_at=self.created_at,
+            metadata=self.metadata,
         )
 
     def result(self) -> TokenizationResult:
@@ -244,3 +248,4 @@ class CreateTokenIntentRequest(_Strict):
     customer_phone_number: E164
     callback_url: Url | None = None
     expiry_date: date | None = None
+    metadata: MetadataInput | None = None

@@ -1,7 +1,7 @@
 """Auditing a ledger in place: re-sum every account's postings and check the invariants.
 
-:func:`audit_ledger` is :func:`treasury_core.testing.check_invariants` made fit for a production
-database. It reads through the storage port in **one** read-only snapshot transaction
+:func:`audit_ledger` is :func:`~treasury_core.ledger.invariants.check_invariants` made fit for a
+production database. It reads through the storage port in **one** read-only snapshot transaction
 (REPEATABLE READ, READ ONLY on PostgreSQL; a WAL read snapshot on SQLite), so the stored counters,
 the postings and the pending movements it compares are one consistent state even while the
 service keeps writing: a movement committed after the audit started is invisible to every one of
@@ -17,7 +17,7 @@ set of five counters per account as they pass. What it keeps:
   the pending movements page by page, with an index on the postings' ``pending_id``, would make
   it flat).
 
-Checks, with the same messages as :func:`~treasury_core.testing.invariants.ledger_violations`
+Checks, with the same messages as :func:`~treasury_core.ledger.invariants.ledger_violations`
 (the ``[n]`` prefix numbers the invariant as docs/concepts/ledger.md does):
 
 - [1] each posting names two distinct, existing accounts of its own currency and has its kind's
@@ -45,16 +45,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from treasury_core.ledger.accounts import Account, CounterDelta
-from treasury_core.ledger.postings import (
-    PendingCategory,
-    PendingMovement,
-    PendingStatus,
-    Posting,
-    PostingKind,
-)
 
 # The row-level checks are those of check_invariants, shared so the two can never disagree.
-from treasury_core.testing.invariants import (
+from treasury_core.ledger.invariants import (
     _COUNTER_NAMES,
     _RESOLUTION_KINDS,
     _account_bounds,
@@ -63,6 +56,13 @@ from treasury_core.testing.invariants import (
     _posting_shape,
     _reservation_matches,
     _resolution_matches,
+)
+from treasury_core.ledger.postings import (
+    PendingCategory,
+    PendingMovement,
+    PendingStatus,
+    Posting,
+    PostingKind,
 )
 
 if TYPE_CHECKING:

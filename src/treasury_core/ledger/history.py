@@ -108,9 +108,9 @@ def entry_id(posting_id: str) -> str:
     """The public id of a wallet transaction: ``txn_`` and the posting id's characters.
 
     Posting ids are ``{journal id}.{leg}``; an API id has one underscore and no dot, so the
-    journal's prefix is dropped and the dot spelled ``x`` (ids are upper-case or digits after
-    their prefix, so ``x`` cannot collide). A posting touches a wallet once, so the id is unique
-    within the wallet's history.
+    journal's prefix is dropped and the dot spelled ``x``. The leg is digits only, so the last
+    ``x`` is always the dot and no two postings share an id. A posting touches a wallet once,
+    so the id is unique within the wallet's history.
     """
     body = posting_id.split("_", 1)[1] if "_" in posting_id else posting_id
     return "txn_" + _NOT_ID.sub("x", body)

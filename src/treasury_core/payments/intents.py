@@ -20,6 +20,7 @@ The model only holds these rules; moving an intent from state to state is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import StrEnum
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from treasury_core.errors import ValidationFailed
 from treasury_core.memo import InstanceMemo
+from treasury_core.metadata import MetadataField, metadata_matches
 from treasury_core.serialization import Timestamp
 
 #: How long an authorization hold lasts: ``authorization_expires_at = authorized_at + 7 days``.
@@ -122,6 +124,10 @@ class PaymentIntentRecord(BaseModel):
     authorized_at: Timestamp | None = None
     authorization_expires_at: Timestamp | None = None
     cancellation_reason: CancellationReason | None = None
+    #: When the payment link closes (business time): from then on the intent cannot be paid
+    #: (decisions.md, "Stopping a payment link"). ``None``: it stays open.
+    expires_at: Timestamp | None = None
+    metadata: MetadataField = {}
     created_at: Timestamp
 
     @model_validator(mode="before")
@@ -150,6 +156,8 @@ class IntentFilter:
     account_id: int | None = None
     created_gte: datetime | None = None
     created_lt: datetime | None = None
+    #: ``metadata[key]=value`` pairs the intent's metadata must all hold.
+    metadata: Mapping[str, str] | None = None
 
     def matches(self, intent: PaymentIntentRecord) -> bool:
         """Whether ``intent`` passes every filter (what storage adapters must agree with)."""
@@ -158,6 +166,7 @@ class IntentFilter:
             and (self.account_id is None or intent.account_id == self.account_id)
             and (self.created_gte is None or intent.created_at >= self.created_gte)
             and (self.created_lt is None or intent.created_at < self.created_lt)
+            and metadata_matches(intent.metadata, self.metadata)
         )
 
 
@@ -199,6 +208,7 @@ class PaymentIntent(PaymentIntentRecord):
         _aware(self.created_at, "created_at")
         _aware(self.authorized_at, "authorized_at")
         _aware(self.authorization_expires_at, "authorization_expires_at")
+        _aware(self.expires_at, "expires_at")
         if (self.authorized_at is None) != (self.authorization_expires_at is None):
             raise ValueError("authorized_at and authorization_expires_at are set together")
         if (

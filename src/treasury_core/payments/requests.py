@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
+from treasury_core.metadata import MetadataInput
 from treasury_core.payments.intents import CaptureMethod, PaymentType
 from treasury_core.validation import (
     Amount,
@@ -61,6 +62,9 @@ class CreateIntentRequest(_Strict):
     processing_currency: CurrencyCode | None = None
     customer: Annotated[SingleLine, StringConstraints(max_length=255)] | None = None
     customer_email: Email | None = None
+    #: When the payment link closes; a future time with a UTC offset (business clock).
+    expires_at: AwareDatetime | None = None
+    metadata: MetadataInput | None = None
 
 
 class IntentActionRequest(_Strict):
@@ -111,3 +115,9 @@ class ChallengeRequest(_Strict):
     """``POST /pay/{payment_intent_lookup_id}/challenge``: the customer's 3-D Secure answer."""
 
     outcome: Annotated[str, StringConstraints(pattern=r"^(pass|fail)$")] = "pass"
+
+
+class MetadataUpdateRequest(_Strict):
+    """``POST …/{id}/metadata``: pairs merged into the record's metadata; ``""`` deletes a key."""
+
+    metadata: MetadataInput

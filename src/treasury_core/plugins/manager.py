@@ -7,9 +7,18 @@ from typing import Any
 
 import pluggy
 
+from treasury_core.errors import TreasuryError
 from treasury_core.plugins import hookspecs
 
 ENTRY_POINT_GROUP = "treasury"
+
+
+class DuplicateAdapter(TreasuryError):
+    """Two plugins register an adapter of the same kind under the same name.
+
+    Letting the later one win would make which adapter runs depend on installation order, and
+    a configuration that names it would silently get the other package's code.
+    """
 
 
 def make_plugin_manager(
@@ -30,12 +39,20 @@ def make_plugin_manager(
 
 
 def collect_factories(pm: pluggy.PluginManager, kind: str) -> dict[str, Callable[..., Any]]:
-    """Every factory registered for ``kind`` (a ``REGISTER_HOOKS`` key); later plugins win."""
+    """Every factory registered for ``kind`` (a ``REGISTER_HOOKS`` key), by adapter name.
+
+    Raises :class:`DuplicateAdapter` when two plugins register the same name.
+    """
     if kind not in hookspecs.REGISTER_HOOKS:
         raise KeyError(f"no such adapter kind: {kind}")
     hook = getattr(pm.hook, f"register_{kind}")
     factories: dict[str, Callable[..., Any]] = {}
-    # pluggy returns results last-registered first; reverse so the last registration wins.
-    for mapping in reversed(hook()):
-        factories.update(mapping)
+    for mapping in hook():
+        for name, factory in mapping.items():
+            if name in factories:
+                raise DuplicateAdapter(
+                    f"Two plugins register a {kind} adapter named {name!r}; "
+                    "uninstall or unregister one of them"
+                )
+            factories[name] = factory
     return factories

@@ -32,6 +32,7 @@ from treasury_core.ports.clock import Clock
 from treasury_core.ports.fx import FxQuote, FxRates
 from treasury_core.ports.ids import IdSource
 from treasury_core.ports.notifier import DeliveryFailed, WebhookSender
+from treasury_core.ports.rate_limiter import RequestLimiter
 from treasury_core.ports.storage import (
     ClockOffsetRepository,
     CompanyRepository,
@@ -80,6 +81,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "PaymentFile",
     "PaymentInstruction",
     "RecordRepository",
+    "RequestLimiter",
     "SealedCard",
     "Settlement",
     "Statement",

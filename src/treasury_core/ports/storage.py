@@ -92,8 +92,25 @@ class WalletRepository(Protocol):
         """The wallet of ``company_id`` with this id, or ``None`` (also for another company's)."""
         ...
 
-    def list(self, company_id: int, limit: int, starting_after: str | None) -> list[Wallet]:
-        """Up to ``limit`` wallets, newest first, with ids below ``starting_after``."""
+    def list(
+        self,
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> list[Wallet]:
+        """Up to ``limit`` wallets, newest first, with ids below ``starting_after``; with
+        ``metadata``, only those whose metadata holds every pair of it."""
+        ...
+
+    def lock(self, company_id: int, wallet_id: str) -> Wallet | None:
+        """As :meth:`get`, and the row stays locked until the transaction ends (a change of
+        the wallet's metadata reads, merges and writes it)."""
+        ...
+
+    def set_metadata(self, company_id: int, wallet_id: str, metadata: Mapping[str, str]) -> None:
+        """Replace the wallet's metadata (the only part of a wallet that changes)."""
         ...
 
 
@@ -325,6 +342,18 @@ class DeliveryRepository(Protocol):
         """The delivery with this id."""
         ...
 
+    def record_attempts(self, attempted: Sequence[tuple[Delivery, Delivery]]) -> list[Delivery]:
+        """Record a claimed batch's attempts: each pair is a delivery as its claim returned it
+        and its new version, which replaces the stored one only where that is still as the
+        claim left it (pending, under the claim's lease, with as many attempts).
+
+        The claimed deliveries whose stored version changed since (the lease ran out and
+        another worker took the delivery over, or a late attempt was noted) are returned,
+        unchanged, for the caller to decide one by one; one no longer stored is neither.
+        On PostgreSQL the batch's rows are locked, as ``get(for_update=True)`` locks one.
+        """
+        ...
+
     def update(self, delivery: Delivery) -> None:
         """Replace a stored delivery with a new version of it."""
         ...
@@ -392,9 +421,16 @@ class RecordRepository(Protocol):
         ...
 
     def list(
-        self, kind: type[R], company_id: int, limit: int, starting_after: str | None
+        self,
+        kind: type[R],
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
     ) -> list[R]:
-        """Up to ``limit`` records of ``kind``, newest first, ids below ``starting_after``."""
+        """Up to ``limit`` records of ``kind``, newest first, ids below ``starting_after``;
+        with ``metadata``, only those whose metadata holds every pair of it."""
         ...
 
     def find(self, kind: type[R], lookup_key: str) -> R | None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 
 from treasury_core.errors import ConflictRetryExhausted, NotFound, ValidationFailed
 from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.ledger import Journal
+from treasury_core.metadata import checked_metadata
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import AccountFormat, BankAccountDetails, UnitOfWork
 from treasury_core.services.idempotency import finish
@@ -42,6 +43,7 @@ class BankAccountService:
         """Check the details against their currency's format and checksums, then store them."""
         ctx = self._ctx
         currency = ctx.currencies.get(request.currency_id, param="currency_id").code
+        checked_metadata(request.metadata)  # before the rail's checks: one error per field
         details = ctx.rail.validate_bank_account(
             BankAccountDetails(
                 bank_name=request.bank_name,
@@ -60,6 +62,7 @@ class BankAccountService:
             routing_number=details.routing_number,
             currency_id=currency,
             created_at=ctx.clock.now(),
+            metadata=checked_metadata(request.metadata),
         )
 
         def register(uow: UnitOfWork) -> BankAccount:
@@ -74,9 +77,15 @@ class BankAccountService:
             BankAccount, company_id, bank_account_id, "bank account", "bank_account_id"
         )
 
-    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[BankAccount]:
-        """The company's bank accounts, newest first."""
-        return await self._ctx.list_records(BankAccount, company_id, page)
+    async def list(
+        self,
+        company_id: int,
+        page: PageRequest | None = None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Page[BankAccount]:
+        """The company's bank accounts, newest first (``metadata``: those holding its pairs)."""
+        return await self._ctx.list_records(BankAccount, company_id, page, metadata=metadata)
 
     def formats(self) -> builtins.list[AccountFormat]:
         """The formats of the enabled currencies."""
@@ -111,11 +120,14 @@ class VirtualAccountService:
                 param="source_currency",
                 code="virtual_account_unavailable",
             )
+        metadata = checked_metadata(request.metadata)
         wallet = await ctx.storage.run(
             lambda uow: wallet_of(uow, company_id, request.wallet_id, "wallet_id"), write=False
         )
         return await ctx.storage.run(
-            lambda uow: self._create_in(uow, company_id, wallet, currency.code, idempotency)
+            lambda uow: self._create_in(
+                uow, company_id, wallet, currency.code, idempotency, metadata
+            )
         )
 
     def _create_in(
@@ -125,6 +137,7 @@ class VirtualAccountService:
         wallet: Wallet,
         currency: str,
         idempotency: IdempotencyTicket[VirtualAccount] | None,
+        metadata: dict[str, str] | None = None,
     ) -> VirtualAccount:
         ctx = self._ctx
         # Details derive from the id; short local numbers (8-digit GBP) can collide, so draw
@@ -153,6 +166,7 @@ class VirtualAccountService:
             sort_code=details.sort_code,
             branch_code=details.branch_code,
             created_at=ctx.clock.now(),
+            metadata=metadata or {},
         )
 
         uow.records.add(account)
@@ -164,9 +178,15 @@ class VirtualAccountService:
             VirtualAccount, company_id, account_id, "virtual account", "virtual_account_id"
         )
 
-    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[VirtualAccount]:
-        """The company's virtual accounts, newest first."""
-        return await self._ctx.list_records(VirtualAccount, company_id, page)
+    async def list(
+        self,
+        company_id: int,
+        page: PageRequest | None = None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Page[VirtualAccount]:
+        """The company's virtual accounts, newest first (``metadata``: with its pairs)."""
+        return await self._ctx.list_records(VirtualAccount, company_id, page, metadata=metadata)
 
     async def incoming(
         self,

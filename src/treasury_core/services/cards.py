@@ -37,6 +37,7 @@ from treasury_core.cards.tokens import (
 from treasury_core.errors import CardError, InvalidRequestError, NotFound, ValidationFailed
 from treasury_core.events import Event, EventType
 from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.metadata import checked_metadata
 from treasury_core.payments.intents import PaymentType
 from treasury_core.ports import CardProvider, SealedCard, UnitOfWork, Vault
 from treasury_core.ports.card_provider import CardData, SavedCardReference, keeps_saved_cards
@@ -134,6 +135,7 @@ class CardOnFileService:
             created_at=now,
             expires_at=now + self._ttl,
             url_salt=secrets.token_urlsafe(16),
+            metadata=checked_metadata(request.metadata),
         )
         created = self.linked(intent)
 

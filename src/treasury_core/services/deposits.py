@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.ledger import Journal
+from treasury_core.metadata import checked_metadata
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
 from treasury_core.services.settlement import settle, settlement_job
@@ -56,6 +57,7 @@ class DepositService:
             exchange_rate_from_to=rate,
             reference=request.reference,
             description=request.description,
+            metadata=checked_metadata(request.metadata),
             status=next_status(None, MovementTrigger.CREATE),
             payment_instructions=[
                 PaymentInstructionRecord(

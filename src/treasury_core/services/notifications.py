@@ -64,6 +64,7 @@ from treasury_core.payments.payloads import (
     legacy_callback_body,
     legacy_callback_url,
 )
+from treasury_core.plugins.subscribers import event_subscribers
 from treasury_core.ports import Clock, DeliveryFailed, UnitOfWork, Vault, WebhookSender
 from treasury_core.services.idempotency import finish
 from treasury_core.services.support import TreasuryContext
@@ -363,9 +364,7 @@ class NotificationService:
         subscribers) are read whole: most make none, and reading and parsing every payload on
         the writer's thread cost a server creating intents about 9 % of its CPU per create.
         """
-        subscribers = (
-            [] if self._plugins is None else self._plugins.hook.treasury_event.get_hookimpls()
-        )
+        subscribers = [] if self._plugins is None else event_subscribers(self._plugins)
 
         def write(uow: UnitOfWork) -> tuple[int, list[Event], int]:
             heads = uow.outbox.undispatched_heads(limit)
@@ -392,17 +391,11 @@ class NotificationService:
             self._due_bell.ring()  # the delivery loop need not wait for its poll
         # Each subscriber on its own: one that raises must not silence the others.
         for event in events if subscribers else ():
-            for subscriber in subscribers:
-                # As pluggy would call it: with the arguments the implementation names.
-                arguments = {"event": event}
+            for name, call in subscribers:
                 try:
-                    subscriber.function(*(arguments[a] for a in subscriber.argnames))
+                    call(event=event)
                 except Exception:
-                    log.exception(
-                        "treasury_event subscriber %s failed on %s",
-                        subscriber.plugin_name,
-                        event.id,
-                    )
+                    log.exception("treasury_event subscriber %s failed on %s", name, event.id)
         return dispatched
 
     # --- delivery -----------------------------------------------------------------------------
@@ -618,9 +611,24 @@ class NotificationService:
         self, uow: UnitOfWork, batch: list[Delivery], attempts: list[DeliveryAttempt]
     ) -> None:
         """Record a batch's attempts in one transaction: each delivery done, failed for good,
-        or due again on the published schedule (from the business time of the record)."""
+        or due again on the published schedule (from the business time of the record).
+
+        Decided on the claimed copies, written where the stored delivery is still as the claim
+        left it (the common case, in one statement); the others are decided again on what
+        is stored now."""
         now = self._ctx.clock.now()
-        for delivery, attempt in zip(batch, attempts, strict=True):
+
+        def after(delivery: Delivery, attempt: DeliveryAttempt) -> Delivery:
+            failed = attempt.error is not None
+            next_at = next_attempt_at(len(delivery.attempts) + 1, now) if failed else None
+            return delivery.attempted(attempt, succeeded=not failed, next_at=next_at)
+
+        outcome = {d.id: a for d, a in zip(batch, attempts, strict=True)}
+        changed = uow.deliveries.record_attempts(
+            [(delivery, after(delivery, outcome[delivery.id])) for delivery in batch]
+        )
+        for delivery in changed:
+            attempt = outcome[delivery.id]
             current = uow.deliveries.get(delivery.id, for_update=True)
             if current is None:
                 continue
@@ -631,9 +639,7 @@ class NotificationService:
                 # finished it): keep the attempt for the record, decide nothing.
                 uow.deliveries.update(current.noted(attempt))
                 continue
-            failed = attempt.error is not None
-            next_at = next_attempt_at(len(current.attempts) + 1, now) if failed else None
-            uow.deliveries.update(current.attempted(attempt, succeeded=not failed, next_at=next_at))
+            uow.deliveries.update(after(current, attempt))
 
     async def run_due(
         self, batch: int = 500, *, stopping: Callable[[], bool] = lambda: False

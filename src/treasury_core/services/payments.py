@@ -43,8 +43,10 @@ from treasury_core.events import Event, EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
 from treasury_core.ledger import ExpirePending, Journal, Leg, PostPending, VoidPending
+from treasury_core.metadata import checked_metadata
 from treasury_core.money import round_minor
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, page_of
+from treasury_core.payments.expiry import check_link_open, link_expiry
 from treasury_core.payments.intents import (
     CaptureMethod,
     IntentFilter,
@@ -53,6 +55,7 @@ from treasury_core.payments.intents import (
     check_create_rules,
 )
 from treasury_core.payments.ledger import card_payment_legs, refund_legs, settlement_account
+from treasury_core.payments.minimums import check_min_amount
 from treasury_core.payments.payloads import webhook_object
 from treasury_core.payments.records import (
     Refund,
@@ -81,6 +84,7 @@ from treasury_core.ports.card_provider import (
 )
 from treasury_core.services.cards import checked_card
 from treasury_core.services.idempotency import finish
+from treasury_core.services.payment_links import schedule_link_expiry
 from treasury_core.services.support import TreasuryContext
 from treasury_core.validation import is_resource_id
 
@@ -312,6 +316,7 @@ class PaymentService:
                 request.processing_currency, param="processing_currency"
             ).code
         ctx.check_amount(request.billing_amount, "billing_amount")
+        check_min_amount(request.billing_amount, billing, ctx.config.min_amounts)
         card = await self._saved_card(company_id, request.card_token)
         try:
             _, processing_amount = await ctx.quote(billing, processing, request.billing_amount)
@@ -336,6 +341,8 @@ class PaymentService:
             customer_email=request.customer_email,
             payment_intent_lookup_id=new_lookup_id(now),
             created_at=now,
+            expires_at=link_expiry(request.expires_at, now),
+            metadata=checked_metadata(request.metadata),
         )
         # With a saved card the request's answer is the charged intent, so the idempotency
         # ticket completes with the charge, not here.
@@ -354,6 +361,7 @@ class PaymentService:
             if not known_settlement:
                 uow.ledger.ensure_account(settlement)
             stored = uow.intents.add(draft)
+            schedule_link_expiry(uow, ctx, stored)
             moved = transition(stored, Trigger.CREATE, now=now)
             self._intent_events(uow, moved)
             return finish(uow, ticket, stored)
@@ -440,6 +448,7 @@ class PaymentService:
         async with self._lock(intent.id):
             intent = await self.get(intent.company_id, intent.id)
             self._check_payable(intent)
+            check_link_open(intent, self._ctx.clock.now())
             capture = intent.capture_method is CaptureMethod.AUTOMATIC
             if not capture:
                 # An intent made before the provider lost the capability: a hold nobody can
@@ -681,6 +690,7 @@ class PaymentService:
         intent = await self.get_by_lookup_id(None, lookup_id)
         async with self._lock(intent.id):
             intent = await self.get(intent.company_id, intent.id)
+            check_link_open(intent, self._ctx.clock.now())
             txn = await self._pending_challenge(intent)
             assert txn.provider_reference is not None  # a requires_action attempt keeps one
             if not self.provider.three_d_secure_supported():

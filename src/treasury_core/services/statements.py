@@ -136,7 +136,8 @@ class WalletStatementService:
         filters: TransactionFilter | None = None,
     ) -> Page[WalletTransaction]:
         """A page of the wallet's transactions, newest first; ``NotFound`` for a wallet the
-        company does not have; ``starting_after`` must be a transaction of this wallet."""
+        company does not have, and for a ``starting_after`` that is not a transaction of this
+        wallet."""
         page = checked_page(page)
         filters = filters or TransactionFilter()
         _check_window(filters.created_gte, filters.created_lt)
@@ -147,8 +148,9 @@ class WalletStatementService:
             if page.starting_after is not None:
                 cursor = uow.ledger.wallet_entry(wallet_id, page.starting_after)
                 if cursor is None:
-                    raise ValidationFailed(
-                        f"starting_after must be a transaction of wallet {wallet_id}",
+                    # As for any id this company does not have: not found.
+                    raise NotFound(
+                        f"No such transaction of wallet {wallet_id}: {page.starting_after}",
                         param="starting_after",
                     )
                 before = EntryPosition(cursor.created_at, cursor.seq)
@@ -187,10 +189,14 @@ class WalletStatementService:
         """The wallet's statement for the UTC days ``from_date`` to ``to_date``, read in one
         snapshot so its opening figures, transactions and closing figures agree."""
         if to_date < from_date:
-            raise ValidationFailed("to must not be before from", param="to")
+            raise ValidationFailed(
+                "to must not be before from", param="to", code="statement_period_invalid"
+            )
         if (to_date - from_date).days >= MAX_STATEMENT_DAYS:
             raise ValidationFailed(
-                f"A statement covers at most {MAX_STATEMENT_DAYS} days", param="to"
+                f"A statement covers at most {MAX_STATEMENT_DAYS} days",
+                param="to",
+                code="statement_period_invalid",
             )
         start = datetime.combine(from_date, time(), UTC)
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
@@ -99,12 +99,20 @@ class TreasuryContext:
         return found
 
     async def list_records(
-        self, kind: type[R], company_id: int, page: PageRequest | None
+        self,
+        kind: type[R],
+        company_id: int,
+        page: PageRequest | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
     ) -> Page[R]:
-        """A page of the company's records of ``kind``, newest first."""
+        """A page of the company's records of ``kind``, newest first (with ``metadata``: only
+        those whose metadata holds every pair of it)."""
         page = checked_page(page)
         rows = await self.storage.run(
-            lambda uow: uow.records.list(kind, company_id, page.limit + 1, page.starting_after),
+            lambda uow: uow.records.list(
+                kind, company_id, page.limit + 1, page.starting_after, metadata=metadata
+            ),
             write=False,
         )
         return page_of(rows, page.limit)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from treasury_core.errors import InsufficientFunds, LedgerInvariantViolation, ValidationFailed
 from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.ledger import Journal
+from treasury_core.metadata import checked_metadata
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
@@ -46,6 +48,7 @@ class TransferService:
                 param="to_wallet_id",
                 code="same_wallet",
             )
+        metadata = checked_metadata(request.metadata)
 
         from_currency, to_currency = await self._currencies(company_id, request)
         rate, to_amount, rate_date = await ctx.dated_quote(
@@ -85,6 +88,7 @@ class TransferService:
                 exchange_rate_date=rate_date,
                 reference=request.reference,
                 description=request.description,
+                metadata=metadata,
                 status=_CREATED_PENDING if cross else _CREATED_SETTLED,
                 error=None,
                 created_at=now,
@@ -140,9 +144,15 @@ class TransferService:
             Transfer, company_id, transfer_id, "transfer", "transfer_id"
         )
 
-    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[Transfer]:
-        """The company's transfers, newest first."""
-        return await self._ctx.list_records(Transfer, company_id, page)
+    async def list(
+        self,
+        company_id: int,
+        page: PageRequest | None = None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Page[Transfer]:
+        """The company's transfers, newest first (``metadata``: only those holding its pairs)."""
+        return await self._ctx.list_records(Transfer, company_id, page, metadata=metadata)
 
     async def complete(
         self,

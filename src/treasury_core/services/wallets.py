@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from treasury_core.currency import CurrencyRegistry
 from treasury_core.errors import NotFound
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.ledger import Account, AccountKind, BalanceRecord
+from treasury_core.metadata import checked_metadata, merged_metadata
 from treasury_core.pagination import Page, PageRequest, checked_page, page_of
 from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
 from treasury_core.services.idempotency import finish
@@ -43,6 +46,7 @@ class WalletService:
             currency=currency.code,
             status=WalletStatus.ACTIVE,
             created_at=self._clock.now(),
+            metadata=checked_metadata(request.metadata),
         )
         account = Account(
             id=wallet.id,
@@ -88,14 +92,46 @@ class WalletService:
             raise NotFound(f"No such wallet: {wallet_id}", param="wallet_id")
         return BalanceRecord.of(account)
 
-    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[Wallet]:
-        """A page of the company's wallets, newest first."""
+    async def list(
+        self,
+        company_id: int,
+        page: PageRequest | None = None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Page[Wallet]:
+        """A page of the company's wallets, newest first (``metadata``: with its pairs)."""
         page = checked_page(page)
         rows = await self._storage.run(
-            lambda uow: uow.wallets.list(company_id, page.limit + 1, page.starting_after),
+            lambda uow: uow.wallets.list(
+                company_id, page.limit + 1, page.starting_after, metadata=metadata
+            ),
             write=False,
         )
         return page_of(rows, page.limit)
+
+    async def update_metadata(
+        self,
+        company_id: int,
+        wallet_id: str,
+        metadata: Mapping[str, str],
+        *,
+        idempotency: IdempotencyTicket[Wallet] | None = None,
+    ) -> Wallet:
+        """Merge ``metadata`` into the wallet's (``""`` deletes a key); :class:`NotFound` for
+        another company's or an unknown wallet."""
+        _require_wallet_id(wallet_id)
+
+        def write(uow: UnitOfWork) -> Wallet:
+            wallet = uow.wallets.lock(company_id, wallet_id)
+            if wallet is None:
+                raise NotFound(f"No such wallet: {wallet_id}", param="wallet_id")
+            merged = merged_metadata(wallet.metadata, metadata)
+            if merged != wallet.metadata:
+                uow.wallets.set_metadata(company_id, wallet_id, merged)
+                wallet = wallet.model_copy(update={"metadata": merged})
+            return finish(uow, idempotency, wallet)
+
+        return await self._storage.run(write)
 
     async def balances(
         self, company_id: int, page: PageRequest | None = None

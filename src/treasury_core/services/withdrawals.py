@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from treasury_core.errors import InsufficientFunds, NotFound, ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.ledger import Journal
+from treasury_core.metadata import checked_metadata
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
@@ -83,6 +85,7 @@ class WithdrawalService:
             bank_account_id=bank.id,
             reference=request.reference,
             description=request.description,
+            metadata=checked_metadata(request.metadata),
             withdraw_fee=fee,
             status=next_status(None, MovementTrigger.CREATE),
             error=None,
@@ -117,9 +120,15 @@ class WithdrawalService:
             Withdrawal, company_id, withdrawal_id, "withdrawal", "withdraw_id"
         )
 
-    async def list(self, company_id: int, page: PageRequest | None = None) -> Page[Withdrawal]:
-        """The company's withdrawals, newest first."""
-        return await self._ctx.list_records(Withdrawal, company_id, page)
+    async def list(
+        self,
+        company_id: int,
+        page: PageRequest | None = None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Page[Withdrawal]:
+        """The company's withdrawals, newest first (``metadata``: only those holding its pairs)."""
+        return await self._ctx.list_records(Withdrawal, company_id, page, metadata=metadata)
 
     async def complete(
         self,

@@ -43,9 +43,9 @@ them; ``docs/guides/writing-an-adapter.md`` shows the contract.
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from treasury_core.ledger.invariants import InvariantViolation, check_invariants
 from treasury_core.testing.card_providers import SalesOnlyCardProvider
 from treasury_core.testing.clock import FakeClock, SequentialIds
-from treasury_core.testing.invariants import InvariantViolation, check_invariants
 from treasury_core.testing.memory import MemoryStorage
 
 if TYPE_CHECKING:

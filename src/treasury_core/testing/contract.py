@@ -107,6 +107,8 @@ from treasury_core.payments.records import (
     TransactionType,
 )
 from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.testing.contract_history import WalletHistoryContract
+from treasury_core.testing.metadata_contract import MetadataContract
 from treasury_core.wallets import Wallet, WalletStatus
 
 __all__ = [
@@ -257,7 +259,7 @@ def _delivery(
     )
 
 
-class StorageContract:
+class StorageContract(WalletHistoryContract, MetadataContract):
     """The storage contract as pytest tests; subclass it to run them on your storage.
 
     Each ``test_*`` method takes a ``storage`` fixture that the test suite provides: a fresh,
@@ -1032,6 +1034,56 @@ class StorageContract:
         assert by_url == {flood: 5, dead: 5}
         assert not {d.id for d in first} & {d.id for d in second}
         assert [d.id for d in second if d.url == flood] == [f"dlv_{n:04d}" for n in range(3, 8)]
+
+    def test_a_batch_is_recorded_only_where_its_claim_still_holds(self, storage: Storage) -> None:
+        """record_attempts writes the deliveries still as their claim left them, and hands
+        back, unwritten, those taken over since (another lease), noted since (one more
+        attempt) or finished since; one no longer stored is skipped."""
+        t0 = NOW
+
+        def write(uow: UnitOfWork) -> None:
+            for n in (1, 2, 3, 4):
+                uow.deliveries.add(_delivery(n, due=t0))
+
+        storage.run_sync(write)
+        wall = datetime(2026, 6, 1, tzinfo=UTC)
+        lease = wall + timedelta(minutes=1)
+        claimed = storage.run_sync(lambda uow: uow.deliveries.claim_due(t0, wall, lease, 10))
+        assert [d.id for d in claimed] == ["dlv_0001", "dlv_0002", "dlv_0003", "dlv_0004"]
+        ok = DeliveryAttempt(attempted_at=wall, status_code=200, duration_ms=3, error=None)
+        late = DeliveryAttempt(attempted_at=wall, status_code=None, duration_ms=9, error="late")
+        # dlv_0002: our lease ran out and another worker claimed it; dlv_0003: a late attempt
+        # noted under our lease; dlv_0004: finished by someone else.
+        later = lease + timedelta(minutes=1)
+        storage.run_sync(
+            lambda uow: uow.deliveries.update(claimed[1].model_copy(update={"lease_until": later}))
+        )
+        storage.run_sync(lambda uow: uow.deliveries.update(claimed[2].noted(late)))
+        storage.run_sync(
+            lambda uow: uow.deliveries.update(
+                claimed[3].attempted(ok, succeeded=True, next_at=None)
+            )
+        )
+        pairs = [(d, d.attempted(ok, succeeded=True, next_at=None)) for d in claimed]
+        pairs.append((_delivery(9, due=t0), _delivery(9, due=t0)))  # never stored
+        changed = storage.run_sync(lambda uow: uow.deliveries.record_attempts(pairs))
+
+        assert [d.id for d in changed] == ["dlv_0002", "dlv_0003", "dlv_0004"]
+        assert changed == claimed[1:]
+
+        def read(delivery_id: str) -> Delivery:
+            found = storage.run_sync(lambda uow: uow.deliveries.get(delivery_id), write=False)
+            assert found is not None
+            return found
+
+        assert read("dlv_0001") == pairs[0][1]
+        assert read("dlv_0001").status is DeliveryStatus.SUCCEEDED
+        assert read("dlv_0002").lease_until == later
+        assert read("dlv_0002").status is DeliveryStatus.PENDING
+        assert read("dlv_0003").attempts == (late,)
+        assert read("dlv_0004").attempts == (ok,)
+        assert storage.run_sync(lambda uow: uow.deliveries.get("dlv_0009"), write=False) is None
+        assert storage.run_sync(lambda uow: uow.deliveries.record_attempts([])) == []
 
     def test_purge_forgets_only_finished_old_events(self, storage: Storage) -> None:
         """Purging forgets only old dispatched events with no delivery left to make."""

@@ -96,14 +96,14 @@ from treasury_core.ledger import (
     Reserve,
     VoidPending,
 )
-from treasury_core.ports.storage import Storage, UnitOfWork
-from treasury_core.testing.clock import FakeClock
-from treasury_core.testing.invariants import (
+from treasury_core.ledger.invariants import (
     LedgerSnapshot,
     check_history,
     check_snapshot,
     read_ledger,
 )
+from treasury_core.ports.storage import Storage, UnitOfWork
+from treasury_core.testing.clock import FakeClock
 from treasury_core.testing.memory import MemoryStorage
 from treasury_core.testing.strategies import amounts, overdraft_limits, pending_categories
 

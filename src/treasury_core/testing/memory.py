@@ -36,6 +36,7 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
+from treasury_core.metadata import metadata_matches
 from treasury_core.notifications.deliveries import Delivery, DeliveryStatus, fair_pick
 from treasury_core.notifications.status import DeliveryBacklog, FailingDestination, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
@@ -135,9 +136,31 @@ class _Wallets:
         wallet = self._tx.state.wallets.get(wallet_id)
         return wallet if wallet is not None and wallet.company_id == company_id else None
 
-    def list(self, company_id: int, limit: int, starting_after: str | None) -> list[Wallet]:
-        rows = [w for w in self._tx.state.wallets.values() if w.company_id == company_id]
+    def list(
+        self,
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> list[Wallet]:
+        rows = [
+            w
+            for w in self._tx.state.wallets.values()
+            if w.company_id == company_id and metadata_matches(w.metadata, metadata)
+        ]
         return _newest_first(rows, lambda w: w.id, limit, starting_after)
+
+    def lock(self, company_id: int, wallet_id: str) -> Wallet | None:
+        # One writer at a time already: nothing more to lock.
+        return self.get(company_id, wallet_id)
+
+    def set_metadata(self, company_id: int, wallet_id: str, metadata: Mapping[str, str]) -> None:
+        wallet = self.get(company_id, wallet_id)
+        if wallet is None:
+            raise LookupError(f"no wallet {wallet_id}")
+        updated = wallet.model_copy(update={"metadata": dict(metadata)})
+        self._tx.put(self._tx.state.wallets, wallet.id, updated)
 
 
 class _Ledger:
@@ -413,6 +436,22 @@ class _Deliveries:
     def get(self, delivery_id: str, *, for_update: bool = False) -> Delivery | None:
         return self._tx.state.deliveries.get(delivery_id)
 
+    def record_attempts(self, attempted: Sequence[tuple[Delivery, Delivery]]) -> list[Delivery]:
+        changed = []
+        for claimed, new in attempted:
+            stored = self._tx.state.deliveries.get(claimed.id)
+            if stored is None:
+                continue
+            if (
+                stored.status is DeliveryStatus.PENDING
+                and stored.lease_until == claimed.lease_until
+                and len(stored.attempts) == len(claimed.attempts)
+            ):
+                self.update(new)
+            else:
+                changed.append(claimed)
+        return changed
+
     def update(self, delivery: Delivery) -> None:
         self._tx.put(self._tx.state.deliveries, delivery.id, delivery)
 
@@ -531,12 +570,20 @@ class _Records:
         self._tx.put(self._tx.state.records, record.id, record)
 
     def list(
-        self, kind: type[R], company_id: int, limit: int, starting_after: str | None
+        self,
+        kind: type[R],
+        company_id: int,
+        limit: int,
+        starting_after: str | None,
+        *,
+        metadata: Mapping[str, str] | None = None,
     ) -> list[R]:
         rows = [
             r
             for r in self._tx.state.records.values()
-            if isinstance(r, kind) and r.company_id == company_id
+            if isinstance(r, kind)
+            and r.company_id == company_id
+            and metadata_matches(r.metadata, metadata)
         ]
         return _newest_first(rows, lambda r: r.id, limit, starting_after)
 

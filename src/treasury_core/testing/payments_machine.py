@@ -72,6 +72,7 @@ from treasury_core.config import TreasuryConfig
 from treasury_core.errors import CardError, NotFound, TreasuryError, ValidationFailed
 from treasury_core.events import Event, EventType
 from treasury_core.ledger import PendingCategory, PendingMovement, PendingStatus
+from treasury_core.ledger.invariants import LedgerSnapshot, check_invariants, read_ledger
 from treasury_core.payments.intents import (
     AUTHORIZATION_HOLD,
     CancellationReason,
@@ -81,6 +82,7 @@ from treasury_core.payments.intents import (
     PaymentIntent,
     PaymentType,
 )
+from treasury_core.payments.minimums import min_amount
 from treasury_core.payments.records import (
     Chargeback,
     ChargebackStatus,
@@ -95,7 +97,6 @@ from treasury_core.payments.states import IllegalTransition
 from treasury_core.ports.card_provider import CardData
 from treasury_core.ports.storage import Storage, UnitOfWork
 from treasury_core.testing.clock import FakeClock, SequentialIds
-from treasury_core.testing.invariants import LedgerSnapshot, check_invariants, read_ledger
 from treasury_core.testing.machine import StorageFactory, bind_storage, storage_test_case
 from treasury_core.testing.memory import MemoryStorage
 from treasury_core.wallets import CreateWalletRequest
@@ -324,7 +325,9 @@ class PaymentsMachine(RuleBasedStateMachine):
             st.none() | st.sampled_from(self.currency_pool), label="processing_currency"
         )
         cross = processing is not None and processing != billing
-        low = 100 if cross else 1  # no cross-currency amount that converts to nothing
+        # No cross-currency amount that converts to nothing, nothing below the minimum charge.
+        minimum = min_amount(billing, self.treasury.config.min_amounts)
+        low = max(100 if cross else 1, minimum)
         amount = data.draw(
             st.sampled_from([low, self.max_amount]) | st.integers(low, self.max_amount),
             label="billing_amount",

@@ -3,7 +3,7 @@
 For property tests of code that embeds treasury-core, e.g.::
 
     from hypothesis import given
-    from treasury_core.testing.invariants import check_invariants
+    from treasury_core.ledger.invariants import check_invariants
     from treasury_core.testing.strategies import ledger_programs, run_program
 
     @given(ledger_programs())

@@ -79,16 +79,16 @@ from treasury_core.errors import (
 )
 from treasury_core.events import Event
 from treasury_core.ledger import Account, AccountKind
-from treasury_core.money import convert
-from treasury_core.pagination import PageRequest
-from treasury_core.ports.storage import Storage, UnitOfWork
-from treasury_core.testing.clock import FakeClock, SequentialIds
-from treasury_core.testing.invariants import (
+from treasury_core.ledger.invariants import (
     LedgerSnapshot,
     check_history,
     check_snapshot,
     read_ledger,
 )
+from treasury_core.money import convert
+from treasury_core.pagination import PageRequest
+from treasury_core.ports.storage import Storage, UnitOfWork
+from treasury_core.testing.clock import FakeClock, SequentialIds
 from treasury_core.testing.machine import StorageFactory, bind_storage, storage_test_case
 from treasury_core.testing.memory import MemoryStorage
 from treasury_core.testing.strategies import amounts
@@ -418,7 +418,9 @@ class TreasuryMachine(RuleBasedStateMachine):
         self._resources.callback(self.loop.close)
         self.clock = FakeClock()
         self.ids = SequentialIds()
-        self.model = ReferenceTreasury(self.clock.now(), self.usd_rates(), self.settlement_delays)
+        self.model = ReferenceTreasury(
+            self.clock.now(), self.usd_rates() or {}, self.settlement_delays
+        )
         self.currencies: list[str] = []
         self._treasury: Treasury | None = None
         self._config: TreasuryConfig | None = None
@@ -442,14 +444,15 @@ class TreasuryMachine(RuleBasedStateMachine):
             config, storage=self.storage, clock=self.clock, ids=self.ids, migrate=False
         )
 
-    def usd_rates(self) -> Mapping[str, str]:
+    def usd_rates(self) -> Mapping[str, str] | None:
         """The FX table (units per US dollar) the configured FX adapter quotes from.
 
-        Default: the sandbox adapter's table. The model derives cross rates from it itself.
+        Default ``None``: once the treasury is wired, the model asks the configured FX adapter
+        for one US dollar in each currency the run can use, so the testing kit needs no adapter
+        of its own. The model derives cross rates from the table itself; an adapter whose cross
+        rates do not go through the dollar this way needs this hook overridden.
         """
-        from treasury_sandbox.fx import DEFAULT_USD_RATES
-
-        return DEFAULT_USD_RATES
+        return None
 
     def teardown(self) -> None:
         """Close the event loop and the run's storage (or exit its context manager)."""
@@ -482,6 +485,8 @@ class TreasuryMachine(RuleBasedStateMachine):
         self.model.fee_rules = dict(fees)
         self._config = self.make_config(fees)
         self._treasury = self.make_treasury(self._config)
+        if not self.model.usd:
+            self.model.usd = self._quoted_usd_rates()
         for name in ("Company A", "Company B"):
             created = self._call(
                 f"create {name}", partial(self.treasury.companies.create_company, name)
@@ -1263,6 +1268,22 @@ class TreasuryMachine(RuleBasedStateMachine):
         assert now == self.model.now, f"advance({seconds}) answered {now}, model {self.model.now}"
 
     # Helpers ------------------------------------------------------------------------------------
+
+    def _quoted_usd_rates(self) -> dict[str, Decimal]:
+        """One US dollar in each currency the treasury knows, as the configured FX adapter quotes.
+
+        Every one: the rules also draw currencies outside the pool (a virtual account's, a bank
+        account's) on purpose.
+        """
+        fx = self.treasury.context.fx
+        rates: dict[str, Decimal] = {}
+        known = {currency.code for currency in self.treasury.currencies}
+        for code in sorted({"USD", *known, *self.currency_pool, *self.extra_bank_currencies}):
+            try:
+                rates[code] = self.loop.run_until_complete(fx.rate("USD", code)).rate
+            except TreasuryError:
+                continue  # a currency the adapter does not quote: the run refuses it too
+        return rates
 
     def _call(self, what: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Run a service call the model accepts; a refusal fails the test."""

@@ -19,6 +19,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer
 
+from treasury_core.metadata import MetadataField
 from treasury_core.serialization import Timestamp
 
 
@@ -75,6 +76,8 @@ class DepositRecord(_Frozen):
     payment_instructions: list[PaymentInstructionRecord]
     error: MovementError | None
     created_at: Timestamp
+    #: Added after the interface's fields (issue 24); ``{}`` for records stored before it.
+    metadata: MetadataField = {}
 
 
 class WithdrawalRecord(_Frozen):
@@ -94,6 +97,8 @@ class WithdrawalRecord(_Frozen):
     status: MovementStatus
     error: MovementError | None
     created_at: Timestamp
+    #: Added after the interface's fields (issue 24); ``{}`` for records stored before it.
+    metadata: MetadataField = {}
 
 
 class TransferRecord(_Frozen):
@@ -116,6 +121,8 @@ class TransferRecord(_Frozen):
     #: for the same currency or an FX adapter with live rates. Added after the interface's 2.6
     #: fields, which are unchanged; records stored before it read as null.
     exchange_rate_date: date | None = None
+    #: Added after the interface's fields (issue 24); ``{}`` for records stored before it.
+    metadata: MetadataField = {}
 
 
 class BankAccountRecord(_Frozen):
@@ -130,6 +137,8 @@ class BankAccountRecord(_Frozen):
     currency_id: str
     status: str
     created_at: Timestamp
+    #: Added after the interface's fields (issue 24).
+    metadata: MetadataField = {}
 
 
 class VirtualAccountRecord(_Frozen):
@@ -149,6 +158,8 @@ class VirtualAccountRecord(_Frozen):
     sort_code: str | None
     branch_code: str | None
     created_at: Timestamp
+    #: Added after the interface's fields (issue 24); ``{}`` for records stored before it.
+    metadata: MetadataField = {}
 
 
 class TreasuryRecord(_Frozen):
@@ -164,6 +175,10 @@ class TreasuryRecord(_Frozen):
     id: str
     company_id: int
     created_at: Timestamp
+    #: The merchant's key-value pairs (:mod:`treasury_core.metadata`). Shown by the kinds whose
+    #: interface record has ``metadata`` (deposits, withdrawals, transfers, bank and virtual
+    #: accounts, PMTIs); ``{}`` on the others.
+    metadata: MetadataField = {}
 
     @property
     def status_value(self) -> str:
@@ -245,6 +260,7 @@ class BankAccount(TreasuryRecord):
     routing_number: str
     currency_id: str
     status: str = "active"
+    metadata: MetadataField = {}
 
     def record(self) -> BankAccountRecord:
         """The record, with the account number masked."""
@@ -259,6 +275,7 @@ class BankAccount(TreasuryRecord):
             currency_id=self.currency_id,
             status=self.status,
             created_at=self.created_at,
+            metadata=self.metadata,
         )
 
 

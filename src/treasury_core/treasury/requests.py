@@ -10,6 +10,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from treasury_core.metadata import MetadataInput
 from treasury_core.validation import (
     Amount,
     CurrencyCode,
@@ -36,6 +37,7 @@ class CreateDepositRequest(_Strict):
     from_currency_id: CurrencyCode
     reference: Reference | None = None
     description: Description | None = None
+    metadata: MetadataInput | None = None
 
 
 class RegisterBankAccountRequest(_Strict):
@@ -46,6 +48,7 @@ class RegisterBankAccountRequest(_Strict):
     account_number: Annotated[SingleLine, StringConstraints(min_length=1, max_length=64)]
     routing_number: Annotated[SingleLine, StringConstraints(min_length=1, max_length=64)]
     currency_id: CurrencyCode
+    metadata: MetadataInput | None = None
 
 
 class CreateWithdrawalRequest(_Strict):
@@ -58,6 +61,7 @@ class CreateWithdrawalRequest(_Strict):
     bank_account_id: Id
     reference: Reference | None = None
     description: Description | None = None
+    metadata: MetadataInput | None = None
 
 
 class CreateTransferRequest(_Strict):
@@ -68,6 +72,7 @@ class CreateTransferRequest(_Strict):
     from_amount: Amount
     reference: Reference | None = None
     description: Description | None = None
+    metadata: MetadataInput | None = None
 
 
 class CreateVirtualAccountRequest(_Strict):
@@ -75,6 +80,7 @@ class CreateVirtualAccountRequest(_Strict):
 
     wallet_id: Id
     source_currency: VbanCurrencyCode
+    metadata: MetadataInput | None = None
 
 
 class SandboxCompleteRequest(_Strict):
