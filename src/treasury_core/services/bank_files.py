@@ -7,7 +7,7 @@ Every operation needs a rail that exchanges files (:class:`~treasury_core.ports.
 
 from __future__ import annotations
 
-from treasury_core.errors import InvalidRequestError
+from treasury_core.errors import ConflictRetryExhausted, InvalidRequestError
 from treasury_core.ports import BankFiles, Statement
 from treasury_core.services import bank_export, bank_statements
 from treasury_core.services.bank_export import ExportOutcome
@@ -69,7 +69,9 @@ class BankFilesService:
         import, across companies."""
         ctx = self._ctx
         statement, lines = bank_statements.read(ctx, self.files(), data, company_id)
-        for attempt in (1, 2):
+        # Each retry follows a line another import committed meanwhile, so the lines left to
+        # apply shrink every time: one attempt per line (and the first) always suffices.
+        for _ in range(len(lines) + 1):
             plans, known = await ctx.storage.run(
                 lambda uow: bank_statements.plan(uow, statement, lines, company_id), write=False
             )
@@ -79,9 +81,11 @@ class BankFilesService:
                 # Another import of the same statement committed a line first: the storage
                 # refused the duplicate key and this transaction rolled back whole. Planned
                 # again, those lines are known and skipped. Anything else is raised.
-                if attempt == 2 or not await self._imported_meanwhile(plans):
+                if not await self._imported_meanwhile(plans):
                     raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise ConflictRetryExhausted(
+            "The statement's lines kept being imported by another request; try again"
+        )
 
     async def _imported_meanwhile(self, plans: list[bank_statements.Plan]) -> bool:
         keys = [p.line.key for p in plans]
