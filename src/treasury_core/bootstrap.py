@@ -28,6 +28,7 @@ from treasury_core.ports import (
 )
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
 from treasury_core.services.accounts import BankAccountService, VirtualAccountService
+from treasury_core.services.bank_files import BankFilesService
 from treasury_core.services.cards import CardOnFileService
 from treasury_core.services.deposits import DepositService
 from treasury_core.services.notifications import NotificationService
@@ -38,6 +39,7 @@ from treasury_core.services.provider_events import ProviderEventService
 from treasury_core.services.records import RecordService
 from treasury_core.services.sandbox import SandboxService, load_clock_offset
 from treasury_core.services.settlement import SettlementService
+from treasury_core.services.statements import WalletStatementService
 from treasury_core.services.support import TreasuryContext
 from treasury_core.services.transfers import TransferService
 from treasury_core.services.withdrawals import WithdrawalService
@@ -77,6 +79,10 @@ class Treasury:
     provider_events: ProviderEventService
     #: Retrieve and list every kind of record; delete bank accounts, forget saved cards.
     records: RecordService
+    #: Wallet transactions (the ledger history of a wallet) and statements.
+    statements: WalletStatementService
+    #: Payment files out, bank statements in (the files rail).
+    bank: BankFilesService
 
     def close(self) -> None:
         """Release the storage's connections and threads."""
@@ -186,6 +192,7 @@ def bootstrap(
         settlement.register(kind, handler)
     for kind, outside in payment_jobs.outside_handlers().items():
         settlement.register_outside(kind, outside)
+    statements = WalletStatementService(storage)
     return Treasury(
         config=config,
         currencies=currencies,
@@ -218,4 +225,6 @@ def bootstrap(
         notifications=notifications,
         provider_events=ProviderEventService(payments),
         records=RecordService(context),
+        statements=statements,
+        bank=BankFilesService(context, statements),
     )

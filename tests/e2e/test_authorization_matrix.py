@@ -20,10 +20,13 @@ from enum import Enum
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 from aiohttp.test_utils import TestClient
 
+from tests.bankfiles import Entry, camt053
 from tests.e2e.conftest import Tenant
 from treasury_aiohttp import (
+    bank_handlers,
     card_handlers,
     handlers,
     hosted_pages,
@@ -33,10 +36,12 @@ from treasury_aiohttp import (
     payment_handlers,
     record_handlers,
     sandbox_handlers,
+    statement_handlers,
     treasury_handlers,
 )
 from treasury_aiohttp.routing import Auth, Route
-from treasury_core import Treasury
+from treasury_core import Treasury, TreasuryConfig, bootstrap
+from treasury_core.testing.clock import FakeClock
 
 Client = TestClient[Any, Any]
 Ids = dict[str, Any]
@@ -59,6 +64,24 @@ CARD = {
     "cvc": "123",
 }
 OPENAPI = ("GET", "/api/v1/openapi.json")
+
+
+@pytest.fixture
+def treasury(database_url: str, clock: FakeClock) -> Treasury:
+    """The e2e treasury on the files rail, so the bank-statement route does its work here; the
+    other routes behave as on the sandbox rail (the matrix never waits for a settlement)."""
+    return bootstrap(
+        TreasuryConfig(
+            database_url=database_url,
+            pool_size=4,
+            withdrawal_fees={"*": (25, 100)},
+            bank_rail="files",
+            bank_debtor_name="Acme Treasury BV",
+            bank_debtor_iban="NL91ABNA0417164300",
+        ),
+        clock=clock,
+        wall_clock=clock,
+    )
 
 
 class Cross(Enum):
@@ -136,6 +159,18 @@ def _empty(_: Ids) -> Any:
     return {}
 
 
+def _statement(ids: Ids) -> Any:
+    """A camt.053 (XML text, sent as ``application/xml``) booking this company's withdrawal."""
+    entry = Entry(
+        "MATRIX-1",
+        credit=False,
+        amount="10.00",
+        currency="USD",
+        end_to_end=ids["withdraw_complete_id"],
+    )
+    return camt053([entry]).decode()
+
+
 def _action(key: str) -> Callable[[Ids], Any]:
     return lambda ids: {"payment_intent_id": ids[key]}
 
@@ -149,6 +184,13 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ("GET", "/api/v1/wallet/{wallet_id}"): (Case(NF, "/api/v1/wallet/{wallet_id}"),),
     ("GET", "/api/v1/wallet/{wallet_id}/balance"): (
         Case(NF, "/api/v1/wallet/{wallet_id}/balance"),
+    ),
+    ("GET", "/api/v1/wallet/{wallet_id}/transactions"): (
+        Case(NF, "/api/v1/wallet/{wallet_id}/transactions"),
+        Case(NF, "/api/v1/wallet/{wallet_id}/transactions?type=deposit&limit=1"),
+    ),
+    ("GET", "/api/v1/wallet/{wallet_id}/statement"): (
+        Case(NF, "/api/v1/wallet/{wallet_id}/statement?from=2026-01-01&to=2026-01-31"),
     ),
     ("GET", "/api/v1/wallets"): (
         Case(Cross.EMPTY, "/api/v1/wallets", owner_sees="wallet_id"),
@@ -433,6 +475,12 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
             lambda _: {"amount": 100},
         ),
     ),
+    # Bank files. Another company's statement quoting this company's withdrawal matches
+    # nothing of it; this company's own finds the withdrawal (never exported: left unmatched,
+    # so nothing moves and the setup state holds).
+    ("POST", "/api/v1/bank-statements"): (
+        Case(Cross.PER_COMPANY, "/api/v1/bank-statements", _statement),
+    ),
     OPENAPI: (Case(Cross.NO_KEY, "/api/v1/openapi.json"),),
 }
 
@@ -445,7 +493,9 @@ TABLES = (
     card_handlers.ROUTES,
     notification_handlers.ROUTES,
     record_handlers.ROUTES,
+    bank_handlers.ROUTES,
     sandbox_handlers.ROUTES,
+    statement_handlers.ROUTES,
 )
 
 
@@ -494,8 +544,11 @@ async def call(
     body: Any = None,
     headers: dict[str, str] | None = None,
 ) -> tuple[int, Any, str]:
-    kwargs: dict[str, Any] = {"headers": headers or {}}
-    if body is not None:
+    kwargs: dict[str, Any] = {"headers": dict(headers or {})}
+    if isinstance(body, str):  # a document (a bank statement), not JSON
+        kwargs["data"] = body.encode()
+        kwargs["headers"]["Content-Type"] = "application/xml"
+    elif body is not None:
         kwargs["json"] = body
     response = await client.request(method, url, **kwargs)
     text = await response.text()

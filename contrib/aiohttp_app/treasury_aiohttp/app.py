@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from aiohttp import web
 
 from treasury_aiohttp import (
+    bank_handlers,
     card_handlers,
     handlers,
     hosted_pages,
@@ -21,6 +22,7 @@ from treasury_aiohttp import (
     provider_hooks,
     record_handlers,
     sandbox_handlers,
+    statement_handlers,
     treasury_handlers,
 )
 from treasury_aiohttp.hosted_security import FormKey
@@ -89,7 +91,9 @@ def create_app(
     """
     max_body = treasury.config.max_body_bytes
     app = web.Application(
-        client_max_size=max_body,
+        # The largest any route takes (a bank statement); body_limit_middleware holds every
+        # other route to max_body.
+        client_max_size=max(max_body, treasury.config.bank_statement_max_bytes),
         middlewares=[
             error_middleware,
             body_limit_middleware,
@@ -119,6 +123,8 @@ def create_app(
         + card_handlers.ROUTES
         + notification_handlers.ROUTES
         + record_handlers.ROUTES
+        + bank_handlers.ROUTES
+        + statement_handlers.ROUTES
         + provider_hooks.routes_for(treasury)
     )
     if treasury.config.sandbox:

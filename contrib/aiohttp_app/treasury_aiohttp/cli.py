@@ -1,4 +1,5 @@
-"""The ``treasury`` command: serve, run workers, migrate, audit the ledger, manage companies."""
+"""The ``treasury`` command: serve, run workers, migrate, audit the ledger, manage companies,
+exchange files with the bank."""
 
 from __future__ import annotations
 
@@ -632,6 +633,15 @@ def _redacted(url: str) -> str:
     except Exception:
         return url.split("@")[-1]
 
+
+def _bank_commands() -> None:
+    from treasury_aiohttp.bank_cli import commands
+
+    for command in commands(_run_on, DATABASE_HELP):
+        main.add_command(command)
+
+
+_bank_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

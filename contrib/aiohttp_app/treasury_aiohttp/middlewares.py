@@ -89,6 +89,9 @@ async def body_limit_middleware(request: web.Request, handler: Handler) -> web.S
     """Refuse a declared oversize body unread (aiohttp refuses undeclared ones while reading),
     and a body that does not arrive in time (a slow client must not hold a handler open)."""
     limit = request.app[MAX_BODY_KEY]
+    route = route_of(request)
+    if route is not None and route.body_limit is not None:
+        limit = route.body_limit(treasury(request).config)
     if request.content_length is not None and request.content_length > limit:
         raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
     if request.body_exists:

@@ -11,6 +11,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from treasury_core.companies import Principal
+from treasury_core.config import TreasuryConfig
 from treasury_core.metadata import MetadataInput
 from treasury_core.validation import ResourceId
 
@@ -90,6 +91,14 @@ class Route:
     #: included); raises :class:`~treasury_core.errors.PermissionDenied`. It runs with the
     #: auth check, before an ``Idempotency-Key`` can replay a stored answer.
     authorize: Authorize | None = None
+    #: A body that is not JSON: its media types (the first is documented as the usual one)
+    #: and what it holds. The handler reads it itself.
+    raw_body: tuple[str, ...] = ()
+    raw_body_description: str = ""
+    #: This route's body limit from the configuration, when it is not ``max_body_bytes``.
+    body_limit: Callable[[TreasuryConfig], int] | None = None
+    #: Media types the route also answers in (chosen by ``Accept``) besides JSON.
+    media_types: tuple[str, ...] = ()
 
     @property
     def router_path(self) -> str:

@@ -172,6 +172,8 @@ class TreasuryRecord(_Frozen):
     prefix: ClassVar[str]
     #: The interface's model of this record.
     record_model: ClassVar[type[BaseModel]]
+    #: Whether storage refuses a second record of this kind with the same ``lookup_key``.
+    unique_lookup_key: ClassVar[bool] = False
 
     id: str
     company_id: int
@@ -234,6 +236,9 @@ class Withdrawal(TreasuryRecord, WithdrawalRecord):
     record_model: ClassVar[type[BaseModel]] = WithdrawalRecord
 
     pending_ids: tuple[str, ...] = ()
+    #: The bank export (``bex_…``) whose payment file carries it; ``None`` until exported. A
+    #: bank-file rail exports a withdrawal once, then waits for the bank's statement.
+    bank_export_id: str | None = None
 
 
 class Transfer(TreasuryRecord, TransferRecord):
