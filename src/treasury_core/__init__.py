@@ -24,6 +24,7 @@ from treasury_core.errors import (
     AuthenticationFailed,
     CardError,
     ConflictRetryExhausted,
+    ErrorKind,
     FxRateUnavailable,
     IdempotencyError,
     IdempotencyInFlight,
@@ -40,6 +41,7 @@ from treasury_core.errors import (
     ValidationFailed,
 )
 from treasury_core.events import Event, EventType
+from treasury_core.http_status import http_status
 from treasury_core.ledger import BalanceRecord
 from treasury_core.listing import RecordFilter
 from treasury_core.money import convert, round_minor
@@ -99,6 +101,7 @@ __all__ = [
     "Currency",
     "CurrencyRegistry",
     "Deposit",
+    "ErrorKind",
     "Event",
     "EventType",
     "FxRateUnavailable",
@@ -137,6 +140,7 @@ __all__ = [
     "bootstrap",
     "config_from_env",
     "convert",
+    "http_status",
     "round_minor",
 ]
 

@@ -26,6 +26,7 @@ from treasury_aiohttp.keys import (
 from treasury_aiohttp.routing import Auth, Handler, route_of
 from treasury_core.errors import (
     AuthenticationFailed,
+    ErrorKind,
     PermissionDenied,
     TreasuryError,
     ValidationFailed,
@@ -58,7 +59,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         response = await handler(request)
     except TreasuryError as exc:
-        if exc.http_status == 500:
+        if exc.kind is ErrorKind.INTERNAL:
             # Ours, not the caller's (a vault that cannot open a card): logged, not explained.
             log.error(
                 "%s on %s %s: %s", exc.code, request.method, redact(request.path), exc.message
@@ -176,7 +177,7 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     try:
         response = await handler(request)
     except TreasuryError as exc:
-        if exc.http_status == 500:
+        if exc.kind is ErrorKind.INTERNAL:
             # Ours, not the caller's (a vault that cannot open a card): logged, not explained.
             log.error(
                 "%s on %s %s: %s", exc.code, request.method, redact(request.path), exc.message
