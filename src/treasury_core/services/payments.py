@@ -166,9 +166,9 @@ def new_lookup_id(now: datetime) -> str:
     bearer secret; the randomness alone makes it unguessable).
 
     Why the time first: the lookup id has a unique index, and fully random keys land each
-    insert on a random leaf of it, so a group commit of 32 creates wrote 32 scattered index
-    pages (at 100k intents an insert with its share of the commit cost twice as much). Ids
-    made together now share a page: 3-4 % less server CPU per create over HTTP, side by side.
+    insert on a random leaf of it, so a group commit of creates wrote as many scattered index
+    pages, and an insert grew dearer as the table grew. Ids made together share a page (the
+    figures are in CHANGELOG.md, "Performance history").
     The prefix tells whoever holds the link when the intent was made, to the millisecond; that
     is all it gives away, and it helps no one guess another id.
     """
