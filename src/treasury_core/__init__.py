@@ -41,7 +41,7 @@ from treasury_core.errors import (
     ValidationFailed,
 )
 from treasury_core.events import Event, EventType
-from treasury_core.http_status import http_status
+from treasury_core.http_statuses import http_status
 from treasury_core.ledger import BalanceRecord
 from treasury_core.listing import RecordFilter
 from treasury_core.money import convert, round_minor

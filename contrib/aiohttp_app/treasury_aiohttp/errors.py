@@ -9,7 +9,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from treasury_core.errors import TreasuryError, ValidationFailed
-from treasury_core.http_status import http_status
+from treasury_core.http_statuses import http_status
 
 log = logging.getLogger("treasury.http")
 
