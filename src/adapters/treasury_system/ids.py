@@ -11,7 +11,9 @@ import secrets
 import threading
 import time
 
-_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+from treasury_core.ports.ids import SORTABLE_DIGITS
+
+_ALPHABET = SORTABLE_DIGITS
 _RANDOM_BITS = 80
 
 

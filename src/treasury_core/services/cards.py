@@ -19,7 +19,6 @@ errors name the field, and storage holds the vault's ciphertext only.
 from __future__ import annotations
 
 import hmac
-import secrets
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import TypeVar
@@ -136,7 +135,7 @@ class CardOnFileService:
             expiry_date=request.expiry_date,
             created_at=now,
             expires_at=now + self._ttl,
-            url_salt=secrets.token_urlsafe(16),
+            url_salt=ctx.ids.token(16),
             metadata=checked_metadata(request.metadata),
         )
         created = self.linked(intent)
