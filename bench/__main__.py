@@ -11,7 +11,8 @@ ours), ``growth`` (reads and creates at 1k vs 100k history, server RSS after 100
 a dead endpoint; then, unless the suite is ``all``, whose 10-minute bound they would pass,
 the ``events-drain`` part: standing backlogs drained by one SQLite server against the bare
 client and by one and two ``treasury worker`` processes on PostgreSQL; about 2.5 minutes in
-all), ``events-drain`` (that part alone).
+all), ``events-drain`` (that part alone), ``statements`` (wallet transactions and a month's
+statement at 1k vs 1M postings, SQLite and PostgreSQL; about 2-3 minutes, not part of ``all``).
 ``--quick`` is a smoke run of the chosen suite (about 1-2 minutes for ``all``).
 Peers (localstripe, django-hordak, python-accounting) are installed from PyPI into their own
 venvs under ``build/bench-peers`` on first use; that install time is reported apart and is
@@ -45,6 +46,7 @@ from bench import (
     peer_ledgers,
     peers,
     reads,
+    statements,
     transfers,
 )
 from bench.report import Row, cost, cpu, rate, ratio, render, verdict
@@ -65,6 +67,7 @@ SUITES = {
     "micro": ("micro", "reads"),
     "events": ("events", "events-drain"),
     "events-drain": ("events-drain",),
+    "statements": ("statements",),
 }
 
 
@@ -98,6 +101,10 @@ class Options:
     rss_budget: float
     events_seconds: float
     events_paced: float
+    statements_small: int
+    statements_large: int
+    statements_reads: int
+    statements_reps: int
     events_drain: int
     postgres: bool
     markdown: bool
@@ -172,6 +179,18 @@ def parse(argv: list[str] | None) -> Options:
         help=f"events: seconds of creates paced at {events.PACED_RATE:g}/s (twice)",
     )
     parser.add_argument(
+        "--statements-small", type=int, default=1_000, help="statements: small history"
+    )
+    parser.add_argument(
+        "--statements-large", type=int, default=1_000_000, help="statements: large history"
+    )
+    parser.add_argument(
+        "--statements-reads", type=int, default=20, help="statements: reads of each kind per rep"
+    )
+    parser.add_argument(
+        "--statements-reps", type=int, default=5, help="statements repetitions (>= 3)"
+    )
+    parser.add_argument(
         "--events-drain",
         type=int,
         default=events_drain.COUNT,
@@ -181,7 +200,17 @@ def parse(argv: list[str] | None) -> Options:
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--quick", action="store_true", help="a smoke run with small counts")
     args = parser.parse_args(argv)
-    if min(args.reps, args.http_reps, args.ledger_reps, args.peer_reps, args.growth_reps) < 3:
+    if (
+        min(
+            args.reps,
+            args.http_reps,
+            args.ledger_reps,
+            args.peer_reps,
+            args.growth_reps,
+            args.statements_reps,
+        )
+        < 3
+    ):
         parser.error("every --*reps must be at least 3 (the figures are medians)")
     opts = Options(
         suite=args.suite,
@@ -210,6 +239,10 @@ def parse(argv: list[str] | None) -> Options:
         rss_budget=args.rss_budget,
         events_seconds=args.events_seconds,
         events_paced=args.events_paced,
+        statements_small=args.statements_small,
+        statements_large=args.statements_large,
+        statements_reads=args.statements_reads,
+        statements_reps=args.statements_reps,
         events_drain=args.events_drain,
         postgres=not args.no_postgres,
         markdown=args.markdown,
@@ -240,6 +273,9 @@ def parse(argv: list[str] | None) -> Options:
             rss_budget=5.0,
             events_seconds=1.0,
             events_paced=1.0,
+            statements_large=20_000,
+            statements_reads=5,
+            statements_reps=3,
             events_drain=min(opts.events_drain, 300),
         )
     return opts
@@ -548,6 +584,26 @@ def _events(run: Run) -> None:
     run.rows += events.events_rows(result)
 
 
+# --- statements -------------------------------------------------------------------------------
+
+
+def _statements(run: Run) -> None:
+    opts = run.opts
+    sizes = (
+        opts.statements_small,
+        opts.statements_large,
+        opts.statements_reads,
+        opts.statements_reps,
+    )
+    sqlite = _step("statements, SQLite", lambda: statements.bench_sqlite(*sizes))
+    run.rows += statements.rows("SQLite", opts.statements_small, opts.statements_large, sqlite)
+    if run.pg_problem is not None:
+        run.notes.append(f"Statements PostgreSQL rows skipped: {run.pg_problem}")
+        return
+    pg = _step("statements, PostgreSQL", lambda: statements.bench_postgres(*sizes))
+    run.rows += statements.rows("PostgreSQL", opts.statements_small, opts.statements_large, pg)
+
+
 def _events_drain(run: Run) -> None:
     opts = run.opts
     if opts.events_drain <= 0:
@@ -571,6 +627,7 @@ PARTS: dict[str, Callable[[Run], None]] = {
     "peers": _peers,
     "growth": _growth,
     "events": _events,
+    "statements": _statements,
     "events-drain": _events_drain,
 }
 
@@ -637,6 +694,14 @@ def _settings(opts: Options) -> list[str]:
             f" {events.BARE_SECONDS:g} s of bare posts, then {opts.events_paced:g} s at"
             f" {events.PACED_RATE:g}/s beside a dead endpoint; one run each; loopback."
         )
+    if "statements" in opts.parts:
+        out.append(
+            f"Statements: medians of {opts.statements_reps} interleaved repetitions of"
+            f" {opts.statements_reads} reads each, through WalletStatementService, of one"
+            f" wallet's history at {opts.statements_small:,} vs {opts.statements_large:,}"
+            f" postings (bulk-seeded, see bench/statements.py); the month holds"
+            f" {statements.MONTH} transactions at both sizes."
+        )
     if "events-drain" in opts.parts and opts.events_drain > 0:
         out.append(
             f"Events drain: standing backlogs of {opts.events_drain:,} due deliveries (built"
@@ -653,7 +718,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     opts = parse(argv)
     load_before = machine.load()
-    needs_pg = any(p in opts.parts for p in ("micro", "reads", "ledger", "peers", "events-drain"))
+    needs_pg = any(
+        p in opts.parts for p in ("micro", "reads", "ledger", "peers", "statements", "events-drain")
+    )
     pg_problem: str | None = None
     pg_version: str | None = None
     if not opts.postgres:

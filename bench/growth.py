@@ -49,6 +49,7 @@ import argparse
 import asyncio
 import json
 import re
+import secrets
 import shutil
 import sqlite3
 import subprocess
@@ -304,7 +305,7 @@ def seed_intents(path: Path, count: int) -> list[str]:
 
         def copies() -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
             for n in range(1, count + 1):
-                new_lookup = new_lookup_id(made_at)
+                new_lookup = new_lookup_id(made_at, secrets.token_urlsafe(24))
                 new_id = first_id + n
                 body["payment_intent_lookup_id"] = new_lookup
                 body["merchant_reference"] = f"growth-seed-{n}"

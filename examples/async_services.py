@@ -72,7 +72,7 @@ async def main(treasury: Treasury) -> None:
             CreateTransferRequest(from_wallet_id=usd.id, to_wallet_id=eur.id, from_amount=10**9),
         )
     except InsufficientFunds as exc:
-        print(f"refused: {exc.code} ({exc.http_status})")
+        print(f"refused: {exc.code} ({exc.kind})")
 
     for wallet in (usd, eur):
         balance = await treasury.wallets.balance(company_id, wallet.id)

@@ -43,6 +43,7 @@ from treasury_core import (
     TreasuryError,
     bootstrap,
 )
+from treasury_core.http_statuses import http_status
 
 _BALANCE = re.compile(r"^/wallets/(?P<wallet_id>[^/]+)/balance$")
 
@@ -84,8 +85,8 @@ def make_app(treasury: BlockingTreasury, company_id: int, wallet_id: str) -> WSG
                 return _json(start_response, 200, balance.model_dump(mode="json"))
             return _json(start_response, 404, {"error": {"message": "no such route"}})
         except TreasuryError as exc:
-            # The library's errors carry the interface's status and body: no mapping table.
-            return _json(start_response, exc.http_status, exc.to_body())
+            # The library's errors carry the interface's body, and the core knows its status.
+            return _json(start_response, http_status(exc), exc.to_body())
 
     return app
 

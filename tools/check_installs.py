@@ -1,9 +1,9 @@
 """Every documented install runs every documented call: the CI step that checks it for real.
 
 Builds the wheel once, then for each install the docs give (``pip install treasury-core``,
-``[sql]``, ``[postgres]``, ``[server]``, ``[ecb]``, ``[server,redis]``) makes a fresh virtual
-environment, installs the wheel with those extras (dependencies from the configured indexes)
-and runs there, from a temporary directory, what the docs say that install runs:
+``[sql]``, ``[postgres]``, ``[server]``, ``[ecb]``, ``[bank-files]``, ``[server,redis]``)
+makes a fresh virtual environment, installs the wheel with those extras (dependencies from the
+configured indexes) and runs there, from a temporary directory, what the docs say that install runs:
 
 - ``tools/install_checks/core_calls.py``: the core's calls on ``memory://``, every install;
 - ``tools/install_checks/test_pytest_fixtures.py`` under pytest: the plugin's fixtures that the
@@ -17,6 +17,8 @@ and runs there, from a temporary directory, what the docs say that install runs:
   marked ``<!-- fragment: why -->`` on the line before (they continue the surrounding prose and
   are covered by the example named there);
 - with the server extra, ``treasury serve`` (README, quickstart) until it answers;
+- with the bank-files extra, ``tools/install_checks/bank_files.py``: a withdrawal exported as
+  pain.001 and settled from a camt.053 statement (docs/guides/banking.md);
 - with the ecb extra, ``tools/install_checks/ecb_rates.py``: a transfer at the ECB's rate from
   the history the extra ships (docs/providers.md);
 - with the redis extra, ``tools/install_checks/redis_limit.py``: two apps share one rate limit
@@ -69,6 +71,8 @@ class Install:
     property_example: bool = False
     #: docs/providers.md: the ecb extra quotes offline from the history it ships.
     ecb_rates: bool = False
+    #: docs/guides/banking.md: the bank-files extra exports pain.001 and reads camt.053.
+    bank_files: bool = False
     #: docs/guides/operations.md: the redis extra shares the rate limit between processes.
     redis_limit: bool = False
 
@@ -94,6 +98,8 @@ INSTALLS = (
     ),
     # docs/providers.md: `pip install 'treasury-core[ecb]'` and TREASURY_FX_RATES=ecb.
     Install(("ecb",), ecb_rates=True),
+    # docs/guides/banking.md: `pip install 'treasury-core[bank-files]'`, TREASURY_BANK_RAIL=files.
+    Install(("bank-files",), bank_files=True),
     # docs/guides/operations.md: `pip install 'treasury-core[server,postgres,redis]'` and
     # TREASURY_RATE_LIMIT_REDIS_URL (postgres is the postgres install's own check).
     Install(("server", "redis"), redis_limit=True),
@@ -292,6 +298,8 @@ def check(install: Install, wheel: Path, work: Path) -> None:
             run([python, "snippet.py"], snippet_dir, f"{install.name}: {GUIDE.name} #{number}")
     if install.ecb_rates:
         run([python, str(CHECKS / "ecb_rates.py")], cwd, f"{install.name}: ecb_rates.py")
+    if install.bank_files:
+        run([python, str(CHECKS / "bank_files.py")], cwd, f"{install.name}: bank_files.py")
     if install.redis_limit:
         check_redis_limit(python, cwd, install.name)
     if install.serve:

@@ -345,9 +345,11 @@ def _operation(path: str, method: str, operation: dict[str, Any]) -> list[str]:
         out.append("")
     body = operation.get("requestBody")
     if body:
-        # JSON, or a hosted page's form.
+        # JSON, a hosted page's form, or a document (a bank statement's XML).
         kind, media = next(iter(body["content"].items()))
-        label = "JSON" if kind == "application/json" else "form"
+        label = {"application/json": "JSON", "application/x-www-form-urlencoded": "form"}.get(
+            kind, " or ".join(f"`{m}`" for m in body["content"])
+        )
         out += [f"Request body ({label}): {_type(media['schema'])}", ""]
     out += ["| Status | Meaning | Body |", "|---|---|---|"]
     for status, response in sorted(operation["responses"].items()):

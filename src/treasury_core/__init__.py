@@ -24,6 +24,7 @@ from treasury_core.errors import (
     AuthenticationFailed,
     CardError,
     ConflictRetryExhausted,
+    ErrorKind,
     FxRateUnavailable,
     IdempotencyError,
     IdempotencyInFlight,
@@ -40,7 +41,9 @@ from treasury_core.errors import (
     ValidationFailed,
 )
 from treasury_core.events import Event, EventType
+from treasury_core.http_statuses import http_status
 from treasury_core.ledger import BalanceRecord
+from treasury_core.listing import RecordFilter
 from treasury_core.money import convert, round_minor
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
 from treasury_core.pagination import Page, PageRequest
@@ -98,6 +101,7 @@ __all__ = [
     "Currency",
     "CurrencyRegistry",
     "Deposit",
+    "ErrorKind",
     "Event",
     "EventType",
     "FxRateUnavailable",
@@ -121,6 +125,7 @@ __all__ = [
     "Principal",
     "ProviderError",
     "RateLimited",
+    "RecordFilter",
     "RegisterBankAccountRequest",
     "Transfer",
     "Treasury",
@@ -135,6 +140,7 @@ __all__ = [
     "bootstrap",
     "config_from_env",
     "convert",
+    "http_status",
     "round_minor",
 ]
 

@@ -28,6 +28,7 @@ from treasury_core.ports import (
 )
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
 from treasury_core.services.accounts import BankAccountService, VirtualAccountService
+from treasury_core.services.bank_files import BankFilesService
 from treasury_core.services.cards import CardOnFileService
 from treasury_core.services.deposits import DepositService
 from treasury_core.services.notifications import NotificationService
@@ -35,8 +36,10 @@ from treasury_core.services.payment_jobs import PaymentJobs
 from treasury_core.services.payment_links import LINK_EXPIRY, PaymentLinkService
 from treasury_core.services.payments import PaymentService
 from treasury_core.services.provider_events import ProviderEventService
+from treasury_core.services.records import RecordService
 from treasury_core.services.sandbox import SandboxService, load_clock_offset
 from treasury_core.services.settlement import SettlementService
+from treasury_core.services.statements import WalletStatementService
 from treasury_core.services.support import TreasuryContext
 from treasury_core.services.transfers import TransferService
 from treasury_core.services.withdrawals import WithdrawalService
@@ -74,6 +77,12 @@ class Treasury:
     notifications: NotificationService
     #: The card provider's events (webhooks), verified and applied.
     provider_events: ProviderEventService
+    #: Retrieve and list every kind of record; delete bank accounts, forget saved cards.
+    records: RecordService
+    #: Wallet transactions (the ledger history of a wallet) and statements.
+    statements: WalletStatementService
+    #: Payment files out, bank statements in (the files rail).
+    bank: BankFilesService
 
     def close(self) -> None:
         """Release the storage's connections and threads."""
@@ -183,6 +192,7 @@ def bootstrap(
         settlement.register(kind, handler)
     for kind, outside in payment_jobs.outside_handlers().items():
         settlement.register_outside(kind, outside)
+    statements = WalletStatementService(storage)
     return Treasury(
         config=config,
         currencies=currencies,
@@ -214,4 +224,7 @@ def bootstrap(
         cards=cards,
         notifications=notifications,
         provider_events=ProviderEventService(payments),
+        records=RecordService(context),
+        statements=statements,
+        bank=BankFilesService(context, statements),
     )

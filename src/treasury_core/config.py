@@ -61,6 +61,21 @@ class TreasuryConfig(BaseModel):
     idempotency_lease_seconds: int = Field(default=60, gt=0)
     pool_size: int = Field(default=8, ge=1, le=128, description="Connections/threads for storage.")
     bank_rail: str = Field(default="sandbox", description="Bank rail adapter name.")
+    bank_debtor_name: str | None = Field(
+        default=None,
+        description="The files rail's account holder: the debtor of its payment files.",
+    )
+    bank_debtor_iban: str | None = Field(
+        default=None, description="The files rail's own bank account (IBAN)."
+    )
+    bank_debtor_bic: str | None = Field(
+        default=None, description="The BIC of the files rail's bank (optional in SEPA)."
+    )
+    bank_statement_max_bytes: int = Field(
+        default=5 * 1024 * 1024,
+        gt=0,
+        description="Largest statement POST /api/v1/bank-statements accepts.",
+    )
     fx_rates: str = Field(default="sandbox", description="FX rates adapter name.")
     fx_max_age_seconds: float = Field(
         default=300, gt=0, description="A rate older than this is refused (nothing moves)."
@@ -222,6 +237,16 @@ class TreasuryConfig(BaseModel):
         if self.card_provider == "stripe" and self.stripe_api_key is None:
             raise ValueError(
                 "TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _files_rail_has_a_debtor(self) -> TreasuryConfig:
+        # Refused here, before anything is opened, rather than at the first export.
+        if self.bank_rail == "files" and not (self.bank_debtor_name and self.bank_debtor_iban):
+            raise ValueError(
+                "TREASURY_BANK_DEBTOR_NAME and TREASURY_BANK_DEBTOR_IBAN are required when "
+                "TREASURY_BANK_RAIL=files"
             )
         return self
 

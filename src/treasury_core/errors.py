@@ -1,9 +1,11 @@
-"""The exceptions treasury-core raises, and the HTTP error each one becomes.
+"""The exceptions treasury-core raises, and the kind of failure each one is.
 
 Every error a caller can act on derives from :class:`TreasuryError`. Each carries the fields of the
 error body the HTTP interface returns (``{"error": {"type", "code", "message", "param"?,
-"failure_reason"?}}``), so an embedding application can translate it the same way the bundled
-server does::
+"failure_reason"?}}``) and an :class:`ErrorKind`: what went wrong, in terms of what the caller
+can do about it, with no transport in it. The interface's HTTP status for each kind is
+:func:`treasury_core.http_statuses.http_status`, which the bundled server and an embedding
+application's own routes both use. The tree, with each error's status there::
 
     TreasuryError
     ├── InvalidRequestError            400 invalid_request_error
@@ -29,13 +31,39 @@ caller (an unbalanced journal, a currency mismatch), never a customer mistake.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, ClassVar
+
+
+class ErrorKind(StrEnum):
+    """What kind of failure an error is, as a caller decides what to do next."""
+
+    #: The request cannot be carried out as sent (fix it; retrying the same changes nothing).
+    INVALID_REQUEST = "invalid_request"
+    #: No usable credentials.
+    AUTHENTICATION = "authentication"
+    #: The card was declined or its payment refused.
+    DECLINED = "declined"
+    #: Valid credentials that may not do this.
+    FORBIDDEN = "forbidden"
+    #: No such resource for this caller.
+    NOT_FOUND = "not_found"
+    #: The same operation is still running (an idempotency key in flight).
+    IN_PROGRESS = "in_progress"
+    #: Too many requests; retry after a pause.
+    RATE_LIMITED = "rate_limited"
+    #: An outside provider failed or answered nonsense.
+    PROVIDER_FAILED = "provider_failed"
+    #: Nothing was done and a later retry may succeed (busy storage, no fresh rate).
+    UNAVAILABLE = "unavailable"
+    #: A fault of the service itself.
+    INTERNAL = "internal"
 
 
 class TreasuryError(Exception):
     """Base class of every error a caller of treasury-core can handle."""
 
-    http_status: ClassVar[int] = 500
+    kind: ClassVar[ErrorKind] = ErrorKind.INTERNAL
     error_type: ClassVar[str] = "api_error"
     default_code: ClassVar[str] = "api_error"
 
@@ -73,7 +101,7 @@ class TreasuryError(Exception):
 class InvalidRequestError(TreasuryError):
     """The request cannot be carried out as sent; nothing was changed."""
 
-    http_status = 400
+    kind = ErrorKind.INVALID_REQUEST
     error_type = "invalid_request_error"
     default_code = "invalid_request"
 
@@ -105,7 +133,7 @@ class LedgerRejected(InvalidRequestError):
 class AuthenticationFailed(TreasuryError):
     """The API key is missing, malformed, unknown or revoked."""
 
-    http_status = 401
+    kind = ErrorKind.AUTHENTICATION
     error_type = "authentication_error"
     default_code = "invalid_api_key"
 
@@ -113,7 +141,7 @@ class AuthenticationFailed(TreasuryError):
 class CardError(TreasuryError):
     """The card issuer or provider refused; ``failure_reason`` says why."""
 
-    http_status = 402
+    kind = ErrorKind.DECLINED
     error_type = "card_error"
     default_code = "card_declined"
 
@@ -121,7 +149,7 @@ class CardError(TreasuryError):
 class PermissionDenied(TreasuryError):
     """The key is valid but may not do this (a publishable key on a secret-key call)."""
 
-    http_status = 403
+    kind = ErrorKind.FORBIDDEN
     error_type = "permission_error"
     default_code = "secret_key_required"
 
@@ -129,7 +157,7 @@ class PermissionDenied(TreasuryError):
 class NotFound(TreasuryError):
     """No such resource for this company (another company's resource is reported the same way)."""
 
-    http_status = 404
+    kind = ErrorKind.NOT_FOUND
     error_type = "not_found"
     default_code = "resource_missing"
 
@@ -137,7 +165,7 @@ class NotFound(TreasuryError):
 class IdempotencyError(TreasuryError):
     """An ``Idempotency-Key`` was reused with a different request."""
 
-    http_status = 400
+    kind = ErrorKind.INVALID_REQUEST
     error_type = "idempotency_error"
     default_code = "idempotency_key_reused"
 
@@ -145,14 +173,14 @@ class IdempotencyError(TreasuryError):
 class IdempotencyInFlight(IdempotencyError):
     """Another request with the same ``Idempotency-Key`` is still being processed."""
 
-    http_status = 409
+    kind = ErrorKind.IN_PROGRESS
     default_code = "idempotency_key_in_use"
 
 
 class RateLimited(TreasuryError):
     """Too many requests for this key; retry after ``retry_after`` seconds."""
 
-    http_status = 429
+    kind = ErrorKind.RATE_LIMITED
     error_type = "rate_limit_error"
     default_code = "rate_limited"
 
@@ -165,21 +193,21 @@ class RateLimited(TreasuryError):
 class ConflictRetryExhausted(TreasuryError):
     """Storage reported a transient conflict (deadlock, serialization) on every retry."""
 
-    http_status = 503
+    kind = ErrorKind.UNAVAILABLE
     default_code = "storage_busy"
 
 
 class ProviderError(TreasuryError):
     """An outside provider (card network, bank rail, FX source) failed or answered nonsense."""
 
-    http_status = 502
+    kind = ErrorKind.PROVIDER_FAILED
     default_code = "provider_error"
 
 
 class FxRateUnavailable(ProviderError):
     """No rate, or only a stale one, for a currency pair; the movement was refused whole."""
 
-    http_status = 503
+    kind = ErrorKind.UNAVAILABLE
     default_code = "fx_rate_unavailable"
     retry_after = 5
 

@@ -110,6 +110,10 @@ class TreasurySettings(BaseSettings):
     idempotency_lease_seconds: int | None = None
     pool_size: int | None = None
     bank_rail: str | None = None
+    bank_debtor_name: str | None = None
+    bank_debtor_iban: str | None = None
+    bank_debtor_bic: str | None = None
+    bank_statement_max_bytes: int | None = None
     fx_rates: str | None = None
     fx_max_age_seconds: float | None = None
     withdrawal_fees: Json[dict[str, tuple[int, int]]] | None = None

@@ -21,10 +21,13 @@ from enum import Enum
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 from aiohttp.test_utils import TestClient
 
+from tests.bankfiles import Entry, camt053
 from tests.e2e.conftest import Tenant
 from treasury_aiohttp import (
+    bank_handlers,
     card_handlers,
     dispute_handlers,
     endpoint_handlers,
@@ -34,12 +37,15 @@ from treasury_aiohttp import (
     metadata_handlers,
     notification_handlers,
     payment_handlers,
+    record_handlers,
     sandbox_handlers,
+    statement_handlers,
     treasury_handlers,
 )
 from treasury_aiohttp.routing import Auth, Route
-from treasury_core import Treasury
+from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.services.chargebacks import open_chargeback
+from treasury_core.testing.clock import FakeClock
 
 Client = TestClient[Any, Any]
 Ids = dict[str, Any]
@@ -53,6 +59,7 @@ USD_BANK = {
 }
 APPROVED = "4242424242424242"
 THREE_D_SECURE = "4000000000003220"
+CHARGEBACK_LOST = "4000000000000051"
 CARD = {
     "cardholder_name": "Jane Doe",
     "card_number": APPROVED,
@@ -61,6 +68,24 @@ CARD = {
     "cvc": "123",
 }
 OPENAPI = ("GET", "/api/v1/openapi.json")
+
+
+@pytest.fixture
+def treasury(database_url: str, clock: FakeClock) -> Treasury:
+    """The e2e treasury on the files rail, so the bank-statement route does its work here; the
+    other routes behave as on the sandbox rail (the matrix never waits for a settlement)."""
+    return bootstrap(
+        TreasuryConfig(
+            database_url=database_url,
+            pool_size=4,
+            withdrawal_fees={"*": (25, 100)},
+            bank_rail="files",
+            bank_debtor_name="Acme Treasury BV",
+            bank_debtor_iban="NL91ABNA0417164300",
+        ),
+        clock=clock,
+        wall_clock=clock,
+    )
 
 
 class Cross(Enum):
@@ -138,6 +163,18 @@ def _empty(_: Ids) -> Any:
     return {}
 
 
+def _statement(ids: Ids) -> Any:
+    """A camt.053 (XML text, sent as ``application/xml``) booking this company's withdrawal."""
+    entry = Entry(
+        "MATRIX-1",
+        credit=False,
+        amount="10.00",
+        currency="USD",
+        end_to_end=ids["withdraw_complete_id"],
+    )
+    return camt053([entry]).decode()
+
+
 def _action(key: str) -> Callable[[Ids], Any]:
     return lambda ids: {"payment_intent_id": ids[key]}
 
@@ -151,6 +188,13 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ("GET", "/api/v1/wallet/{wallet_id}"): (Case(NF, "/api/v1/wallet/{wallet_id}"),),
     ("GET", "/api/v1/wallet/{wallet_id}/balance"): (
         Case(NF, "/api/v1/wallet/{wallet_id}/balance"),
+    ),
+    ("GET", "/api/v1/wallet/{wallet_id}/transactions"): (
+        Case(NF, "/api/v1/wallet/{wallet_id}/transactions"),
+        Case(NF, "/api/v1/wallet/{wallet_id}/transactions?type=deposit&limit=1"),
+    ),
+    ("GET", "/api/v1/wallet/{wallet_id}/statement"): (
+        Case(NF, "/api/v1/wallet/{wallet_id}/statement?from=2026-01-01&to=2026-01-31"),
     ),
     ("GET", "/api/v1/wallets"): (
         Case(Cross.EMPTY, "/api/v1/wallets", owner_sees="wallet_id"),
@@ -331,9 +375,6 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
         Case(NF, "/api/v1/payment_method_tokens/{token_id}"),
     ),
     # Disputes (issue 24): the controls submit evidence, then accept.
-    ("GET", "/api/v1/payments/chargeback/{chargeback_id}"): (
-        Case(NF, "/api/v1/payments/chargeback/{chargeback_id}"),
-    ),
     ("POST", "/api/v1/payments/chargeback/{chargeback_id}/evidence"): (
         Case(
             NF,
@@ -343,6 +384,56 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
     ),
     ("POST", "/api/v1/payments/chargeback/{chargeback_id}/accept"): (
         Case(NF, "/api/v1/payments/chargeback/{chargeback_id}/accept", _empty),
+    ),
+    # Every record readable (issue 24).
+    ("GET", "/api/v1/payments/intent/{payment_intent_id}"): (
+        Case(NF, "/api/v1/payments/intent/{refund_intent_id}"),
+    ),
+    ("GET", "/api/v1/payments/refund/{refund_id}"): (
+        Case(NF, "/api/v1/payments/refund/{refund_id}"),
+    ),
+    ("GET", "/api/v1/payments/refunds"): (
+        Case(Cross.EMPTY, "/api/v1/payments/refunds", owner_sees="refund_id"),
+        Case(
+            Cross.EMPTY,
+            "/api/v1/payments/refunds?payment_intent_id={records_intent_id}",
+            owner_sees="refund_id",
+        ),
+    ),
+    ("GET", "/api/v1/payments/chargeback/{chargeback_id}"): (
+        Case(NF, "/api/v1/payments/chargeback/{chargeback_id}"),
+    ),
+    ("GET", "/api/v1/payments/chargebacks"): (
+        Case(Cross.EMPTY, "/api/v1/payments/chargebacks", owner_sees="chargeback_id"),
+    ),
+    ("GET", "/api/v1/payments/payout/{payout_id}"): (
+        Case(NF, "/api/v1/payments/payout/{payout_id}"),
+    ),
+    ("GET", "/api/v1/payments/payouts"): (
+        Case(Cross.EMPTY, "/api/v1/payments/payouts", owner_sees="payout_id"),
+    ),
+    ("GET", "/api/v1/deposits"): (
+        Case(Cross.EMPTY, "/api/v1/deposits", owner_sees="deposit_id"),
+        Case(Cross.EMPTY, "/api/v1/deposits?wallet_id={wallet_id}", owner_sees="deposit_id"),
+    ),
+    ("GET", "/api/v1/bank-account/{bank_account_id}"): (
+        Case(NF, "/api/v1/bank-account/{bank_account_id}"),
+    ),
+    ("DELETE", "/api/v1/bank-account/{bank_account_id}"): (
+        Case(NF, "/api/v1/bank-account/{spare_bank_account_id}"),
+    ),
+    ("GET", "/api/v1/bank-accounts"): (
+        Case(Cross.EMPTY, "/api/v1/bank-accounts", owner_sees="bank_account_id"),
+    ),
+    ("GET", "/api/v1/payment_method_tokens"): (
+        Case(
+            Cross.EMPTY,
+            "/api/v1/payment_method_tokens?customer_email=ada@example.com",
+            owner_sees="token_id",
+        ),
+    ),
+    ("DELETE", "/api/v1/payment_method_tokens/{token_id}"): (
+        Case(NF, "/api/v1/payment_method_tokens/{spare_token_id}"),
     ),
     # Events and webhooks.
     ("POST", "/api/v1/webhook-endpoints"): (
@@ -410,6 +501,12 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
             lambda _: {"amount": 100},
         ),
     ),
+    # Bank files. Another company's statement quoting this company's withdrawal matches
+    # nothing of it; this company's own finds the withdrawal (never exported: left unmatched,
+    # so nothing moves and the setup state holds).
+    ("POST", "/api/v1/bank-statements"): (
+        Case(Cross.PER_COMPANY, "/api/v1/bank-statements", _statement),
+    ),
     OPENAPI: (Case(Cross.NO_KEY, "/api/v1/openapi.json"),),
 }
 
@@ -423,7 +520,10 @@ TABLES = (
     notification_handlers.ROUTES,
     endpoint_handlers.ROUTES,
     dispute_handlers.ROUTES,
+    record_handlers.ROUTES,
+    bank_handlers.ROUTES,
     sandbox_handlers.ROUTES,
+    statement_handlers.ROUTES,
 )
 
 
@@ -450,8 +550,19 @@ def untagged_routes(client: Client) -> set[tuple[str, str]]:
     return found
 
 
-def placeholder_path(path: str) -> str:
-    return re.sub(r"\{[^}]+\}", "x_placeholder1", path)
+_PLACEHOLDERS = ("x_placeholder1", "1", "ba_placeholder1")
+
+
+def placeholder_path(route: Route) -> str:
+    """``route``'s path with a value in each parameter that the route matches."""
+
+    def value(match: re.Match[str]) -> str:
+        pattern = route.path_patterns.get(match.group(1))
+        if pattern is None:
+            return _PLACEHOLDERS[0]
+        return next(c for c in _PLACEHOLDERS if re.fullmatch(pattern, c))
+
+    return re.sub(r"\{([^}]+)\}", value, route.path)
 
 
 async def call(
@@ -461,8 +572,11 @@ async def call(
     body: Any = None,
     headers: dict[str, str] | None = None,
 ) -> tuple[int, Any, str]:
-    kwargs: dict[str, Any] = {"headers": headers or {}}
-    if body is not None:
+    kwargs: dict[str, Any] = {"headers": dict(headers or {})}
+    if isinstance(body, str):  # a document (a bank statement), not JSON
+        kwargs["data"] = body.encode()
+        kwargs["headers"]["Content-Type"] = "application/xml"
+    elif body is not None:
         kwargs["json"] = body
     response = await client.request(method, url, **kwargs)
     text = await response.text()
@@ -513,6 +627,23 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
     async def wallet(currency: str) -> str:
         return str((await post("/api/v1/wallet", {"name": "W", "currency_id": currency}))["id"])
 
+    # Refunds, chargebacks and payouts first: their clock advance must settle nothing else.
+    # In EUR, where the company has no wallet: the payout fails, so no wallet balance moves.
+    refunded = await _intent_paid(client, tenant, APPROVED, billing_currency="EUR")
+    ids["refund_id"] = (
+        await post(
+            "/api/v1/payments/intent/refund", {"payment_intent_id": refunded["id"], "amount": 100}
+        )
+    )["id"]
+    ids["records_intent_id"] = refunded["id"]
+    await _intent_paid(client, tenant, CHARGEBACK_LOST, billing_currency="EUR")
+    await post("/api/v1/sandbox/clock/advance", {"seconds": 4 * 86_400})
+    [chargeback] = await ok(client, tenant, "GET", "/api/v1/payments/chargebacks")
+    ids["chargeback_id"] = chargeback["id"]
+    payouts = await ok(client, tenant, "GET", "/api/v1/payments/payouts")
+    assert payouts, "setup made no payout"
+    ids["payout_id"] = payouts[0]["id"]
+
     ids["wallet_id"] = await wallet("USD")
     ids["wallet2_id"] = await wallet("USD")
     jpy = await wallet("JPY")
@@ -525,6 +656,7 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
         ids[name] = (await post("/api/v1/deposit", _deposit(ids)))["id"]
     ids["deposit_id"] = funding["id"]
     ids["bank_account_id"] = (await post("/api/v1/bank-account", USD_BANK))["id"]
+    ids["spare_bank_account_id"] = (await post("/api/v1/bank-account", USD_BANK))["id"]
     for name in ("withdraw_complete_id", "withdraw_fail_id"):
         made = await post("/api/v1/withdraw", _withdraw("wallet_id", "bank_account_id")(ids))
         assert made["status"] == "pending", made
@@ -576,6 +708,11 @@ async def setup(client: Client, tenant: Tenant, treasury: Treasury) -> Ids:
     )
     assert confirmed[0] == 200 and confirmed[1]["status"] == "succeeded", confirmed
     ids["token_id"] = confirmed[1]["payment_method_token"]
+    spare = await post("/api/v1/payment_method_token_intent", _pmti(ids))
+    saved = await call(
+        client, "POST", urlsplit(spare["latest_version"]["confirm_endpoint_url"]).path, CARD
+    )
+    ids["spare_token_id"] = saved[1]["payment_method_token"]
     unconfirmed = await post("/api/v1/payment_method_token_intent", _pmti(ids))
     ids["confirm_path"] = urlsplit(unconfirmed["latest_version"]["confirm_endpoint_url"]).path
 
@@ -662,6 +799,9 @@ async def assert_untouched(client: Client, tenant: Tenant, ids: Ids) -> None:
             "amount_refunded",
             0,
         ),
+        # What another key tried to delete is still there.
+        ("/api/v1/bank-account/{spare_bank_account_id}", "status", "active"),
+        ("/api/v1/payment_method_tokens/{spare_token_id}", "customer_email", "ada@example.com"),
     ):
         got = await ok(client, tenant, "GET", url.format(**ids))
         assert got[field] == expected, (url, got)
@@ -727,7 +867,7 @@ async def test_missing_malformed_and_unknown_keys_are_401(client: Client, tenant
         if route.auth is Auth.NONE:
             continue
         for header in headers:
-            status, payload, _ = await call(client, method, placeholder_path(path), {}, header)
+            status, payload, _ = await call(client, method, placeholder_path(route), {}, header)
             where = f"{method} {path} with {header!r}"
             assert_error(status, payload, 401, "authentication_error", where)
             if not header.get("Authorization", "").strip():

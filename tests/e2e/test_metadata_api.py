@@ -138,6 +138,15 @@ async def test_every_kind_takes_reads_merges_and_filters_metadata(
     assert await _listed(client, tenant, "/api/v1/withdrawals", wanted) == [withdrawal["id"]]
     assert await _listed(client, tenant, "/api/v1/transfers", wanted) == [transfer["id"]]
     assert await _listed(client, tenant, "/api/v1/virtual-accounts", wanted) == [virtual["id"]]
+    assert await _listed(client, tenant, "/api/v1/deposits", wanted) == [deposit["id"]]
+    assert await _listed(client, tenant, "/api/v1/bank-accounts", wanted) == [bank["id"]]
+    assert await _listed(client, tenant, "/api/v1/bank-accounts", {"metadata[n]": "2"}) == []
+    # With the other filters of a record list (issue 24 item 3), all applying.
+    usd = {**wanted, "currency": "USD"}
+    assert await _listed(client, tenant, "/api/v1/withdrawals", usd) == [withdrawal["id"]]
+    assert (
+        await _listed(client, tenant, "/api/v1/withdrawals", {**wanted, "status": "failed"}) == []
+    )
     assert await _listed(client, tenant, "/api/v1/transfers", {"metadata[order_id]": "A-1"}) == []
     both = {"metadata[order_id]": "A-2", "metadata[n]": "1"}
     assert await _listed(client, tenant, "/api/v1/transfers", both) == [transfer["id"]]

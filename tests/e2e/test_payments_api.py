@@ -4,6 +4,7 @@ cancel, refunds, lists, events, chargebacks and payouts, exactly as the interfac
 from __future__ import annotations
 
 import asyncio
+import secrets
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
@@ -197,7 +198,7 @@ async def test_create_automatic_intent(client: Client, tenant: Tenant) -> None:
     lookup_id = intent["payment_intent_lookup_id"]
     assert isinstance(lookup_id, str) and len(lookup_id) >= 20
     # Its time part is the intent's creation time (the service's clock), as new_lookup_id makes.
-    assert lookup_id[:13] == new_lookup_id(ts(intent["created_at"]))[:13]
+    assert lookup_id[:13] == new_lookup_id(ts(intent["created_at"]), secrets.token_urlsafe(24))[:13]
     assert lookup_id != str(intent["id"])
     other = await create(client, tenant)
     assert other["id"] != intent["id"]

@@ -191,10 +191,27 @@ async def test_the_link_header_is_percent_encoded(client: Client, tenant: Tenant
             "/api/v1/wallet", json={"name": name, "currency_id": "USD"}, headers=tenant.auth
         )
     for query in ("x=%1F", "x=%0D%0AX-Injected:%201", "x=%C3%A9"):
+        # A parameter the list does not take is refused (issue 24), and injects nothing.
         response = await client.get(
             f"/api/v1/wallets/balances?limit=1&{query}", headers=tenant.auth
         )
-        assert response.status == 200
-        link = response.headers["Link"]
-        assert link.isascii() and "\r" not in link and "\x1f" not in link
-        assert "X-Injected" not in response.headers
+        assert response.status == 400
+        assert (await response.json())["error"]["code"] == "parameter_unknown"
+        assert "X-Injected" not in response.headers and "Link" not in response.headers
+    # A filter value the list does take is echoed percent-encoded.
+    for reference in ("é", "é"):
+        body = {
+            "account_id": tenant.account_id,
+            "billing_amount": 1_000,
+            "billing_currency": "USD",
+            "payment_type": "Card Payment",
+            "merchant_reference": reference,
+        }
+        made = await client.post("/api/v1/payments/intent", json=body, headers=tenant.auth)
+        assert made.status == 200
+    response = await client.get(
+        "/api/v1/payments/intents?limit=1&merchant_reference=%C3%A9", headers=tenant.auth
+    )
+    assert response.status == 200
+    link = response.headers["Link"]
+    assert link.isascii() and "merchant_reference=%C3%A9" in link

@@ -26,10 +26,12 @@ class Receiver:
 
     def __init__(self) -> None:
         self.received: list[tuple[str, dict[str, str], str]] = []
+        self.queries: list[str] = []
         self.script: list[int] = []
 
     async def handle(self, request: web.Request) -> web.Response:
         self.received.append((request.path, dict(request.headers), await request.text()))
+        self.queries.append(request.query_string)
         return web.Response(status=self.script.pop(0) if self.script else 200)
 
     def at(self, path: str) -> list[tuple[dict[str, str], str]]:
@@ -222,6 +224,26 @@ async def test_the_legacy_callback_has_the_shapes_of_part_6_3(
     assert sent["billing_currency"] == {"code": "EUR"}
     assert sent["processing_currency"] == {"code": "EUR"}
     assert sent["billing_amount"] == 1500
+
+
+async def test_a_callback_url_with_a_query_gets_the_path_appended_to_its_path(
+    client: Client, tenant: Tenant, treasury: Treasury, receiver: tuple[Receiver, str]
+) -> None:
+    sink, base = receiver
+    intent = await create_intent(client, tenant, callback_url=f"{base}/shop?key=1&order=7")
+    response = await client.post(
+        f"/pay/{intent['payment_intent_lookup_id']}",
+        json={
+            "card_number": "4242424242424242",
+            "expiry_month": 12,
+            "expiry_year": 2030,
+            "cvc": "123",
+        },
+    )
+    assert response.status == 200
+    await treasury.notifications.run_due()
+    assert len(sink.at("/shop/callback/payment/intent")) == 1
+    assert sink.queries == ["key=1&order=7"]
 
 
 async def test_events_api_lists_filters_and_redelivers(

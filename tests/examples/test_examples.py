@@ -44,7 +44,7 @@ def test_async_services() -> None:
     eur, rate = int(moved["eur"]), float(moved["rate"])
     assert eur == pytest.approx(25000 * rate, abs=1)
     assert lines[3] == "transfer completed"
-    assert lines[4] == "refused: insufficient_funds (400)"
+    assert lines[4] == "refused: insufficient_funds (invalid_request)"
     assert lines[5] == "USD wallet: balance=75000 available=75000"
     assert lines[6] == f"EUR wallet: balance={eur} available={eur}"
     assert len(lines) == 7

@@ -49,8 +49,9 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
 #: on what the server holds (an intent's state, a movement already settled, a challenge that is
 #: not waiting, the funds of a wallet), relate two fields (``same_wallet``, a manual capture of a
 #: payment type that cannot have one, an amount below its currency's minimum) or are arithmetic
-#: over the whole value (the Luhn digit and length of a card number). Each is a documented 400
-#: of its operation.
+#: over the whole value (the Luhn digit and length of a card number, a statement's ``to``
+#: before its ``from`` or a period past a year), or are a document's structure (a camt.053
+#: statement). Each is a documented 400 of its operation.
 _STATEFUL_OR_ARITHMETIC = frozenset(
     {
         "payment_intent_unexpected_state",
@@ -62,6 +63,10 @@ _STATEFUL_OR_ARITHMETIC = frozenset(
         "invalid_number",
         "incorrect_number",
         "capture_method_not_supported",
+        # A bank statement's body is a camt.053 document; the schema can only say "a string".
+        "statement_invalid",
+        "statement_period_invalid",
+        "statement_too_large",
         # Issue 24: a minimum that depends on the currency, a link closed by the clock.
         "amount_too_small",
         "payment_intent_expired",

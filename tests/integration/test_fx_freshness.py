@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from treasury_aiohttp import create_app
 from treasury_core import KeyKind, TreasuryConfig, bootstrap
-from treasury_core.errors import FxRateUnavailable
+from treasury_core.errors import ErrorKind, FxRateUnavailable
 from treasury_core.testing import check_invariants
 from treasury_core.testing.clock import FakeClock
 from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
@@ -47,7 +47,7 @@ def test_stale_rate_refuses_cross_currency_movements() -> None:
                 company,
                 CreateTransferRequest(from_wallet_id=usd.id, to_wallet_id=eur.id, from_amount=100),
             )
-        assert caught.value.http_status == 503
+        assert caught.value.kind is ErrorKind.UNAVAILABLE
         assert caught.value.code == "fx_rate_unavailable"
         with pytest.raises(FxRateUnavailable):
             await treasury.deposits.create(

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.errors import InvalidRequestError, ProviderError
+from treasury_core.errors import ErrorKind, InvalidRequestError, ProviderError
 from treasury_core.payments.intents import CaptureMethod, IntentFilter, IntentStatus
 from treasury_core.payments.records import TransactionStatus
 from treasury_core.payments.requests import CreateIntentRequest
@@ -141,7 +141,7 @@ def world() -> Iterator[World]:
 
 def _refused(excinfo: pytest.ExceptionInfo[InvalidRequestError]) -> InvalidRequestError:
     error = excinfo.value
-    assert error.http_status == 400
+    assert error.kind is ErrorKind.INVALID_REQUEST
     assert error.code == CODE
     return error
 

@@ -31,7 +31,7 @@ from treasury_core.cards.tokens import (
     TokenIntent,
     TokenIntentStatus,
 )
-from treasury_core.errors import CardError, InvalidRequestError, ProviderError
+from treasury_core.errors import CardError, ErrorKind, InvalidRequestError, ProviderError
 from treasury_core.payments.intents import (
     CaptureMethod,
     IntentFilter,
@@ -229,7 +229,7 @@ def test_a_saved_card_declined_when_charged(world: World) -> None:
     assert finished.payment_method_token is not None
     with pytest.raises(CardError) as declined:
         world.charge(finished.payment_method_token)
-    assert declined.value.http_status == 402
+    assert declined.value.kind is ErrorKind.DECLINED
     assert declined.value.failure_reason == "card_declined"
     (intent,) = world.intents()
     assert intent.status is IntentStatus.INITIALIZED
@@ -252,7 +252,7 @@ def test_a_saved_card_gone_at_stripe_is_a_clear_decline(localstripe_url: str) ->
         world.stripe.v1.payment_methods.detach(token.provider_reference)
         with pytest.raises(CardError) as declined:
             world.charge(token.id)
-        assert declined.value.http_status == 402
+        assert declined.value.kind is ErrorKind.DECLINED
         assert declined.value.failure_reason == "saved_card_unavailable"
         assert "save the card again" in declined.value.message
         (intent,) = world.intents()
@@ -315,7 +315,7 @@ def test_a_stripe_token_is_stored_in_sql_and_refused_by_a_vault_provider(
         assert token.sealed_card is None
         with pytest.raises(InvalidRequestError) as refused:
             sandbox.charge(token.id)
-        assert refused.value.http_status == 400
+        assert refused.value.kind is ErrorKind.INVALID_REQUEST
         assert (refused.value.code, refused.value.param) == (
             "provider_capability_unsupported",
             "card_token",
@@ -339,7 +339,7 @@ def test_a_vaulted_token_is_refused_by_the_stripe_provider(
             assert token.provider_reference is None
             with pytest.raises(InvalidRequestError) as refused:
                 at_stripe.charge(token.id)
-            assert refused.value.http_status == 400
+            assert refused.value.kind is ErrorKind.INVALID_REQUEST
             assert refused.value.code == "provider_capability_unsupported"
             assert "saved again" in refused.value.message
             assert at_stripe.intents() == []
@@ -390,7 +390,7 @@ def test_a_retry_with_other_details_of_the_same_card_is_in_doubt(localstripe_url
         retyped = card().model_copy(update={"cvc": "456"})
         with pytest.raises(InvalidRequestError) as in_doubt:
             world.run(world.treasury.cards.submit(pmti.intent.id, secret, retyped))
-        assert in_doubt.value.http_status == 400
+        assert in_doubt.value.kind is ErrorKind.INVALID_REQUEST
         assert in_doubt.value.code == "payment_attempt_in_doubt"
         assert "submit the same card details again" in in_doubt.value.message
         # The PMTI is still open: the same details save the card Stripe already holds.

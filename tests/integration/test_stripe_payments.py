@@ -28,7 +28,13 @@ import pytest
 import stripe
 
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.errors import CardError, InvalidRequestError, ProviderError, ValidationFailed
+from treasury_core.errors import (
+    CardError,
+    ErrorKind,
+    InvalidRequestError,
+    ProviderError,
+    ValidationFailed,
+)
 from treasury_core.payments.intents import CancellationReason, CaptureMethod, IntentStatus
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData, CardProviderStatus
@@ -124,7 +130,7 @@ def test_a_decline_leaves_the_intent_open_with_stripes_reason(world: World) -> N
     intent = world.create()
     with pytest.raises(CardError) as declined:
         world.pay(intent, DECLINED)
-    assert declined.value.http_status == 402
+    assert declined.value.kind is ErrorKind.DECLINED
     assert declined.value.failure_reason == "card_declined"
     assert world.get(intent).status is IntentStatus.INITIALIZED
     # The customer may try another card.
@@ -137,7 +143,7 @@ def test_a_hold_gone_at_stripe_cancels_the_intent_as_expired(world: World) -> No
     world.stripe.v1.payment_intents.cancel(intent.provider_reference)
     with pytest.raises(CardError) as refused:
         world.run(world.treasury.payments.capture(world.company, intent.id))
-    assert refused.value.http_status == 402
+    assert refused.value.kind is ErrorKind.DECLINED
     assert refused.value.failure_reason == "authorization_expired"
     after = world.get(intent)
     assert after.status is IntentStatus.CANCELLED
@@ -411,7 +417,7 @@ def test_a_402_at_capture_leaves_the_hold_to_be_captured_again(localstripe_url: 
         ]
         with pytest.raises(CardError) as refused:
             world.run(treasury.payments.capture(world.company, intent.id))
-        assert refused.value.http_status == 402
+        assert refused.value.kind is ErrorKind.DECLINED
         assert refused.value.failure_reason == "insufficient_funds"
         assert world.get(intent).status is IntentStatus.AUTHORIZED
         assert world.at_stripe(intent).status == "requires_capture"
@@ -490,7 +496,7 @@ def test_a_retry_with_another_card_is_refused_not_charged(localstripe_url: str) 
         other = CardData(number="5555555555554444", expiry_month=12, expiry_year=2040, cvc="123")
         with pytest.raises(InvalidRequestError) as refused:
             world.pay(intent, other)
-        assert refused.value.http_status == 400
+        assert refused.value.kind is ErrorKind.INVALID_REQUEST
         assert refused.value.code == "payment_attempt_in_doubt"
         assert world.get(intent).status is IntentStatus.INITIALIZED
         assert [line for line in front.forwarded if line == "POST /v1/payment_intents"] == [
@@ -549,7 +555,7 @@ async def test_mga_is_sent_in_whole_ariary(
 ) -> None:
     with pytest.raises(ValidationFailed) as fractional:
         await provider.authorize(CARD, 150, "MGA", capture=True)
-    assert fractional.value.http_status == 400
+    assert fractional.value.kind is ErrorKind.INVALID_REQUEST
     charged = await provider.authorize(CARD, 300, "MGA", capture=True)
     reader = stripe.StripeClient(KEY, base_addresses={"api": localstripe_url})
     assert reader.v1.payment_intents.retrieve(charged.reference).amount == 3
@@ -570,7 +576,7 @@ def test_a_three_decimal_amount_stripe_cannot_take_is_a_400_before_stripe(
         intent = world.run(world.treasury.payments.create(world.company, request))
         with pytest.raises(ValidationFailed) as refused:
             world.pay(intent)
-        assert refused.value.http_status == 400
+        assert refused.value.kind is ErrorKind.INVALID_REQUEST
         assert "last digit must be 0" in refused.value.message
         assert front.seen == []  # Stripe was never asked
         assert world.get(intent).status is IntentStatus.INITIALIZED
@@ -626,7 +632,7 @@ def test_an_amount_stripe_refuses_is_a_400_that_changes_nothing(
         front.refuse["/v1/payment_intents"] = [(400, _stripe_error("invalid_request_error", code))]
         with pytest.raises(ValidationFailed) as refused:
             world.pay(intent)
-        assert refused.value.http_status == 400
+        assert refused.value.kind is ErrorKind.INVALID_REQUEST
         assert refused.value.code == code
         assert "refused by the test" not in refused.value.message
         after = world.get(intent)

@@ -23,7 +23,7 @@ import stripe
 from tests.integration.test_stripe_payments import CARD, KEY
 from tests.integration.test_stripe_payments import World as PaymentsWorld
 from treasury_core import TreasuryConfig, bootstrap
-from treasury_core.errors import CardError, InvalidRequestError
+from treasury_core.errors import CardError, ErrorKind, InvalidRequestError
 from treasury_core.payments.intents import CaptureMethod, IntentStatus
 from treasury_core.payments.ledger import settlement_account
 from treasury_core.payments.records import Transaction, TransactionStatus
@@ -154,7 +154,7 @@ def test_authentication_failed_at_stripe_fails_the_attempt(world: World) -> None
     authenticate_at_stripe(world.base_url, reference, success=False)
     with pytest.raises(CardError) as failed:
         world.complete(intent)
-    assert failed.value.http_status == 402
+    assert failed.value.kind is ErrorKind.DECLINED
     assert failed.value.failure_reason == "authentication_failed"
     txn = world.transaction(txn_id)
     assert (txn.status, txn.failure_reason) == (TransactionStatus.FAILED, "authentication_failed")
@@ -169,7 +169,7 @@ def test_completing_before_authenticating_keeps_the_challenge_waiting(world: Wor
     intent, reference = _challenged(world, CaptureMethod.AUTOMATIC)
     with pytest.raises(InvalidRequestError) as early:
         world.complete(intent)
-    assert early.value.http_status == 400
+    assert early.value.kind is ErrorKind.INVALID_REQUEST
     assert early.value.code == "authentication_incomplete"
     waiting = world.run(world.treasury.payments.waiting_challenge(world.get(intent)))
     assert waiting is not None and waiting.provider_reference == reference

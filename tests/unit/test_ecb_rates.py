@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import examples
 from treasury_core import TreasuryConfig
-from treasury_core.errors import FxRateUnavailable, ValidationFailed
+from treasury_core.errors import ErrorKind, FxRateUnavailable, ValidationFailed
 from treasury_core.ports import FxQuote, FxRates
 from treasury_core.settings import BadSetting
 from treasury_core.testing.clock import FakeClock
@@ -136,7 +136,7 @@ def test_a_currency_the_ecb_does_not_publish_is_a_400() -> None:
     for source, target in (("USD", "KWD"), ("KWD", "EUR"), ("CYP", "USD")):
         with pytest.raises(ValidationFailed) as caught:
             quote(fx, source, target)
-        assert caught.value.http_status == 400
+        assert caught.value.kind is ErrorKind.INVALID_REQUEST
         assert caught.value.code == "currency_not_quoted"
         assert "publishes no reference rate" in str(caught.value)
 
@@ -149,7 +149,7 @@ def test_a_rate_older_than_the_day_limit_is_refused() -> None:
     fx = adapter(at("2025-04-22"), max_age_days=4, table=_without_day("2025-04-22"))
     with pytest.raises(FxRateUnavailable, match="stale") as caught:
         quote(fx, "USD", "GBP")
-    assert caught.value.http_status == 503
+    assert caught.value.kind is ErrorKind.UNAVAILABLE
     with pytest.raises(FxRateUnavailable, match="stale"):
         quote(adapter(at("2025-05-10")), "USD", "GBP")
     with pytest.raises(FxRateUnavailable, match="on or before"):
@@ -276,7 +276,7 @@ def test_a_corrupt_offline_zip_is_a_503_on_every_quote(tmp_path: Path) -> None:
     for _ in range(2):
         with pytest.raises(FxRateUnavailable) as caught:
             asyncio.run(fx.rate("USD", "GBP"))
-        assert caught.value.http_status == 503
+        assert caught.value.kind is ErrorKind.UNAVAILABLE
 
 
 def test_a_loader_failing_in_an_unforeseen_way_is_a_503() -> None:

@@ -1,6 +1,7 @@
 """Payment intent lookup ids: unguessable, and in creation order as text (see new_lookup_id)."""
 
 import re
+import secrets
 from datetime import UTC, datetime, timedelta
 
 from treasury_core.services.payments import _is_lookup_id, new_lookup_id
@@ -15,7 +16,7 @@ def millis_of(lookup_id: str) -> int:
 
 
 def test_shape_time_and_randomness() -> None:
-    made = [new_lookup_id(NOW) for _ in range(500)]
+    made = [new_lookup_id(NOW, secrets.token_urlsafe(24)) for _ in range(500)]
     for lookup_id in made:
         # 9 digits of time, then 24 random bytes as 32 URL-safe characters (192 bits).
         assert re.fullmatch(r"pil_[0-9a-hjkmnp-tv-z]{9}[A-Za-z0-9_-]{32}", lookup_id)
@@ -28,7 +29,7 @@ def test_shape_time_and_randomness() -> None:
 
 def test_later_ids_sort_after_earlier_ones_as_text() -> None:
     times = [NOW + timedelta(milliseconds=n) for n in (0, 1, 2, 999, 60_000, 86_400_000 * 3650)]
-    made = [new_lookup_id(t) for t in times]
+    made = [new_lookup_id(t, secrets.token_urlsafe(24)) for t in times]
     assert made == sorted(made)
     assert [millis_of(m) - millis_of(made[0]) for m in made] == [
         (t - NOW) // timedelta(milliseconds=1) for t in times

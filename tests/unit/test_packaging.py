@@ -25,6 +25,7 @@ def test_wheel_top_level_names_are_all_treasury(tmp_path: Path) -> None:
         "treasury_vault",
         "treasury_ecb",
         "treasury_stripe",
+        "treasury_bankfiles",
         "treasury_redis",
         "treasury_aiohttp",
         "treasury_pytest",

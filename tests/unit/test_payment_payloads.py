@@ -113,3 +113,16 @@ def test_legacy_callback_url() -> None:
     assert legacy_callback_url("https://shop.example") == (
         "https://shop.example/callback/payment/intent"
     )
+
+
+def test_legacy_callback_url_keeps_the_query_after_the_path() -> None:
+    # Appended to the text, the path would become part of the last query value.
+    assert legacy_callback_url("https://shop.example/hooks?key=a%2Fb&x=1") == (
+        "https://shop.example/hooks/callback/payment/intent?key=a%2Fb&x=1"
+    )
+    assert legacy_callback_url("https://shop.example?order=7") == (
+        "https://shop.example/callback/payment/intent?order=7"
+    )
+    assert legacy_callback_url("https://shop.example:8443/a/?q=1#frag") == (
+        "https://shop.example:8443/a/callback/payment/intent?q=1"
+    )

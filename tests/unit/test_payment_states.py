@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from treasury_core.errors import InvalidRequestError, ValidationFailed
+from treasury_core.errors import ErrorKind, InvalidRequestError, ValidationFailed
 from treasury_core.events import EventType
 from treasury_core.payments import (
     AUTHORIZATION_HOLD,
@@ -166,7 +166,7 @@ def test_illegal_move_raises_and_changes_nothing(
     snapshot = intent.model_dump()
     with pytest.raises(IllegalTransition) as caught:
         transition(intent, trigger, now=now_for(trigger))
-    assert caught.value.http_status == 400
+    assert caught.value.kind is ErrorKind.INVALID_REQUEST
     assert isinstance(caught.value, InvalidRequestError)
     assert intent.model_dump() == snapshot
 
@@ -231,7 +231,7 @@ def test_capture_at_expiry_is_expired_even_before_the_job_runs(trigger: Trigger)
         with pytest.raises(IllegalTransition) as caught:
             transition(authorized, trigger, now=when)
         assert caught.value.message == "Authorization has expired"
-        assert caught.value.http_status == 400
+        assert caught.value.kind is ErrorKind.INVALID_REQUEST
 
 
 # --- expiry --------------------------------------------------------------------------------
@@ -296,7 +296,7 @@ def test_refund_rejected_while_authorized() -> None:
     assert caught.value.message == (
         "Refunds are not allowed on an authorized payment intent; capture or cancel it"
     )
-    assert caught.value.http_status == 400
+    assert caught.value.kind is ErrorKind.INVALID_REQUEST
 
 
 @pytest.mark.parametrize(("method", "state"), [(M, I_), (M, C), (A, I_)])
@@ -342,7 +342,7 @@ def test_create_rules(payment_type: PaymentType, method: CaptureMethod) -> None:
         with pytest.raises(ValidationFailed) as caught:
             check_create_rules(payment_type, method)
         assert caught.value.param == "capture_method"
-        assert caught.value.http_status == 400
+        assert caught.value.kind is ErrorKind.INVALID_REQUEST
         assert caught.value.message
         with pytest.raises(ValidationFailed):
             transition(intent, Tr.CREATE, now=T0)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from treasury_core.errors import ErrorKind
 from treasury_core.payments import (
     ALREADY_CAPTURED,
     AUTHORIZATION_EXPIRED,
@@ -207,7 +208,7 @@ def test_every_illegal_move_raises_and_returns_nothing(
         with pytest.raises(IllegalTransition) as caught:
             result = transition(intent, trigger, now=now)
         assert result is None
-        assert caught.value.http_status == 400
+        assert caught.value.kind is ErrorKind.INVALID_REQUEST
         if trigger in CAPTURE_TRIGGERS:
             expired = intent.authorization_expires_at is not None and (
                 now >= intent.authorization_expires_at

@@ -12,6 +12,7 @@ import treasury_core.ledger
 import treasury_core.ports
 import treasury_core.testing
 from treasury_core import Treasury
+from treasury_core.errors import ErrorKind
 
 # The methods through which callers hand the services a request model.
 _REQUEST_TAKERS = ("create", "register", "create_intent", "create_endpoint")
@@ -135,7 +136,7 @@ def test_error_body_shape() -> None:
             "param": "currency_id",
         }
     }
-    assert error.http_status == 400
+    assert error.kind is ErrorKind.INVALID_REQUEST
     card = treasury_core.CardError("declined", failure_reason="capture_declined")
     assert card.to_body()["error"]["failure_reason"] == "capture_declined"
-    assert card.http_status == 402
+    assert card.kind is ErrorKind.DECLINED

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from treasury_core.errors import RateLimited
+from treasury_core.errors import ErrorKind, RateLimited
 from treasury_core.ratelimit import RateLimiter
 
 
@@ -35,7 +35,7 @@ def test_check_answers_whole_seconds_to_wait() -> None:
     with pytest.raises(RateLimited) as refused:
         limiter.check("k")
     assert refused.value.retry_after == 4
-    assert refused.value.http_status == 429
+    assert refused.value.kind is ErrorKind.RATE_LIMITED
 
 
 async def test_the_in_process_bucket_is_a_request_limiter() -> None:

@@ -11,7 +11,7 @@ import pytest
 from treasury_core.cards.numbers import brand_of as card_brand
 from treasury_core.cards.numbers import luhn_valid as luhn_ok
 from treasury_core.config import TreasuryConfig
-from treasury_core.errors import CardError, ProviderError
+from treasury_core.errors import CardError, ErrorKind, ProviderError
 from treasury_core.plugins import collect_factories, make_plugin_manager
 from treasury_core.ports import CardProvider
 from treasury_core.ports.card_provider import (
@@ -124,7 +124,7 @@ def test_hold_gone_is_a_card_error_with_a_documented_reason() -> None:
     assert isinstance(error, CardError)
     assert not isinstance(error, ProviderError)
     assert error.failure_reason == HOLD_GONE_FAILURE_REASON == "authorization_expired"
-    assert error.http_status == 402
+    assert error.kind is ErrorKind.DECLINED
 
 
 def test_registered_under_sandbox() -> None:
@@ -255,7 +255,7 @@ async def test_declined_at_authorization(
 ) -> None:
     error = await refusal(provider.authorize(card(number), 5000, "USD", capture=capture))
     assert error.failure_reason == reason
-    assert error.http_status == 402
+    assert error.kind is ErrorKind.DECLINED
 
 
 @pytest.mark.parametrize("capture", [False, True])
@@ -343,7 +343,7 @@ async def test_hold_disappears(provider: SandboxCardProvider) -> None:
     with pytest.raises(HoldGone) as info:
         await provider.capture(held.reference, 5000)
     assert info.value.failure_reason == "authorization_expired"
-    assert info.value.http_status == 402
+    assert info.value.kind is ErrorKind.DECLINED
 
 
 @pytest.mark.parametrize(

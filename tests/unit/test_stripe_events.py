@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests import stripe_hooks as hooks
+from treasury_core.errors import ErrorKind
 from treasury_core.ports.card_provider import (
     BadProviderEvent,
     CardProviderBase,
@@ -54,7 +55,7 @@ def test_header_names_are_matched_without_case() -> None:
 def _refused(body: bytes, headers: dict[str, str], code: str = "webhook_signature_invalid") -> str:
     with pytest.raises(BadProviderEvent) as refused:
         _provider().parse_event(body, headers)
-    assert refused.value.http_status == 400
+    assert refused.value.kind is ErrorKind.INVALID_REQUEST
     assert refused.value.code == code
     return refused.value.message
 

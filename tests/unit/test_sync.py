@@ -30,6 +30,7 @@ from treasury_core import (
     Wallet,
     bootstrap,
 )
+from treasury_core.errors import ErrorKind
 
 
 @pytest.fixture
@@ -86,7 +87,9 @@ def test_many_threads_at_once_move_exactly_the_money_there_is(
     refused = [o for o in outcomes if isinstance(o, InsufficientFunds)]
     assert len(done) == 10_000 // amount
     assert len(refused) == threads * per_thread - len(done)
-    assert all(r.http_status == 400 and r.code == "insufficient_funds" for r in refused)
+    assert all(
+        r.kind is ErrorKind.INVALID_REQUEST and r.code == "insufficient_funds" for r in refused
+    )
     assert len({t.id for t in done}) == len(done)
     assert blocking.wallets.balance(company_id, source.id).balance == 0
     assert blocking.wallets.balance(company_id, target.id).balance == 10_000

@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from aiohttp import web
 
 from treasury_aiohttp import (
+    bank_handlers,
     card_handlers,
     dispute_handlers,
     endpoint_handlers,
@@ -21,7 +22,9 @@ from treasury_aiohttp import (
     notification_handlers,
     payment_handlers,
     provider_hooks,
+    record_handlers,
     sandbox_handlers,
+    statement_handlers,
     treasury_handlers,
 )
 from treasury_aiohttp.hosted_security import FormKey
@@ -42,6 +45,7 @@ from treasury_aiohttp.middlewares import (
 )
 from treasury_aiohttp.notifier import HttpSender
 from treasury_aiohttp.openapi import build_openapi
+from treasury_aiohttp.query import check_query
 from treasury_aiohttp.routing import Auth, Handler, Route
 from treasury_aiohttp.server import SERVER_HEADER
 from treasury_aiohttp.worker import work_loop
@@ -63,6 +67,8 @@ def _tagged(route: Route) -> Handler:
     # The auth middleware reads the route off the matched handler.
     @functools.wraps(route.handler)
     async def handler(request: web.Request) -> web.StreamResponse:
+        # After the key was checked (a caller without one learns nothing about parameters).
+        check_query(route, request.query)
         return await route.handler(request)
 
     handler.treasury_route = route  # type: ignore[attr-defined]
@@ -87,7 +93,9 @@ def create_app(
     """
     max_body = treasury.config.max_body_bytes
     app = web.Application(
-        client_max_size=max_body,
+        # The largest any route takes (a bank statement); body_limit_middleware holds every
+        # other route to max_body.
+        client_max_size=max(max_body, treasury.config.bank_statement_max_bytes),
         middlewares=[
             error_middleware,
             body_limit_middleware,
@@ -118,6 +126,9 @@ def create_app(
         + notification_handlers.ROUTES
         + endpoint_handlers.ROUTES
         + dispute_handlers.ROUTES
+        + record_handlers.ROUTES
+        + bank_handlers.ROUTES
+        + statement_handlers.ROUTES
         + provider_hooks.routes_for(treasury)
     )
     if treasury.config.sandbox:
@@ -129,7 +140,7 @@ def create_app(
     # ``/``, so the order changes only how soon the one matching route is found.
     by_depth = sorted((*routes, openapi_route), key=lambda route: -route.path.count("/"))
     for route in by_depth:
-        app.router.add_route(route.method, route.path, _tagged(route))
+        app.router.add_route(route.method, route.router_path, _tagged(route))
     hosted_pages.add_routes(app)
     app[OPENAPI_KEY] = build_openapi(
         routes + hosted_pages.ROUTES,

@@ -1,4 +1,5 @@
-"""The ``treasury`` command: serve, run workers, migrate, audit the ledger, manage companies."""
+"""The ``treasury`` command: serve, run workers, migrate, audit the ledger, manage companies,
+exchange files with the bank."""
 
 from __future__ import annotations
 
@@ -114,8 +115,8 @@ def _bind(host: str, port: int) -> list[socket.socket]:
 #: 3.11 and 3.12: a young generation ten times the default (700), and each older generation
 #: collected after twice as many collections of the one below it. A create-intent request makes
 #: hundreds of short-lived containers, so with the default the young generation was collected
-#: every request or two. Measured with two servers side by side creating intents: 4-7 % less CPU
-#: per request and as much more throughput, reads unchanged. CPython 3.13 raised the default
+#: every request or two; with these, creates cost less CPU and reads the same (CHANGELOG.md,
+#: "Performance history"). CPython 3.13 raised the default
 #: (2,000) and 3.14 collects incrementally with other meanings for the numbers, so the commands
 #: leave them alone there. Code that embeds the library keeps its own settings.
 GC_THRESHOLDS = (7_000, 20, 20)
@@ -126,9 +127,8 @@ def _tune_collector() -> None:
 
     Start-up leaves a large heap of objects that live as long as the process (modules,
     pydantic and SQLAlchemy schemas, the app and its routes), which every full collection would
-    traverse again; under load those pauses made the server's latency tail. Measured with two
-    servers side by side, creating intents: p99 54 ms → 35-38 ms. Garbage is collected first,
-    so nothing that is garbage already is kept for good.
+    traverse again; under load those pauses made the server's latency tail. Garbage is
+    collected first, so nothing that is garbage already is kept for good.
     """
     gc.collect()
     gc.freeze()
@@ -632,6 +632,15 @@ def _redacted(url: str) -> str:
     except Exception:
         return url.split("@")[-1]
 
+
+def _bank_commands() -> None:
+    from treasury_aiohttp.bank_cli import commands
+
+    for command in commands(_run_on, DATABASE_HELP):
+        main.add_command(command)
+
+
+_bank_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

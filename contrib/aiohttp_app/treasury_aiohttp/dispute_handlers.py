@@ -1,7 +1,6 @@
-"""Acting on a chargeback (issue 24, sandbox disputes): read it, submit evidence, accept it.
+"""Acting on a chargeback (issue 24, sandbox disputes): submit evidence, accept it.
 
-``GET /api/v1/payments/chargeback/{id}`` is served here only until the record routes that read
-every kind (another part of issue 24) serve it; both answer the same record.
+Reading one is a record route (``record_handlers``), which answers the same record.
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
-from treasury_aiohttp.io import Responder, json_response, parse_body, principal, treasury
+from treasury_aiohttp.io import Responder, parse_body, principal, treasury
 from treasury_aiohttp.routing import Route
 from treasury_core.payments.disputes import ChargebackEvidence
 from treasury_core.payments.records import Chargeback, ChargebackRecord
@@ -24,14 +23,6 @@ class NoFields(BaseModel):
 
 def _disputes(request: web.Request) -> DisputeService:
     return DisputeService(treasury(request).payments)
-
-
-async def get_chargeback(request: web.Request) -> web.StreamResponse:
-    """One chargeback: its status, evidence window and the evidence submitted."""
-    found = await _disputes(request).get(
-        principal(request).company_id, request.match_info["chargeback_id"]
-    )
-    return json_response(found.record())
 
 
 async def submit_chargeback_evidence(request: web.Request) -> web.StreamResponse:
@@ -63,15 +54,6 @@ _PAYMENTS = ("Payments",)
 _CHARGEBACK = {"chargeback_id": "The chargeback's id (`cb_…`)."}
 
 ROUTES: tuple[Route, ...] = (
-    Route(
-        "GET",
-        "/api/v1/payments/chargeback/{chargeback_id}",
-        get_chargeback,
-        "Retrieve a chargeback",
-        response=ChargebackRecord,
-        tags=_PAYMENTS,
-        path_params=_CHARGEBACK,
-    ),
     Route(
         "POST",
         "/api/v1/payments/chargeback/{chargeback_id}/evidence",

@@ -9,6 +9,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from treasury_core.errors import TreasuryError, ValidationFailed
+from treasury_core.http_statuses import http_status
 
 log = logging.getLogger("treasury.http")
 
@@ -47,7 +48,7 @@ def treasury_error_response(error: TreasuryError) -> web.Response:
     retry_after = getattr(error, "retry_after", None)
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)
-    return error_response(error.http_status, error.to_body(), headers)
+    return error_response(http_status(error), error.to_body(), headers)
 
 
 def http_error_body(status: int) -> dict[str, Any]:

@@ -13,10 +13,11 @@ from treasury_aiohttp.io import (
     principal,
     treasury,
 )
-from treasury_aiohttp.routing import Auth, Route
+from treasury_aiohttp.routing import METADATA_QUERY, Auth, Route
 from treasury_core.currency import CurrencyRecord
 from treasury_core.ledger import BalanceRecord
 from treasury_core.metadata import metadata_filter
+from treasury_core.pagination import Page
 from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
 
 
@@ -45,23 +46,36 @@ async def get_wallet_balance(request: web.Request) -> web.StreamResponse:
     return json_response(balance.record_json())
 
 
+def _paged(request: web.Request) -> bool:
+    # The interface returns "all wallets of the company"; a caller asks for pages with either
+    # of the paging parameters.
+    return "limit" in request.query or "starting_after" in request.query
+
+
 async def list_wallets(request: web.Request) -> web.StreamResponse:
-    """The company's wallets, newest first."""
+    """The company's wallets, newest first: all of them, or a page with ``limit``."""
     service = treasury(request).wallets
-    page = await service.list(
-        principal(request).company_id,
-        page_request(request),
-        metadata=metadata_filter(request.query),
-    )
+    company_id = principal(request).company_id
+    metadata = metadata_filter(request.query)
+    if not _paged(request):
+        wallets = await service.all(company_id, metadata=metadata)
+        return list_response(
+            request, [service.record(w) for w in wallets], Page(wallets, False), WalletRecord, str
+        )
+    page = await service.list(company_id, page_request(request), metadata=metadata)
     records = [service.record(w) for w in page.items]
     return list_response(request, records, page, WalletRecord, lambda w: w.id)
 
 
 async def list_wallet_balances(request: web.Request) -> web.StreamResponse:
-    """Balance records of the company's wallets in one call, newest wallet first."""
-    page = await treasury(request).wallets.balances(
-        principal(request).company_id, page_request(request)
-    )
+    """Balance records of the company's wallets in one call, newest wallet first: all of them,
+    or a page with ``limit``."""
+    service = treasury(request).wallets
+    company_id = principal(request).company_id
+    if not _paged(request):
+        balances = await service.all_balances(company_id)
+        return list_response(request, balances, Page(balances, False), BalanceRecord, str)
+    page = await service.balances(company_id, page_request(request))
     return list_response(request, page.items, page, BalanceRecord, lambda b: b.wallet_id)
 
 
@@ -109,6 +123,7 @@ ROUTES: tuple[Route, ...] = (
         response=WalletRecord,
         is_list=True,
         tags=("Wallets",),
+        query_params={"metadata": METADATA_QUERY},
     ),
     Route(
         "GET",

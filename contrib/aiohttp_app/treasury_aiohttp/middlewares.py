@@ -26,6 +26,7 @@ from treasury_aiohttp.keys import (
 from treasury_aiohttp.routing import Auth, Handler, route_of
 from treasury_core.errors import (
     AuthenticationFailed,
+    ErrorKind,
     PermissionDenied,
     TreasuryError,
     ValidationFailed,
@@ -58,7 +59,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         response = await handler(request)
     except TreasuryError as exc:
-        if exc.http_status == 500:
+        if exc.kind is ErrorKind.INTERNAL:
             # Ours, not the caller's (a vault that cannot open a card): logged, not explained.
             log.error(
                 "%s on %s %s: %s", exc.code, request.method, redact(request.path), exc.message
@@ -89,6 +90,9 @@ async def body_limit_middleware(request: web.Request, handler: Handler) -> web.S
     """Refuse a declared oversize body unread (aiohttp refuses undeclared ones while reading),
     and a body that does not arrive in time (a slow client must not hold a handler open)."""
     limit = request.app[MAX_BODY_KEY]
+    route = route_of(request)
+    if route is not None and route.body_limit is not None:
+        limit = route.body_limit(treasury(request).config)
     if request.content_length is not None and request.content_length > limit:
         raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
     if request.body_exists:
@@ -173,7 +177,7 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     try:
         response = await handler(request)
     except TreasuryError as exc:
-        if exc.http_status == 500:
+        if exc.kind is ErrorKind.INTERNAL:
             # Ours, not the caller's (a vault that cannot open a card): logged, not explained.
             log.error(
                 "%s on %s %s: %s", exc.code, request.method, redact(request.path), exc.message

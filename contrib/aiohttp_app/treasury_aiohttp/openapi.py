@@ -243,6 +243,12 @@ def build_openapi(
                 "required": True,
                 "content": {"application/json": {"schema": keys[(route.body, "validation")]}},
             }
+        elif route.raw_body:
+            raw = {"type": "string", "description": route.raw_body_description}
+            operation["requestBody"] = {
+                "required": True,
+                "content": {media: {"schema": raw} for media in route.raw_body},
+            }
         ok: dict[str, Any] = {"description": "OK"}
         if route.response is not None:
             item = keys[(route.response, "serialization")]
@@ -251,6 +257,8 @@ def build_openapi(
                     "schema": {"type": "array", "items": item} if route.is_list else item
                 }
             }
+            for media in route.media_types:
+                ok["content"][media] = {"schema": {"type": "string"}}
             if route.is_list and route.paged:
                 ok["headers"] = {
                     "Link": {
@@ -291,6 +299,9 @@ def build_openapi(
             responses["413"] = _error("Request body too large")
             if route.body is not None:
                 responses["415"] = _error("A body not sent as `application/json`")
+            elif route.raw_body:
+                media = ", ".join(f"`{m}`" for m in route.raw_body)
+                responses["415"] = _error(f"A body not sent as {media}")
         if route.auth is not Auth.NONE:
             responses["429"] = _error(
                 "Too many requests with this API key",

@@ -21,16 +21,18 @@ from treasury_aiohttp.io import (
     Responder,
     json_response,
     list_response,
+    page_request,
     parse_body,
     principal,
     timestamp_query,
     treasury,
 )
-from treasury_aiohttp.routing import METADATA_QUERY, Auth, Param, Route
+from treasury_aiohttp.query import currency, filters, text
+from treasury_aiohttp.record_handlers import render_refund
+from treasury_aiohttp.routing import Auth, Param, Route
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
 from treasury_core.metadata import metadata_filter
-from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from treasury_core.payments import IntentFilter, IntentStatus, PaymentIntent, PaymentIntentRecord
 from treasury_core.payments.records import Refund, RefundRecord, TransactionRecord
 from treasury_core.payments.requests import (
@@ -71,10 +73,6 @@ class PaymentAttemptRecord(BaseModel):
 
 def _intent_record(intent: PaymentIntent) -> bytes:
     return intent.record_json()
-
-
-def _refund_record(refund: Refund) -> BaseModel:
-    return refund.record()
 
 
 async def create_intent(request: web.Request) -> web.StreamResponse:
@@ -143,7 +141,7 @@ async def cancel_authorization(request: web.Request) -> web.StreamResponse:
 async def refund_intent(request: web.Request) -> web.StreamResponse:
     """Refund part or all of what remains of a ``PROCESSED`` intent."""
     body = await parse_body(request, RefundRequest)
-    responder: Responder[Refund] = Responder(request, _refund_record)
+    responder: Responder[Refund] = Responder(request, render_refund)
     refund = await treasury(request).payments.refund(
         principal(request).company_id,
         body.payment_intent_id,
@@ -179,6 +177,9 @@ def _filters(request: web.Request) -> IntentFilter:
         account_id=_positive_int(request, "account_id"),
         created_gte=timestamp_query(request, "created_gte"),
         created_lt=timestamp_query(request, "created_lt"),
+        merchant_reference=text(request, "merchant_reference"),
+        customer_email=text(request, "customer_email"),
+        currency=currency(request),
         metadata=metadata_filter(request.query),
     )
 
@@ -186,7 +187,7 @@ def _filters(request: web.Request) -> IntentFilter:
 async def list_intents(request: web.Request) -> web.StreamResponse:
     """The company's intents, newest first, filtered by status, account and creation time."""
     filters = _filters(request)
-    limit = _positive_int(request, "limit", MAX_LIMIT) or DEFAULT_LIMIT
+    limit = page_request(request).limit
     page = await treasury(request).payments.list(
         principal(request).company_id,
         filters,
@@ -263,7 +264,13 @@ _FILTERS = {
     "account_id": Param("Only intents of this merchant account.", _QueryId),
     "created_gte": Param("Only intents created at or after this ISO 8601 timestamp.", datetime),
     "created_lt": Param("Only intents created before this ISO 8601 timestamp.", datetime),
-    "metadata": METADATA_QUERY,
+    **{
+        name: param
+        for name, param in filters(
+            "merchant_reference", "customer_email", "currency", "metadata", noun="intents"
+        ).items()
+        if name not in ("status", "created_gte", "created_lt")
+    },
 }
 
 ROUTES: tuple[Route, ...] = (

@@ -11,6 +11,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from treasury_core.companies import Principal
+from treasury_core.config import TreasuryConfig
 from treasury_core.metadata import MetadataInput
 from treasury_core.validation import ResourceId
 
@@ -37,7 +38,8 @@ class Param:
     description: str
     type: Any = str
     required: bool = False
-    #: OpenAPI's serialization of an object parameter (``deepObject``: ``name[key]=value``).
+    #: OpenAPI's serialization of an object parameter (``deepObject``: ``name[key]=value``);
+    #: such a parameter admits the whole ``name[…]`` family (see :mod:`treasury_aiohttp.query`).
     style: str | None = None
 
 
@@ -67,6 +69,13 @@ class Route:
     tags: tuple[str, ...] = ()
     description: str = ""
     path_params: dict[str, str] = field(default_factory=dict)
+    #: Regular expressions a path parameter must match for the route to match at all (the
+    #: router's ``{name:regex}``), so ``/payments/intent/{id}`` never answers for
+    #: ``/payments/intent/refund``. The OpenAPI document keeps the plain path.
+    path_patterns: dict[str, str] = field(default_factory=dict)
+    #: Every query parameter the route takes (paged lists add ``limit`` and ``starting_after``):
+    #: the one place a parameter is declared, so any other is refused (400
+    #: ``parameter_unknown``) before the handler runs, and the OpenAPI document lists them.
     query_params: dict[str, Param] = field(default_factory=dict)
     #: What ``starting_after`` of a paged list holds (an id of the listed kind).
     cursor: Any = ResourceId
@@ -82,6 +91,22 @@ class Route:
     #: included); raises :class:`~treasury_core.errors.PermissionDenied`. It runs with the
     #: auth check, before an ``Idempotency-Key`` can replay a stored answer.
     authorize: Authorize | None = None
+    #: A body that is not JSON: its media types (the first is documented as the usual one)
+    #: and what it holds. The handler reads it itself.
+    raw_body: tuple[str, ...] = ()
+    raw_body_description: str = ""
+    #: This route's body limit from the configuration, when it is not ``max_body_bytes``.
+    body_limit: Callable[[TreasuryConfig], int] | None = None
+    #: Media types the route also answers in (chosen by ``Accept``) besides JSON.
+    media_types: tuple[str, ...] = ()
+
+    @property
+    def router_path(self) -> str:
+        """The path as the router matches it: :attr:`path` with :attr:`path_patterns`."""
+        path = self.path
+        for name, pattern in self.path_patterns.items():
+            path = path.replace("{" + name + "}", "{" + name + ":" + pattern + "}")
+        return path
 
     @property
     def operation_id(self) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -17,14 +17,15 @@ from treasury_aiohttp.io import (
     principal,
     treasury,
 )
+from treasury_aiohttp.query import filters, record_filter
 from treasury_aiohttp.routing import Param, Route
-from treasury_core.metadata import metadata_filter
 from treasury_core.ports import AccountFormat
 from treasury_core.treasury.records import (
     BankAccount,
     BankAccountRecord,
     Deposit,
     DepositRecord,
+    MovementStatus,
     Transfer,
     TransferRecord,
     TreasuryRecord,
@@ -158,10 +159,8 @@ async def get_withdrawal(request: web.Request) -> web.StreamResponse:
 
 async def list_withdrawals(request: web.Request) -> web.StreamResponse:
     """The company's withdrawals, newest first."""
-    page = await treasury(request).withdrawals.list(
-        principal(request).company_id,
-        page_request(request),
-        metadata=metadata_filter(request.query),
+    page = await treasury(request).records.list(
+        Withdrawal, principal(request).company_id, record_filter(request), page_request(request)
     )
     return _list(request, page, WithdrawalRecord)
 
@@ -181,10 +180,8 @@ async def get_transfer(request: web.Request) -> web.StreamResponse:
 
 async def list_transfers(request: web.Request) -> web.StreamResponse:
     """The company's transfers, newest first."""
-    page = await treasury(request).transfers.list(
-        principal(request).company_id,
-        page_request(request),
-        metadata=metadata_filter(request.query),
+    page = await treasury(request).records.list(
+        Transfer, principal(request).company_id, record_filter(request), page_request(request)
     )
     return _list(request, page, TransferRecord)
 
@@ -198,10 +195,8 @@ async def create_virtual_account(request: web.Request) -> web.StreamResponse:
 
 async def list_virtual_accounts(request: web.Request) -> web.StreamResponse:
     """The company's virtual accounts, newest first."""
-    page = await treasury(request).virtual_accounts.list(
-        principal(request).company_id,
-        page_request(request),
-        metadata=metadata_filter(request.query),
+    page = await treasury(request).records.list(
+        VirtualAccount, principal(request).company_id, record_filter(request), page_request(request)
     )
     return _list(request, page, VirtualAccountRecord)
 
@@ -283,6 +278,14 @@ ROUTES: tuple[Route, ...] = (
         response=WithdrawalRecord,
         is_list=True,
         tags=("Withdrawals",),
+        query_params=filters(
+            "wallet_id",
+            "bank_account_id",
+            "currency",
+            "metadata",
+            statuses=MovementStatus,
+            noun="withdrawals",
+        ),
     ),
     Route(
         "POST",
@@ -310,6 +313,9 @@ ROUTES: tuple[Route, ...] = (
         response=TransferRecord,
         is_list=True,
         tags=("Transfers",),
+        query_params=filters(
+            "wallet_id", "currency", "metadata", statuses=MovementStatus, noun="transfers"
+        ),
     ),
     Route(
         "POST",
@@ -328,6 +334,9 @@ ROUTES: tuple[Route, ...] = (
         response=VirtualAccountRecord,
         is_list=True,
         tags=("Virtual accounts",),
+        query_params=filters(
+            "wallet_id", "currency", "metadata", statuses=Literal["active"], noun="virtual accounts"
+        ),
     ),
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -48,6 +49,7 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
+from treasury_core.listing import RecordFilter
 from treasury_core.notifications.deliveries import Delivery, DeliveryKind, DeliveryStatus, fair_pick
 from treasury_core.notifications.status import DeliveryBacklog, FailingDestination, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
@@ -56,8 +58,10 @@ from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.delivery_records import UPDATE_DELIVERY, DeliveryRows
+from treasury_sqlalchemy.history import SqlWalletHistory, record_entries
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
 from treasury_sqlalchemy.metadata_filter import metadata_where
+from treasury_sqlalchemy.record_lists import intent_field_where, record_page
 from treasury_sqlalchemy.wallet_metadata import (
     locked_wallet_row,
     stored_metadata,
@@ -352,8 +356,8 @@ class SqlWallets:
         write_wallet_metadata(self._conn, company_id, wallet_id, metadata)
 
 
-class SqlLedger:
-    """Accounts, postings and pending movements."""
+class SqlLedger(SqlWalletHistory):
+    """Accounts, postings and pending movements (and, from the mixin, wallet histories)."""
 
     def __init__(self, conn: Connection, lock_rows: bool) -> None:
         self._conn = conn
@@ -416,6 +420,7 @@ class SqlLedger:
             pendings = {p.id: p for p in map(_pending, self._conn.execute(query))}
         plan = plan_journal(journal, pendings, now)
         sql = _statements(self._conn.dialect)
+        after: dict[str, Account] = {}
         with _raw_cursor(self._conn) as cursor:
             # Each UPDATE locks its row; taking them in sorted id order means two journals over
             # the same accounts queue behind each other instead of deadlocking. The check runs
@@ -436,7 +441,8 @@ class SqlLedger:
                 row = cursor.fetchone()
                 if row is None:
                     raise LedgerInvariantViolation(f"unknown ledger account {account_id}")
-                check_account(_account(row), plan)
+                after[account_id] = _account(row)
+                check_account(after[account_id], plan)
             # One execute per posting: psycopg's executemany enters pipeline mode, which costs
             # more than it saves for the one or two postings a journal usually has.
             try:
@@ -492,6 +498,7 @@ class SqlLedger:
             )
             if result.rowcount != 1:  # pragma: no cover - the row was locked above
                 raise LedgerInvariantViolation(f"pending movement {resolved.id} changed underneath")
+        record_entries(self._conn, plan, after)
         return plan
 
     def get_pending(self, pending_id: str) -> PendingMovement | None:
@@ -1089,6 +1096,16 @@ class SqlRecords:
             kind.model_validate(json.loads(body)) for body in self._conn.execute(query).scalars()
         ]
 
+    def page(
+        self,
+        kind: type[R],
+        company_id: int,
+        filters: RecordFilter,
+        limit: int,
+        starting_after: str | None,
+    ) -> builtins.list[R]:
+        return record_page(self._conn, kind, company_id, filters, limit, starting_after)
+
     def find(self, kind: type[R], lookup_key: str) -> R | None:
         records = t.treasury_records
         body = self._conn.execute(
@@ -1097,6 +1114,20 @@ class SqlRecords:
             .limit(1)
         ).scalar_one_or_none()
         return kind.model_validate(json.loads(body)) if body is not None else None
+
+    def with_status(
+        self, kind: type[R], status: str, limit: int, after_id: str | None = None
+    ) -> builtins.list[R]:
+        records = t.treasury_records
+        query = select(records.c.body).where(
+            records.c.kind == kind.prefix, records.c.status == status
+        )
+        if after_id is not None:
+            query = query.where(records.c.id > after_id)
+        query = query.order_by(records.c.id).limit(limit)
+        return [
+            kind.model_validate(json.loads(body)) for body in self._conn.execute(query).scalars()
+        ]
 
 
 @lru_cache(maxsize=1024)
@@ -1226,6 +1257,7 @@ def _intent_filter(company_id: int, filters: IntentFilter) -> list[ColumnElement
         where.append(intents.c.created_at >= filters.created_gte)
     if filters.created_lt is not None:
         where.append(intents.c.created_at < filters.created_lt)
+    where.extend(intent_field_where(filters))
     where.extend(metadata_where(intents.c.body, filters.metadata))
     return where
 

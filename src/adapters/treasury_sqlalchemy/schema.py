@@ -139,6 +139,39 @@ ledger_postings = Table(
     Column("created_at", UtcDateTime, nullable=False),
 )
 
+# Each wallet's history: one row per posting that changed the wallet, with the wallet's figures
+# after it, written with the posting (treasury_core.ledger.history). ``seq`` numbers a wallet's
+# rows in write order and ``created_at`` never goes back within a wallet, so one index on
+# (wallet, created_at, seq) serves the newest-first page, a period and the row before a period;
+# a second, led by the type, keeps a filtered page one range read. The primary key finds a
+# page's cursor.
+wallet_entries = Table(
+    "wallet_entries",
+    metadata,
+    Column("wallet_id", String(64), primary_key=True),
+    Column("id", String(80), primary_key=True),
+    Column("seq", BigInteger, nullable=False),
+    Column("posting_id", String(80), nullable=False),
+    Column("journal_id", String(64), nullable=False),
+    Column("type", String(16), nullable=False),
+    Column("counter", String(8), nullable=False),
+    Column("amount", BigInteger, nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("balance_after", BigInteger, nullable=False),
+    Column("available_balance_after", BigInteger, nullable=False),
+    Column("pending_in_after", BigInteger, nullable=False),
+    Column("source_id", String(64), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_wallet_entries_wallet_id_created_at_seq", "wallet_id", "created_at", "seq"),
+    Index(
+        "ix_wallet_entries_wallet_id_type_created_at_seq",
+        "wallet_id",
+        "type",
+        "created_at",
+        "seq",
+    ),
+)
+
 ledger_pendings = Table(
     "ledger_pendings",
     metadata,
@@ -251,6 +284,19 @@ treasury_records = Table(
     Column("body", Text, nullable=False),
     Index("ix_treasury_records_company_id_kind_id", "company_id", "kind", "id"),
     Index("ix_treasury_records_kind_lookup_key", "kind", "lookup_key"),
+    # The filtered lists: by status, and by a creation window (migration 0012).
+    Index("ix_treasury_records_company_id_kind_status_id", "company_id", "kind", "status", "id"),
+    Index("ix_treasury_records_company_id_kind_created_at", "company_id", "kind", "created_at"),
+    # The bank-file rail's work lists across companies (migration 0010).
+    Index("ix_treasury_records_kind_status_id", "kind", "status", "id"),
+    # A statement line is applied once: unique (company, account, entry reference) key.
+    Index(
+        "ux_treasury_records_bank_line",
+        "lookup_key",
+        unique=True,
+        postgresql_where=text("kind = 'bsl'"),
+        sqlite_where=text("kind = 'bsl'"),
+    ),
     _RECORD_METADATA_INDEX,
 )
 

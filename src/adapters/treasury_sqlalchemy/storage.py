@@ -280,9 +280,8 @@ class SqlStorage(Storage):
 
         The same transaction as :meth:`transaction` (``BEGIN IMMEDIATE`` on SQLite, under the
         in-process write lock; on PostgreSQL psycopg begins at the first statement), for less
-        bookkeeping: an empty write transaction costs 7.4 µs this way against 12.3 µs through
-        :meth:`transaction` (the driver's own: 5), paid by every write that is not part of a
-        group (a transfer awaited on its own, every PostgreSQL write). A repository statement
+        bookkeeping than :meth:`transaction`'s, which every write that is not part of a group
+        pays (a transfer awaited on its own, every PostgreSQL write). A repository statement
         run through SQLAlchemy has begun SQLAlchemy's side of the transaction, which then
         commits it; otherwise the driver commits. Whatever fails, the connection leaves outside
         any transaction.
@@ -351,8 +350,8 @@ class SqlStorage(Storage):
             # it is waiting to see). The one before it stages a burst of requests: every ready
             # request reaches its read before any runs, then the reads run back to back, then
             # the responses are written back to back. Each stage keeps its code and data warm
-            # for the next request's turn: 9-13 µs less CPU per request over HTTP (a third of
-            # the read itself), measured interleaved against reading at once.
+            # for the next request's turn, which costs less CPU per request over HTTP than
+            # reading at once (either suspension alone gained nothing).
             await asyncio.sleep(0)
             result = self._read_here(fn)
             await asyncio.sleep(0)

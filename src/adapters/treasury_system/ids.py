@@ -11,12 +11,14 @@ import secrets
 import threading
 import time
 
-_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+from treasury_core.ports.ids import SORTABLE_DIGITS
+
+_ALPHABET = SORTABLE_DIGITS
 _RANDOM_BITS = 80
 
 
 #: Every pair of base32 digits, for ten bits at a time: an id is encoded in 13 table lookups
-#: instead of 26 ``divmod`` steps (2.4 -> 1.4 us; a write makes two to four ids).
+#: instead of 26 ``divmod`` steps, on every write (each makes two to four ids).
 _PAIRS = tuple(a + b for a in _ALPHABET for b in _ALPHABET)
 #: The shifts of the 13 ten-bit groups of a 128-bit ULID, most significant first (26 digits
 #: hold 130 bits: the first pair's top bits are always zero).

@@ -2,6 +2,15 @@
 
 from treasury_core.ledger.accounts import Account, AccountKind, CounterDelta
 from treasury_core.ledger.balance import BalanceRecord
+from treasury_core.ledger.history import (
+    EntryCounter,
+    EntryPosition,
+    EntryQuery,
+    EntryType,
+    WalletEntry,
+    entry_id,
+    wallet_entries,
+)
 from treasury_core.ledger.journal import (
     ExpirePending,
     Journal,
@@ -33,6 +42,10 @@ __all__ = [
     "AccountKind",
     "BalanceRecord",
     "CounterDelta",
+    "EntryCounter",
+    "EntryPosition",
+    "EntryQuery",
+    "EntryType",
     "ExpirePending",
     "Journal",
     "LedgerPlan",
@@ -46,10 +59,13 @@ __all__ = [
     "PostingKind",
     "Reserve",
     "VoidPending",
+    "WalletEntry",
     "apply_plan",
     "check_account",
     "duplicate_journal",
+    "entry_id",
     "fold_postings",
     "plan_journal",
     "referenced_pendings",
+    "wallet_entries",
 ]

@@ -41,6 +41,7 @@ from treasury_core.ledger import (
     PendingStatus,
     Posting,
     PostingKind,
+    WalletEntry,
     fold_postings,
 )
 from treasury_core.ports.storage import Storage, UnitOfWork
@@ -54,6 +55,7 @@ __all__ = [
     "history_violations",
     "ledger_violations",
     "read_ledger",
+    "wallet_history_violations",
 ]
 
 _Row = TypeVar("_Row", Account, Posting, PendingMovement)
@@ -135,10 +137,41 @@ def read_ledger(storage: Storage) -> LedgerSnapshot:
 def check_invariants(storage: Storage) -> None:
     """Check the ledger in ``storage``; raise :class:`InvariantViolation` listing every breach.
 
-    Works through the storage port only (one read-only transaction), so it runs on any backend.
-    Call it when no other transaction is writing (see :func:`read_ledger`).
+    Works through the storage port only (read-only transactions), so it runs on any backend.
+    Besides the snapshot's invariants, each wallet's history must end on the wallet's own
+    figures (its entries are derived from the postings; rule 3 read for them). Call it when no
+    other transaction is writing (see :func:`read_ledger`).
     """
-    check_snapshot(read_ledger(storage))
+    violations = ledger_violations(read_ledger(storage))
+    violations.extend(wallet_history_violations(storage))
+    if violations:
+        raise InvariantViolation(violations)
+
+
+def wallet_history_violations(storage: Storage) -> list[str]:
+    """Wallets whose latest history entry disagrees with their counters, or that moved money
+    without any history entry, read in one snapshot."""
+
+    def read(uow: UnitOfWork) -> list[tuple[Account, WalletEntry | None]]:
+        wallets = [a for a in uow.ledger.all_accounts() if a.kind is AccountKind.WALLET]
+        return [(a, uow.ledger.last_wallet_entry(a.id, None)) for a in wallets]
+
+    violations: list[str] = []
+    for account, entry in storage.run_sync(read, write=False, snapshot=True):
+        if entry is None:
+            if any(account.counters()):
+                violations.append(f"[history] wallet {account.id} moved money but has no history")
+            continue
+        # From the counters themselves: a wrong derived figure is rule 4's to report.
+        debits, credits, holds, out, pending_in = account.counters()
+        figures = (credits - debits, credits - debits - holds - out, pending_in)
+        ends = (entry.balance_after, entry.available_balance_after, entry.pending_in_after)
+        if ends != figures:
+            violations.append(
+                f"[history] wallet {account.id}: its history ends at (balance, available,"
+                f" pending_in) {ends}, its counters give {figures}"
+            )
+    return violations
 
 
 def check_snapshot(snapshot: LedgerSnapshot) -> None:

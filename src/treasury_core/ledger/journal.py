@@ -74,6 +74,9 @@ class Journal:
     operation: str = "movement"
     company_id: int | None = None
     metadata: dict[str, str] = field(default_factory=dict)
+    #: The business object the journal is for (a deposit, a withdrawal, a payout…), shown as
+    #: the source of the wallet transactions it writes; ``None``: the journal is its own source.
+    source_id: str | None = None
 
     def leg_id(self, index: int) -> str:
         """The posting id of leg ``index``; a :class:`Reserve` leg's id is its pending id."""

@@ -158,6 +158,19 @@ class IntentFilter:
     created_lt: datetime | None = None
     #: ``metadata[key]=value`` pairs the intent's metadata must all hold.
     metadata: Mapping[str, str] | None = None
+    #: Exact matches of the intent's own fields (``currency`` is ``billing_currency``).
+    merchant_reference: str | None = None
+    customer_email: str | None = None
+    currency: str | None = None
+
+    def field_filters(self) -> dict[str, str]:
+        """The document-field filters that are set, by the intent field each one matches."""
+        wanted = {
+            "merchant_reference": self.merchant_reference,
+            "customer_email": self.customer_email,
+            "billing_currency": self.currency,
+        }
+        return {name: value for name, value in wanted.items() if value is not None}
 
     def matches(self, intent: PaymentIntentRecord) -> bool:
         """Whether ``intent`` passes every filter (what storage adapters must agree with)."""
@@ -166,6 +179,7 @@ class IntentFilter:
             and (self.account_id is None or intent.account_id == self.account_id)
             and (self.created_gte is None or intent.created_at >= self.created_gte)
             and (self.created_lt is None or intent.created_at < self.created_lt)
+            and all(getattr(intent, k) == v for k, v in self.field_filters().items())
             and metadata_matches(intent.metadata, self.metadata)
         )
 

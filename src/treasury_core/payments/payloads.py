@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
 from treasury_core.events import EventType
 from treasury_core.payments.intents import PaymentIntentRecord
@@ -43,8 +44,16 @@ def webhook_object(intent: PaymentIntentRecord) -> dict[str, Any]:
 
 
 def legacy_callback_url(callback_url: str) -> str:
-    """Where the legacy callback of an intent with ``callback_url`` is sent."""
-    return callback_url.rstrip("/") + LEGACY_CALLBACK_PATH
+    """Where the legacy callback of an intent with ``callback_url`` is sent: the path
+    :data:`LEGACY_CALLBACK_PATH` appended to the URL's path, its query and fragment kept.
+
+    ``https://shop.test/hooks?key=1`` calls ``https://shop.test/hooks/callback/payment/intent?key=1``
+    (decisions.md): appended to the text, the path would land inside the query's last value.
+    """
+    parts = urlsplit(callback_url)
+    path = parts.path.rstrip("/") + LEGACY_CALLBACK_PATH
+    # A fragment is for browsers; it is not part of what an HTTP request names.
+    return urlunsplit(parts._replace(path=path, fragment=""))
 
 
 def legacy_callback_body(

@@ -1,5 +1,14 @@
 """Ports: what the core needs from the world, as typed protocols. Adapters implement them."""
 
+from treasury_core.ports.bank_files import (
+    BankFiles,
+    Direction,
+    OutgoingPayment,
+    PaymentFile,
+    Statement,
+    StatementLine,
+    StatementRejected,
+)
 from treasury_core.ports.bank_rail import (
     AccountFormat,
     BankAccountDetails,
@@ -44,6 +53,7 @@ from treasury_core.ports.vault import SealedCard, Vault, VaultError
 __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public_api.py checks
     "AccountFormat",
     "BankAccountDetails",
+    "BankFiles",
     "BankRail",
     "CardData",
     "CardProvider",
@@ -56,6 +66,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "CompanyRepository",
     "DeliveryFailed",
     "DeliveryRepository",
+    "Direction",
     "FormatField",
     "FxQuote",
     "FxRates",
@@ -66,11 +77,16 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "JobRepository",
     "LedgerRepository",
     "OutboxRepository",
+    "OutgoingPayment",
+    "PaymentFile",
     "PaymentInstruction",
     "RecordRepository",
     "RequestLimiter",
     "SealedCard",
     "Settlement",
+    "Statement",
+    "StatementLine",
+    "StatementRejected",
     "Storage",
     "UnitOfWork",
     "Vault",

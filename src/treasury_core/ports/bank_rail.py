@@ -107,6 +107,7 @@ class BankRail(Protocol):
         """Account details for a new virtual account, derived deterministically from ``seed``."""
         ...
 
-    def settlement_delay(self, kind: Settlement) -> timedelta:
-        """How long after creation a movement of ``kind`` settles on its own."""
+    def settlement_delay(self, kind: Settlement) -> timedelta | None:
+        """How long after creation a movement of ``kind`` settles on its own; ``None`` when it
+        never does (a rail that exchanges files with a bank: its statement settles it)."""
         ...

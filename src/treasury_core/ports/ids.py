@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+#: Crockford's base32 digits in lower case, in ASCII order, so fixed-width numbers written in
+#: them sort as text in time order (ids, the time part of lookup ids).
+SORTABLE_DIGITS = "0123456789abcdefghjkmnpqrstvwxyz"
+
 
 @runtime_checkable
 class IdSource(Protocol):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import builtins
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +34,16 @@ from treasury_core.errors import ConflictRetryExhausted
 from treasury_core.events import Event, EventHead
 from treasury_core.idempotency import IdempotencyRecord
 from treasury_core.jobs import Job
-from treasury_core.ledger import Account, Journal, LedgerPlan, PendingMovement, Posting
+from treasury_core.ledger import (
+    Account,
+    EntryQuery,
+    Journal,
+    LedgerPlan,
+    PendingMovement,
+    Posting,
+    WalletEntry,
+)
+from treasury_core.listing import RecordFilter
 from treasury_core.notifications.deliveries import Delivery
 from treasury_core.notifications.status import DeliveryBacklog, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
@@ -131,7 +141,26 @@ class LedgerRepository(Protocol):
         ...
 
     def apply(self, journal: Journal, now: datetime) -> LedgerPlan:
-        """Plan, lock, check and write ``journal``; raises (and writes nothing) on refusal."""
+        """Plan, lock, check and write ``journal``; raises (and writes nothing) on refusal.
+
+        With the postings it writes each touched wallet's history entries, made by
+        :func:`treasury_core.ledger.wallet_entries` from the accounts as updated.
+        """
+        ...
+
+    def wallet_entries(self, query: EntryQuery) -> list[WalletEntry]:
+        """Up to ``query.limit`` of a wallet's history entries, newest first (descending
+        ``(created_at, seq)``), older than ``query.before``, within the period and of the type
+        asked. Reads one index range, however long the history."""
+        ...
+
+    def wallet_entry(self, wallet_id: str, entry_id: str) -> WalletEntry | None:
+        """One entry of the wallet's history by its ``txn_…`` id, or ``None``."""
+        ...
+
+    def last_wallet_entry(self, wallet_id: str, before: datetime | None) -> WalletEntry | None:
+        """The wallet's latest entry created before ``before`` (the latest of all when
+        ``None``): the figures a period opens with."""
         ...
 
     def get_pending(self, pending_id: str) -> PendingMovement | None:
@@ -374,7 +403,8 @@ class RecordRepository(Protocol):
     """Treasury records (deposits, withdrawals, transfers, bank and virtual accounts)."""
 
     def add(self, record: TreasuryRecord) -> None:
-        """Store a new record."""
+        """Store a new record; refused (raises, writes nothing) when its kind has
+        ``unique_lookup_key`` and a record of that kind already has its lookup key."""
         ...
 
     def get(
@@ -406,6 +436,25 @@ class RecordRepository(Protocol):
 
     def find(self, kind: type[R], lookup_key: str) -> R | None:
         """The record of ``kind`` whose ``lookup_key`` is this (a virtual account's number)."""
+        ...
+
+    def page(
+        self,
+        kind: type[R],
+        company_id: int,
+        filters: RecordFilter,
+        limit: int,
+        starting_after: str | None,
+    ) -> builtins.list[R]:
+        """Up to ``limit`` records of ``kind`` passing ``filters`` (:meth:`RecordFilter.matches`
+        is the rule, deleted records never pass), newest first, ids below ``starting_after``."""
+
+    def with_status(
+        self, kind: type[R], status: str, limit: int, after_id: str | None = None
+    ) -> builtins.list[R]:
+        """Up to ``limit`` records of ``kind`` in ``status``, of every company, oldest id first,
+        ids above ``after_id`` (the bank-file rail's work lists: pending withdrawals to export,
+        pending deposits a statement may settle, unmatched statement lines)."""
         ...
 
 

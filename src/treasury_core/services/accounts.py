@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 
 from treasury_core.errors import ConflictRetryExhausted, NotFound, ValidationFailed
 from treasury_core.events import EventType
@@ -237,37 +238,64 @@ class VirtualAccountService:
 
         account, wallet = await ctx.storage.run(read, write=False)
         rate, to_amount = await ctx.quote(account.source_currency, wallet.currency, amount)
-        now = ctx.clock.now()
-        deposit = Deposit(
-            id=ctx.ids.new_id(Deposit.prefix),
-            company_id=account.company_id,
-            wallet_id=wallet.id,
-            from_amount=amount,
-            from_currency_id=account.source_currency,
-            to_amount=to_amount,
-            to_currency_id=wallet.currency,
-            exchange_rate_from_to=rate,
-            reference=reference,
-            description=f"Received at virtual account {account.id}",
-            status=next_status(None, MovementTrigger.CREATE_SETTLED),
-            payment_instructions=[],
-            error=None,
-            created_at=now,
-            virtual_account_id=account.id,
-        )
-        journal = Journal(
-            ctx.ids.new_id("jr"),
-            completed_deposit_legs(
-                wallet.id, account.source_currency, amount, wallet.currency, to_amount
-            ),
-            operation="virtual_account_credit",
-            company_id=account.company_id,
+        deposit, journal = virtual_account_credit(
+            ctx, account, wallet, amount, reference, rate, to_amount
         )
 
         def credit(uow: UnitOfWork) -> Deposit:
-            uow.ledger.apply(journal, now)
-            uow.records.add(deposit)
-            ctx.event(uow, EventType.DEPOSIT_COMPLETED, deposit)
+            apply_virtual_account_credit(uow, ctx, deposit, journal)
             return finish(uow, idempotency, deposit)
 
         return await ctx.storage.run(credit)
+
+
+def virtual_account_credit(
+    ctx: TreasuryContext,
+    account: VirtualAccount,
+    wallet: Wallet,
+    amount: int,
+    reference: str | None,
+    rate: Decimal,
+    to_amount: int,
+) -> tuple[Deposit, Journal]:
+    """The completed deposit and its journal for ``amount`` received at ``account``, quoted
+    into the wallet's currency (``rate``, ``to_amount``); built before the transaction, which
+    may be re-run, so its ids stay the same."""
+    now = ctx.clock.now()
+    deposit = Deposit(
+        id=ctx.ids.new_id(Deposit.prefix),
+        company_id=account.company_id,
+        wallet_id=wallet.id,
+        from_amount=amount,
+        from_currency_id=account.source_currency,
+        to_amount=to_amount,
+        to_currency_id=wallet.currency,
+        exchange_rate_from_to=rate,
+        reference=reference,
+        description=f"Received at virtual account {account.id}",
+        status=next_status(None, MovementTrigger.CREATE_SETTLED),
+        payment_instructions=[],
+        error=None,
+        created_at=now,
+        virtual_account_id=account.id,
+    )
+    journal = Journal(
+        ctx.ids.new_id("jr"),
+        completed_deposit_legs(
+            wallet.id, account.source_currency, amount, wallet.currency, to_amount
+        ),
+        operation="virtual_account_credit",
+        company_id=account.company_id,
+        source_id=deposit.id,
+    )
+    return deposit, journal
+
+
+def apply_virtual_account_credit(
+    uow: UnitOfWork, ctx: TreasuryContext, deposit: Deposit, journal: Journal
+) -> None:
+    """Post the credit, store the deposit and write ``treasury.deposit.completed``, in ``uow``
+    (the sandbox control's transaction, or a statement import's)."""
+    uow.ledger.apply(journal, deposit.created_at)
+    uow.records.add(deposit)
+    ctx.event(uow, EventType.DEPOSIT_COMPLETED, deposit)

@@ -19,7 +19,6 @@ errors name the field, and storage holds the vault's ciphertext only.
 from __future__ import annotations
 
 import hmac
-import secrets
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import TypeVar
@@ -37,6 +36,7 @@ from treasury_core.cards.tokens import (
 from treasury_core.errors import CardError, InvalidRequestError, NotFound, ValidationFailed
 from treasury_core.events import Event, EventType
 from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.listing import DELETED
 from treasury_core.metadata import checked_metadata
 from treasury_core.payments.intents import PaymentType
 from treasury_core.ports import CardProvider, SealedCard, UnitOfWork, Vault
@@ -56,6 +56,7 @@ CONFIRM_PATH = "/api/v1/payment_method_token_intent/{pmti_id}/confirm/{secret}"
 ALREADY_SUBMITTED = "A card has already been submitted for this payment method token intent"
 SESSION_EXPIRED = "This payment method token intent has expired"
 TOKEN_EXPIRED = "This payment method token has expired"
+TOKEN_DELETED = "This payment method token was deleted; the card must be saved again"
 
 
 def card_data(card: CardSubmission) -> CardData:
@@ -134,7 +135,7 @@ class CardOnFileService:
             expiry_date=request.expiry_date,
             created_at=now,
             expires_at=now + self._ttl,
-            url_salt=secrets.token_urlsafe(16),
+            url_salt=ctx.ids.token(16),
             metadata=checked_metadata(request.metadata),
         )
         created = self.linked(intent)
@@ -177,9 +178,9 @@ class CardOnFileService:
         return found
 
     async def get_token(self, company_id: int, token: str) -> PaymentMethodToken:
-        """The company's saved-card token, or :class:`NotFound`."""
+        """The company's saved-card token, or :class:`NotFound` (also once deleted)."""
         found = await self._find(PaymentMethodToken, token, company_id)
-        if found is None:
+        if found is None or found.status == DELETED:
             raise NotFound(f"No such payment method token: {token}")
         return found
 
@@ -328,6 +329,10 @@ class CardOnFileService:
         found = await self._find(PaymentMethodToken, token, company_id)
         if found is None:
             return None
+        if found.status == DELETED:
+            raise ValidationFailed(
+                TOKEN_DELETED, code="payment_method_token_deleted", param="card_token"
+            )
         if found.expired(self._ctx.clock.now().date()):
             raise ValidationFailed(
                 TOKEN_EXPIRED, code="payment_method_token_expired", param="card_token"

@@ -22,11 +22,19 @@ from treasury_core.services.payments import PAYOUT, PaymentService, intent_job_k
 
 
 def apply_legs(
-    payments: PaymentService, uow: UnitOfWork, company_id: int, legs: tuple[Leg, ...], op: str
+    payments: PaymentService,
+    uow: UnitOfWork,
+    company_id: int,
+    legs: tuple[Leg, ...],
+    op: str,
+    source_id: str | None = None,
 ) -> str:
-    """Write ``legs`` as one journal of operation ``op`` in the caller's transaction; its id."""
+    """Write ``legs`` as one journal of operation ``op`` (for ``source_id``, shown on wallet
+    transactions) in the caller's transaction; its id."""
     ctx = payments._ctx
-    journal = Journal(ctx.ids.new_id("jr"), legs, operation=op, company_id=company_id)
+    journal = Journal(
+        ctx.ids.new_id("jr"), legs, operation=op, company_id=company_id, source_id=source_id
+    )
     uow.ledger.apply(journal, ctx.clock.now())
     return journal.id
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from treasury_core.idempotency import IdempotencyTicket
-from treasury_core.jobs import Job
 from treasury_core.ledger import Journal
 from treasury_core.metadata import checked_metadata
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
-from treasury_core.services.settlement import KINDS, settle
+from treasury_core.services.settlement import settle, settlement_job
 from treasury_core.services.support import TreasuryContext, wallet_of
 from treasury_core.treasury.movements import deposit_legs
 from treasury_core.treasury.records import Deposit, PaymentInstructionRecord
@@ -44,6 +43,7 @@ class DepositService:
             deposit_legs(wallet.id, source, request.from_amount, wallet.currency, to_amount),
             operation="deposit",
             company_id=company_id,
+            source_id=deposit_id,
         )
         instructions = ctx.rail.deposit_instructions(source, request.reference or deposit_id)
         deposit = Deposit(
@@ -72,18 +72,13 @@ class DepositService:
             created_at=now,
             pending_ids=tuple(journal.leg_id(i) for i in range(len(journal.legs))),
         )
-        job = Job(
-            id=ctx.ids.new_id("job"),
-            kind=KINDS[Deposit.prefix].job,
-            resource_id=deposit.id,
-            company_id=company_id,
-            due_at=now + ctx.rail.settlement_delay(Settlement.DEPOSIT),
-        )
+        job = settlement_job(ctx, deposit, Settlement.DEPOSIT)
 
         def create(uow: UnitOfWork) -> Deposit:
             uow.ledger.apply(journal, now)
             uow.records.add(deposit)
-            uow.jobs.schedule(job)
+            if job is not None:
+                uow.jobs.schedule(job)
             return finish(uow, idempotency, deposit)
 
         return await ctx.storage.run(create)

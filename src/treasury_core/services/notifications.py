@@ -365,7 +365,7 @@ class NotificationService:
 
         Only the events that may make a delivery (or all of them, for ``treasury_event``
         subscribers) are read whole: most make none, and reading and parsing every payload on
-        the writer's thread cost a server creating intents about 9 % of its CPU per create.
+        the writer's thread took a large share of a busy server's CPU per create.
         """
         subscribers = [] if self._plugins is None else event_subscribers(self._plugins)
 

@@ -74,8 +74,15 @@ class PaymentJobs:
             return None
         return uow.intents.get(int(job.resource_id[3:]), job.company_id, for_update=True)
 
-    def _apply(self, uow: UnitOfWork, company_id: int, legs: tuple[Leg, ...], op: str) -> str:
-        return apply_legs(self._payments, uow, company_id, legs, op)
+    def _apply(
+        self,
+        uow: UnitOfWork,
+        company_id: int,
+        legs: tuple[Leg, ...],
+        op: str,
+        source_id: str | None = None,
+    ) -> str:
+        return apply_legs(self._payments, uow, company_id, legs, op, source_id)
 
     def _claimed(self, uow: UnitOfWork, job: Job, work: Callable[[], None]) -> bool:
         if uow.jobs.claim(job.id) is None:
@@ -243,7 +250,7 @@ class PaymentJobs:
                 ctx.event(uow, EventType.PAYOUT_FAILED, failed)
                 return
             legs = payout_legs(intent.company_id, currency, amount, wallet.id)
-            journal_id = self._apply(uow, intent.company_id, legs, "payout")
+            journal_id = self._apply(uow, intent.company_id, legs, "payout", payout.id)
             payout = payout.model_copy(update={"pending_ids": (f"{journal_id}.0",)})
             uow.records.add(payout)
             uow.intents.update(
@@ -266,7 +273,7 @@ class PaymentJobs:
             if payout is None or payout.status is not PayoutStatus.PENDING:
                 return
             legs = tuple(PostPending(p) for p in payout.pending_ids)
-            self._apply(uow, payout.company_id, legs, "payout_apply")
+            self._apply(uow, payout.company_id, legs, "payout_apply", payout.id)
             done = payout.model_copy(update={"status": PayoutStatus.COMPLETED})
             uow.records.update(done)
             self._ctx.event(uow, EventType.PAYOUT_APPLIED, done)

@@ -20,7 +20,7 @@ from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal, Leg, PostPending, VoidPending
 from treasury_core.money import convert
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
 from treasury_core.services.support import TreasuryContext, require_id
 from treasury_core.treasury.movements import completed_deposit_legs
@@ -62,6 +62,25 @@ KINDS: Mapping[str, _Kind] = {
 JOB_KINDS: Mapping[str, type[Deposit | Withdrawal | Transfer]] = {
     KINDS[t.prefix].job: t for t in (Deposit, Withdrawal, Transfer)
 }
+
+
+def settlement_job(
+    ctx: TreasuryContext,
+    record: Deposit | Withdrawal | Transfer,
+    settlement: Settlement,
+) -> Job | None:
+    """The job that settles a new movement when the rail's delay is up; ``None`` when the rail
+    never settles it on its own (a bank-file rail: the bank's statement settles it)."""
+    delay = ctx.rail.settlement_delay(settlement)
+    if delay is None:
+        return None
+    return Job(
+        id=ctx.ids.new_id("job"),
+        kind=KINDS[record.prefix].job,
+        resource_id=record.id,
+        company_id=record.company_id,
+        due_at=record.created_at + delay,
+    )
 
 
 def locked_pending(
@@ -142,6 +161,7 @@ def _apply(
             legs,
             operation=f"{KINDS[record.prefix].noun}_{verb}",
             company_id=record.company_id,
+            source_id=record.id,
         )
         uow.ledger.apply(journal, ctx.clock.now())
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from treasury_core.errors import InsufficientFunds, LedgerInvariantViolation, ValidationFailed
 from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
-from treasury_core.jobs import Job
 from treasury_core.ledger import Journal
 from treasury_core.metadata import checked_metadata
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
-from treasury_core.services.settlement import KINDS, settle
+from treasury_core.services.settlement import settle, settlement_job
 from treasury_core.services.support import TreasuryContext, wallet_of
 from treasury_core.treasury.movements import transfer_legs
 from treasury_core.treasury.records import Transfer
@@ -97,7 +97,7 @@ class TransferService:
                 ),
             )
             try:
-                uow.ledger.apply(journal, now)
+                uow.ledger.apply(replace(journal, source_id=transfer.id), now)
             except InsufficientFunds as exc:
                 raise InsufficientFunds(
                     "Insufficient funds: the source wallet's available balance does not cover "
@@ -105,17 +105,10 @@ class TransferService:
                     param="from_amount",
                 ) from exc
             uow.records.add(transfer)
-            if cross:
-                uow.jobs.schedule(
-                    Job(
-                        id=ctx.ids.new_id("job"),
-                        kind=KINDS[Transfer.prefix].job,
-                        resource_id=transfer.id,
-                        company_id=company_id,
-                        due_at=now + ctx.rail.settlement_delay(Settlement.FX_TRANSFER),
-                    )
-                )
-            else:
+            job = settlement_job(ctx, transfer, Settlement.FX_TRANSFER) if cross else None
+            if job is not None:
+                uow.jobs.schedule(job)
+            elif not cross:
                 ctx.event(uow, EventType.TRANSFER_COMPLETED, transfer)
             return finish(uow, idempotency, transfer)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import builtins
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from treasury_core.currency import CurrencyRegistry
 from treasury_core.errors import NotFound
@@ -16,6 +18,7 @@ from treasury_core.validation import is_resource_id
 from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord, WalletStatus
 
 WALLET_ID_PREFIX = "wal"
+T = TypeVar("T")
 
 
 class WalletService:
@@ -145,9 +148,53 @@ class WalletService:
         result = page_of(rows, page.limit)
         return Page([BalanceRecord.of(a) for a in result.items], result.has_more)
 
+    async def all(
+        self, company_id: int, *, metadata: Mapping[str, str] | None = None
+    ) -> builtins.list[Wallet]:
+        """Every wallet of the company, newest first (``GET /wallets`` without ``limit``: the
+        interface promises all of them; ``metadata``: only those holding its pairs). Read in
+        batches, in one transaction, so the list is one consistent state."""
+
+        def read(uow: UnitOfWork) -> builtins.list[Wallet]:
+            return _all_pages(
+                lambda after: uow.wallets.list(company_id, _BATCH, after, metadata=metadata), _id
+            )
+
+        return await self._storage.run(read, write=False, snapshot=True)
+
+    async def all_balances(self, company_id: int) -> builtins.list[BalanceRecord]:
+        """The balance record of every wallet of the company, newest wallet first."""
+
+        def read(uow: UnitOfWork) -> builtins.list[Account]:
+            return _all_pages(
+                lambda after: uow.ledger.wallet_accounts(company_id, _BATCH, after), _id
+            )
+
+        accounts = await self._storage.run(read, write=False, snapshot=True)
+        return [BalanceRecord.of(a) for a in accounts]
+
     def record(self, wallet: Wallet) -> WalletRecord:
         """The interface's record of ``wallet``."""
         return WalletRecord.of(wallet, self._currencies.describe(wallet.currency))
+
+
+#: How many wallets one read of :meth:`WalletService.all` takes.
+_BATCH = 500
+
+
+def _id(item: Wallet | Account) -> str:
+    return item.id
+
+
+def _all_pages(read: Callable[[str | None], list[T]], key: Callable[[T], str]) -> list[T]:
+    rows: list[T] = []
+    after: str | None = None
+    while True:
+        batch = read(after)
+        rows.extend(batch)
+        if len(batch) < _BATCH:
+            return rows
+        after = key(batch[-1])
 
 
 def _require_wallet_id(wallet_id: str) -> None:

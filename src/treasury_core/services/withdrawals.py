@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from treasury_core.errors import InsufficientFunds, NotFound, ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket
-from treasury_core.jobs import Job
 from treasury_core.ledger import Journal
+from treasury_core.listing import DELETED
 from treasury_core.metadata import checked_metadata
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
-from treasury_core.services.settlement import KINDS, settle
+from treasury_core.services.settlement import settle, settlement_job
 from treasury_core.services.support import TreasuryContext, require_id, wallet_of
 from treasury_core.treasury.movements import FeeRule, withdrawal_legs
 from treasury_core.treasury.records import BankAccount, Withdrawal
@@ -47,7 +48,7 @@ class WithdrawalService:
             return wallet, uow.records.get(BankAccount, request.bank_account_id, company_id)
 
         wallet, bank = await ctx.storage.run(read, write=False)
-        if bank is None:
+        if bank is None or bank.status == DELETED:
             raise NotFound(
                 f"No such bank account: {request.bank_account_id}", param="bank_account_id"
             )
@@ -92,15 +93,20 @@ class WithdrawalService:
             created_at=now,
             pending_ids=tuple(journal.leg_id(i) for i in range(len(journal.legs))),
         )
-        job = Job(
-            id=ctx.ids.new_id("job"),
-            kind=KINDS[Withdrawal.prefix].job,
-            resource_id=withdrawal.id,
-            company_id=company_id,
-            due_at=now + ctx.rail.settlement_delay(Settlement.WITHDRAWAL),
-        )
+        job = settlement_job(ctx, withdrawal, Settlement.WITHDRAWAL)
+
+        # The withdrawal's id is made after the journal's (ids sort by creation); it is the
+        # source of the wallet transactions the journal writes.
+        journal = replace(journal, source_id=withdrawal.id)
 
         def create(uow: UnitOfWork) -> Withdrawal:
+            # Locked as deleting it locks it (services/records.py): a bank account deleted
+            # since the read above takes no new withdrawal.
+            current = uow.records.get(BankAccount, bank.id, company_id, for_update=True)
+            if current is None or current.status == DELETED:
+                raise NotFound(
+                    f"No such bank account: {request.bank_account_id}", param="bank_account_id"
+                )
             try:
                 uow.ledger.apply(journal, now)
             except InsufficientFunds as exc:
@@ -110,7 +116,8 @@ class WithdrawalService:
                     param="from_amount",
                 ) from exc
             uow.records.add(withdrawal)
-            uow.jobs.schedule(job)
+            if job is not None:
+                uow.jobs.schedule(job)
             return finish(uow, idempotency, withdrawal)
 
         return await ctx.storage.run(create)

@@ -107,6 +107,7 @@ from treasury_core.payments.records import (
     TransactionType,
 )
 from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.testing.contract_history import WalletHistoryContract
 from treasury_core.testing.metadata_contract import MetadataContract
 from treasury_core.wallets import Wallet, WalletStatus
 
@@ -258,7 +259,7 @@ def _delivery(
     )
 
 
-class StorageContract(MetadataContract):
+class StorageContract(WalletHistoryContract, MetadataContract):
     """The storage contract as pytest tests; subclass it to run them on your storage.
 
     Each ``test_*`` method takes a ``storage`` fixture that the test suite provides: a fresh,

@@ -15,6 +15,7 @@ from treasury_core.ledger.invariants import (
     history_violations,
     ledger_violations,
     read_ledger,
+    wallet_history_violations,
 )
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "history_violations",
     "ledger_violations",
     "read_ledger",
+    "wallet_history_violations",
 ]

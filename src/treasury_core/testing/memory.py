@@ -8,6 +8,7 @@ the SQL adapter to.
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,21 +24,25 @@ from treasury_core.jobs import Job, JobStatus
 from treasury_core.ledger import (
     Account,
     AccountKind,
+    EntryQuery,
     Journal,
     LedgerPlan,
     PendingMovement,
     PendingStatus,
     Posting,
+    WalletEntry,
     apply_plan,
     duplicate_journal,
     plan_journal,
     referenced_pendings,
 )
+from treasury_core.listing import RecordFilter
 from treasury_core.metadata import metadata_matches
 from treasury_core.notifications.deliveries import Delivery, DeliveryStatus, fair_pick
 from treasury_core.notifications.status import DeliveryBacklog, FailingDestination, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R, Storage, UnitOfWork
+from treasury_core.testing import memory_history
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
 
@@ -55,6 +60,7 @@ class _State:
     postings: list[Posting] = field(default_factory=list)
     posting_ids: dict[str, bool] = field(default_factory=dict)
     pendings: dict[str, PendingMovement] = field(default_factory=dict)
+    histories: memory_history.Histories = field(default_factory=dict)
     companies: dict[int, Company] = field(default_factory=dict)
     merchant_accounts: dict[int, MerchantAccount] = field(default_factory=dict)
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
@@ -204,7 +210,17 @@ class _Ledger:
             self._tx.put(state.posting_ids, posting.id, True)
         for pending in (*plan.new_pendings, *plan.resolved_pendings):
             self._tx.put(state.pendings, pending.id, pending)
+        memory_history.record(state.histories, plan, updated, self._tx.append)
         return plan
+
+    def wallet_entries(self, query: EntryQuery) -> list[WalletEntry]:
+        return memory_history.page(self._tx.state.histories, query)
+
+    def wallet_entry(self, wallet_id: str, entry_id: str) -> WalletEntry | None:
+        return memory_history.find(self._tx.state.histories, wallet_id, entry_id)
+
+    def last_wallet_entry(self, wallet_id: str, before: datetime | None) -> WalletEntry | None:
+        return memory_history.last_before(self._tx.state.histories, wallet_id, before)
 
     def get_pending(self, pending_id: str) -> PendingMovement | None:
         return self._tx.state.pendings.get(pending_id)
@@ -532,6 +548,11 @@ class _Records:
     def add(self, record: TreasuryRecord) -> None:
         if record.id in self._tx.state.records:
             raise ValueError(f"duplicate record id {record.id}")
+        if (
+            record.unique_lookup_key
+            and self.find(type(record), record.lookup_key or "") is not None
+        ):
+            raise ValueError(f"duplicate {record.prefix} lookup key {record.lookup_key}")
         self._tx.put(self._tx.state.records, record.id, record)
 
     def get(
@@ -567,6 +588,21 @@ class _Records:
         ]
         return _newest_first(rows, lambda r: r.id, limit, starting_after)
 
+    def page(
+        self,
+        kind: type[R],
+        company_id: int,
+        filters: RecordFilter,
+        limit: int,
+        starting_after: str | None,
+    ) -> builtins.list[R]:
+        rows = [
+            r
+            for r in self._tx.state.records.values()
+            if isinstance(r, kind) and r.company_id == company_id and filters.matches(r)
+        ]
+        return _newest_first(rows, lambda r: r.id, limit, starting_after)
+
     def find(self, kind: type[R], lookup_key: str) -> R | None:
         return next(
             (
@@ -576,6 +612,21 @@ class _Records:
             ),
             None,
         )
+
+    def with_status(
+        self, kind: type[R], status: str, limit: int, after_id: str | None = None
+    ) -> builtins.list[R]:
+        rows = sorted(
+            (
+                r
+                for r in self._tx.state.records.values()
+                if isinstance(r, kind)
+                and r.status_value == status
+                and (after_id is None or r.id > after_id)
+            ),
+            key=lambda r: r.id,
+        )
+        return rows[:limit]
 
 
 class _Intents:

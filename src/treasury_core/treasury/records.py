@@ -76,6 +76,9 @@ class DepositRecord(_Frozen):
     payment_instructions: list[PaymentInstructionRecord]
     error: MovementError | None
     created_at: Timestamp
+    #: The virtual account the funds arrived at, for a deposit a virtual-account credit made;
+    #: null for an announced deposit. Added after the interface's 2.7 fields (decisions.md).
+    virtual_account_id: str | None = None
     #: Added after the interface's fields (issue 24); ``{}`` for records stored before it.
     metadata: MetadataField = {}
 
@@ -169,6 +172,8 @@ class TreasuryRecord(_Frozen):
     prefix: ClassVar[str]
     #: The interface's model of this record.
     record_model: ClassVar[type[BaseModel]]
+    #: Whether storage refuses a second record of this kind with the same ``lookup_key``.
+    unique_lookup_key: ClassVar[bool] = False
 
     id: str
     company_id: int
@@ -222,7 +227,6 @@ class Deposit(TreasuryRecord, DepositRecord):
     record_model: ClassVar[type[BaseModel]] = DepositRecord
 
     pending_ids: tuple[str, ...] = ()
-    virtual_account_id: str | None = None
 
 
 class Withdrawal(TreasuryRecord, WithdrawalRecord):
@@ -232,6 +236,9 @@ class Withdrawal(TreasuryRecord, WithdrawalRecord):
     record_model: ClassVar[type[BaseModel]] = WithdrawalRecord
 
     pending_ids: tuple[str, ...] = ()
+    #: The bank export (``bex_…``) whose payment file carries it; ``None`` until exported. A
+    #: bank-file rail exports a withdrawal once, then waits for the bank's statement.
+    bank_export_id: str | None = None
 
 
 class Transfer(TreasuryRecord, TransferRecord):

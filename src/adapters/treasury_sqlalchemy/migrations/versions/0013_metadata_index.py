@@ -20,7 +20,7 @@ This migration then finds them and leaves them. Adding the nullable column does 
 the wallets table.
 
 Revision ID: 0013
-Revises: 0009
+Revises: 0011
 Create Date: 2026-11-26
 """
 
@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013"
-down_revision = "0009"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,221 @@
+"""``treasury bank …`` and ``treasury reconcile``: the bank-file rail from the command line.
+
+The commands are built by :func:`commands` with the main command's helpers passed in, so this
+module does not import :mod:`treasury_aiohttp.cli` (which runs as ``__main__``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from treasury_core import Treasury
+from treasury_core.services.reconciliation import BankSide, Reconciliation
+from treasury_core.services.statements import WalletTransaction
+from treasury_core.treasury.bank_files import BankExport, ImportResult, StatementLineRecord
+
+T = TypeVar("T")
+RunOn = Callable[[str | None, Callable[[Treasury], Coroutine[Any, Any, T]]], T]
+
+
+def write_export(directory: Path, export: BankExport) -> Path:
+    """Write ``export``'s file into ``directory``, idempotently.
+
+    The same bytes already there are left alone; other bytes under the name are refused (never
+    overwritten). The file appears whole or not at all (written aside, then renamed).
+    """
+    content = export.content.encode("utf-8")
+    if hashlib.sha256(content).hexdigest() != export.sha256:
+        raise click.ClickException(f"export {export.id}: the stored file fails its hash")
+    path = directory / export.file_name
+    if path.exists():
+        if hashlib.sha256(path.read_bytes()).hexdigest() == export.sha256:
+            return path
+        raise click.ClickException(f"{path} exists with other content; not overwriting it")
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _money(amount: int, currency: str) -> str:
+    return f"{amount} {currency} (minor units)"
+
+
+def _line_text(line: StatementLineRecord) -> str:
+    what = line.matched_id if line.matched_id else f"unmatched: {line.reason}"
+    return (
+        f"{line.booking_date} {line.entry_reference} {line.direction} "
+        f"{_money(line.amount, line.currency)} {line.outcome.value} {what}"
+    )
+
+
+def _import_summary(result: ImportResult) -> list[str]:
+    lines = [
+        f"statement {result.statement_id} ({result.account}): {result.imported} line(s) "
+        f"applied, {result.already_imported} already imported, {result.unmatched} unmatched"
+    ]
+    lines += [f"  {_line_text(line)}" for line in result.lines]
+    return lines
+
+
+def commands(run_on: RunOn[Any], database_help: str) -> list[click.Command]:
+    """The ``bank`` group and the ``reconcile`` command."""
+
+    @click.group()
+    def bank() -> None:
+        """Exchange files with the bank (TREASURY_BANK_RAIL=files)."""
+
+    @bank.command("export")
+    @click.option(
+        "--out",
+        "out",
+        required=True,
+        type=click.Path(file_okay=False, writable=True, path_type=Path),
+        help="Directory to write the payment file into.",
+    )
+    @click.option("--currency", default=None, help="Only withdrawals paying this currency.")
+    @click.option("--database", default=None, help=database_help)
+    def export(out: Path, currency: str | None, database: str | None) -> None:
+        """Write pending withdrawals to one pain.001 payment file in OUT.
+
+        The withdrawals are marked as sent in the same transaction that records the file, so
+        none is ever exported twice. A file recorded by a run that stopped before writing it
+        is written first, byte for byte as recorded. Withdrawals the format cannot carry
+        (not EUR, not an IBAN) stay pending and are listed with the reason.
+        """
+        out.mkdir(parents=True, exist_ok=True)
+
+        async def work(treasury: Treasury) -> list[str]:
+            messages: list[str] = []
+            for earlier in await treasury.bank.unwritten():
+                path = write_export(out, earlier)
+                await treasury.bank.written(earlier.id)
+                messages.append(
+                    f"reproduced {path} (export {earlier.id} was recorded but not written)"
+                )
+            outcome = await treasury.bank.export(currency)
+            if outcome.export is not None:
+                new = outcome.export
+                path = write_export(out, new)
+                await treasury.bank.written(new.id)
+                messages.append(
+                    f"wrote {path}: {len(new.withdrawal_ids)} withdrawal(s), "
+                    f"{_money(new.amount, new.currency)}, export {new.id}"
+                )
+            else:
+                messages.append("no withdrawals to export")
+            messages += [f"left pending {r.withdrawal_id}: {r.reason}" for r in outcome.refused]
+            return messages
+
+        for message in run_on(database, work):
+            click.echo(message)
+
+    @bank.command("import")
+    @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+    @click.option("--database", default=None, help=database_help)
+    def import_(file: Path, database: str | None) -> None:
+        """Import a camt.053 or MT940 statement FILE.
+
+        Each booked line completes the deposit or withdrawal it matches, fails a returned
+        withdrawal, or credits a virtual account; amounts and currencies must match exactly.
+        Lines already imported (by the bank's entry reference) are skipped, so importing a
+        file twice changes nothing. A malformed file is refused whole, naming where and why.
+        """
+        data = file.read_bytes()
+        result: ImportResult = run_on(
+            database, lambda treasury: treasury.bank.import_statement(data)
+        )
+        for line in _import_summary(result):
+            click.echo(line)
+
+    @bank.command("unmatched")
+    @click.option("--database", default=None, help=database_help)
+    def unmatched(database: str | None) -> None:
+        """List statement lines that matched nothing.
+
+        Oldest first, for a person to resolve: each with its entry reference, amount and why
+        nothing matched.
+        """
+        lines: list[StatementLineRecord] = run_on(
+            database, lambda treasury: treasury.bank.unmatched()
+        )
+        if not lines:
+            click.echo("no unmatched lines")
+        for line in lines:
+            click.echo(f"{line.id} {_line_text(line)}")
+
+    @click.command("reconcile")
+    @click.option("--wallet", "wallet_id", required=True, help="The wallet (wal_…).")
+    @click.option(
+        "--statement",
+        "statement",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="The bank statement (camt.053 or MT940).",
+    )
+    @click.option("--database", default=None, help=database_help)
+    def reconcile(wallet_id: str, statement: Path, database: str | None) -> None:
+        """Reconcile a wallet's ledger against a bank statement.
+
+        The wallet's deposits and withdrawals posted in the statement's period are matched one
+        to one with the statement's lines (by the deposit or withdrawal a line belongs to, then
+        by amount). Prints the matched pairs, the movements only the ledger has and the lines
+        only the bank has; exits with status 1 when there is any difference. The statement is
+        only read, never imported.
+        """
+        data = statement.read_bytes()
+        result: Reconciliation = run_on(
+            database, lambda treasury: treasury.bank.reconcile(wallet_id, data)
+        )
+        for line in _reconciliation_lines(result):
+            click.echo(line)
+        if not result.agrees:
+            raise SystemExit(1)
+
+    return [bank, reconcile]
+
+
+def _bank_side(line: BankSide) -> str:
+    return f"{line.booking_date} {line.entry_reference} {line.amount:+d} {line.currency}" + (
+        f" {line.reference}" if line.reference else ""
+    )
+
+
+def _ours(movement: WalletTransaction) -> str:
+    return (
+        f"{movement.created_at.date()} {movement.id} {movement.type.value} "
+        f"{movement.amount:+d} {movement.currency_code} {movement.source_id}"
+    )
+
+
+def _reconciliation_lines(result: Reconciliation) -> list[str]:
+    lines = [
+        f"wallet {result.wallet_id} against statement {result.statement_id} "
+        f"({result.account}), {result.period_start} to {result.period_end}",
+        f"matched: {len(result.matched)}",
+    ]
+    for pair in result.matched:
+        ours = _ours(pair.movement) if pair.movement else "(no posting)"
+        lines.append(f"  {_bank_side(pair.line)}  <->  {ours}  [{pair.how}]")
+    lines.append(f"ours only: {len(result.ours_only)}")
+    lines += [f"  {_ours(m)}" for m in result.ours_only]
+    lines.append(f"bank only: {len(result.bank_only)}")
+    lines += [f"  {_bank_side(b)}" for b in result.bank_only]
+    if result.elsewhere:
+        lines.append(f"({result.elsewhere} line(s) of other wallets left out)")
+    lines.append("agrees" if result.agrees else "DIFFERENCES found")
+    return lines

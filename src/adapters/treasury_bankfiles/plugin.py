@@ -1,0 +1,26 @@
+"""Registers the bank-file rail under ``files``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from treasury_core.config import TreasuryConfig
+from treasury_core.plugins.hookspecs import BankRailFactory, hookimpl
+from treasury_core.ports import BankRail, Clock
+
+
+def _files_bank_rail(config: TreasuryConfig, clock: Clock) -> BankRail:
+    # Imported here: the rail loads sepaxml and schwifty, registering it should not.
+    from treasury_bankfiles.rail import Debtor, FilesBankRail
+
+    if not (config.bank_debtor_name and config.bank_debtor_iban):  # the config refuses it too
+        raise ValueError("the files rail needs TREASURY_BANK_DEBTOR_NAME and _IBAN")
+    return FilesBankRail(
+        Debtor(config.bank_debtor_name, config.bank_debtor_iban, config.bank_debtor_bic)
+    )
+
+
+@hookimpl
+def register_bank_rail() -> Mapping[str, BankRailFactory]:
+    """The bank-file rail: pain.001 out, camt.053 and MT940 in."""
+    return {"files": _files_bank_rail}

@@ -1,0 +1,108 @@
+"""The bank-file rail's operations: export payment files, import statements, list what the
+bank reported that matched nothing.
+
+Every operation needs a rail that exchanges files (:class:`~treasury_core.ports.BankFiles`,
+``TREASURY_BANK_RAIL=files``); with another rail it is refused with ``bank_files_unavailable``.
+"""
+
+from __future__ import annotations
+
+from treasury_core.errors import ConflictRetryExhausted, InvalidRequestError
+from treasury_core.ports import BankFiles, Statement
+from treasury_core.services import bank_export, bank_statements
+from treasury_core.services.bank_export import ExportOutcome
+from treasury_core.services.reconciliation import Reconciliation, reconcile
+from treasury_core.services.statements import WalletStatementService
+from treasury_core.services.support import TreasuryContext
+from treasury_core.treasury.bank_files import (
+    BankExport,
+    BankStatementLine,
+    ImportResult,
+    StatementLineRecord,
+)
+
+
+class BankFilesService:
+    """Payment files out, statements in (docs/guides/banking.md)."""
+
+    def __init__(self, ctx: TreasuryContext, statements: WalletStatementService) -> None:
+        self._ctx = ctx
+        self._statements = statements
+
+    def files(self) -> BankFiles:
+        """The rail, as a file-exchanging one; refused when it is not."""
+        rail = self._ctx.rail
+        if not isinstance(rail, BankFiles):
+            raise InvalidRequestError(
+                f"The bank rail {self._ctx.config.bank_rail!r} exchanges no files; "
+                "set TREASURY_BANK_RAIL=files (extra bank-files)",
+                code="bank_files_unavailable",
+            )
+        return rail
+
+    async def export(self, currency: str | None = None) -> ExportOutcome:
+        """Record one payment file of the pending, unexported withdrawals (in ``currency``, or
+        all): the file's bytes and the withdrawals' marks commit together. Withdrawals the
+        format cannot carry stay pending, each with its reason."""
+        code = None if currency is None else self._ctx.currencies.get(currency).code
+        return await bank_export.export_withdrawals(self._ctx, self.files(), code)
+
+    async def unwritten(self) -> list[BankExport]:
+        """Exports whose file was not confirmed written (a crash between recording and
+        writing); write their ``content`` under their ``file_name``, then :meth:`written`."""
+        return await bank_export.unwritten_exports(self._ctx)
+
+    async def written(self, export_id: str) -> BankExport:
+        """Confirm an export's file is on disk."""
+        return await bank_export.mark_written(self._ctx, export_id)
+
+    def read(self, data: bytes) -> Statement:
+        """The statement in ``data``, checked whole (``ValidationFailed`` naming where and why);
+        applies nothing."""
+        statement, _ = bank_statements.read(self._ctx, self.files(), data, None)
+        return statement
+
+    async def import_statement(self, data: bytes, *, company_id: int | None = None) -> ImportResult:
+        """Apply a camt.053 or MT940 statement: each new line settles what it matches, all in
+        one transaction; lines imported before are skipped. ``company_id`` limits matching to
+        one company's records (a statement pushed with its key); ``None`` is the operator's
+        import, across companies."""
+        ctx = self._ctx
+        statement, lines = bank_statements.read(ctx, self.files(), data, company_id)
+        # Each retry follows a line another import committed meanwhile, so the lines left to
+        # apply shrink every time: one attempt per line (and the first) always suffices.
+        for _ in range(len(lines) + 1):
+            plans, known = await ctx.storage.run(
+                lambda uow: bank_statements.plan(uow, statement, lines, company_id), write=False
+            )
+            try:
+                return await bank_statements.apply(ctx, statement, plans, known, company_id)
+            except Exception:
+                # Another import of the same statement committed a line first: the storage
+                # refused the duplicate key and this transaction rolled back whole. Planned
+                # again, those lines are known and skipped. Anything else is raised.
+                if not await self._imported_meanwhile(plans):
+                    raise
+        raise ConflictRetryExhausted(
+            "The statement's lines kept being imported by another request; try again"
+        )
+
+    async def _imported_meanwhile(self, plans: list[bank_statements.Plan]) -> bool:
+        keys = [p.line.key for p in plans]
+        return await self._ctx.storage.run(
+            lambda uow: any(uow.records.find(BankStatementLine, k) for k in keys), write=False
+        )
+
+    async def reconcile(self, wallet_id: str, data: bytes) -> Reconciliation:
+        """The wallet's bank movements over the statement's period against its lines, matched
+        one to one (:mod:`treasury_core.services.reconciliation`); the statement is read, never
+        applied."""
+        return await reconcile(self._ctx, self.files(), self._statements, wallet_id, data)
+
+    async def unmatched(self, limit: int = 1000) -> list[StatementLineRecord]:
+        """Statement lines that matched nothing, oldest first, for a person to resolve."""
+        rows = await self._ctx.storage.run(
+            lambda uow: uow.records.with_status(BankStatementLine, "unmatched", limit),
+            write=False,
+        )
+        return [bank_statements.record_of(r) for r in rows]

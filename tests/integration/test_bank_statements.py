@@ -1,0 +1,226 @@
+"""Statement imports through the service: what matches, what stays unmatched, what is refused.
+
+Each test runs on the memory storage, an SQLite file and PostgreSQL (the ``storage`` fixture),
+with the files rail; the round trip over HTTP and the commands is tests/e2e/test_bank_files.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import date
+
+import pytest
+
+pytest.importorskip("sepaxml", reason="the bank-files extra is not installed")
+
+from tests.bankfiles import Entry, camt053
+from treasury_core import (
+    CreateDepositRequest,
+    CreateVirtualAccountRequest,
+    CreateWalletRequest,
+    CreateWithdrawalRequest,
+    InvalidRequestError,
+    RegisterBankAccountRequest,
+    Treasury,
+    TreasuryConfig,
+    bootstrap,
+)
+from treasury_core.errors import ValidationFailed
+from treasury_core.ports import Storage
+from treasury_core.testing.clock import FakeClock
+from treasury_core.treasury.bank_files import OPERATOR, BankStatementLine, line_key
+
+DEBTOR_IBAN = "NL91ABNA0417164300"
+
+
+@pytest.fixture
+def treasury(storage: Storage) -> Iterator[Treasury]:
+    clock = FakeClock()
+    config = TreasuryConfig(
+        database_url="memory://",
+        bank_rail="files",
+        bank_debtor_name="Acme Treasury BV",
+        bank_debtor_iban=DEBTOR_IBAN,
+    )
+    treasury = bootstrap(config, storage=storage, clock=clock, wall_clock=clock)
+    try:
+        yield treasury
+    finally:
+        treasury.close()
+
+
+async def _company(treasury: Treasury, name: str = "Acme") -> tuple[int, str]:
+    company = (await treasury.companies.create_company(name)).company.id
+    wallet = await treasury.wallets.create(
+        company, CreateWalletRequest(name="E", currency_id="EUR")
+    )
+    return company, wallet.id
+
+
+async def _deposit(treasury: Treasury, company: int, wallet: str, amount: int, ref: str) -> str:
+    request = CreateDepositRequest(
+        wallet_id=wallet, from_amount=amount, from_currency_id="EUR", reference=ref
+    )
+    return (await treasury.deposits.create(company, request)).id
+
+
+async def _status(treasury: Treasury, company: int, deposit_id: str) -> str:
+    return (await treasury.deposits.get(company, deposit_id)).status.value
+
+
+async def test_only_an_exact_unambiguous_match_moves_money(treasury: Treasury) -> None:
+    company, wallet = await _company(treasury)
+    exact = await _deposit(treasury, company, wallet, 1_000, "INV-1")
+    short = await _deposit(treasury, company, wallet, 2_000, "INV-2")
+    twin_a = await _deposit(treasury, company, wallet, 3_000, "INV-3")
+    twin_b = await _deposit(treasury, company, wallet, 3_000, "INV-3")
+    statement = camt053(
+        [
+            Entry("L1", credit=True, amount="10.00", remittance="INV-1"),
+            Entry("L2", credit=True, amount="19.99", remittance="INV-2"),
+            Entry("L3", credit=True, amount="30.00", remittance="INV-3"),
+            Entry("L4", credit=True, amount="10.00", currency="USD", remittance=exact),
+            Entry("L5", credit=False, amount="5.00", end_to_end="wdr_01JNOSUCHWITHDRAWAL00000"),
+        ]
+    )
+    result = await treasury.bank.import_statement(statement)
+    outcomes = {line.entry_reference: line for line in result.lines}
+    assert outcomes["L1"].outcome.value == "deposit_completed"
+    assert outcomes["L1"].matched_id == exact
+    assert "the amount is 1999, 2000 was expected" in (outcomes["L2"].reason or "")
+    assert "several pending deposits" in (outcomes["L3"].reason or "")
+    # The deposit the USD line quotes was completed by L1 in the same import.
+    assert outcomes["L4"].outcome.value == "unmatched"
+    assert "no withdrawal of ours" in (outcomes["L5"].reason or "")
+    assert (result.imported, result.unmatched) == (5, 4)
+    assert await _status(treasury, company, exact) == "completed"
+    for pending in (short, twin_a, twin_b):
+        assert await _status(treasury, company, pending) == "pending"
+    balance = await treasury.wallets.balance(company, wallet)
+    assert balance.balance == 1_000
+    unmatched = await treasury.bank.unmatched()
+    assert [line.entry_reference for line in unmatched] == ["L2", "L3", "L4", "L5"]
+
+
+async def test_a_malformed_statement_applies_nothing(treasury: Treasury) -> None:
+    company, wallet = await _company(treasury)
+    deposit = await _deposit(treasury, company, wallet, 1_000, "INV-1")
+    good = Entry("L1", credit=True, amount="10.00", remittance="INV-1")
+    for bad, why in (
+        (Entry("L1", credit=True, amount="1.00"), "entry reference 'L1' appears twice"),
+        (Entry("L2", credit=True, amount="1.00", currency="XAU"), "XAU is not enabled"),
+        (Entry("L2", credit=True, amount="1.001"), "more decimals than EUR allows"),
+    ):
+        with pytest.raises(ValidationFailed) as refused:
+            await treasury.bank.import_statement(camt053([good, bad]))
+        assert refused.value.code == "statement_invalid"
+        assert "entry 2" in refused.value.message and why in refused.value.message
+    assert await _status(treasury, company, deposit) == "pending"
+    assert await treasury.bank.unmatched() == []
+
+
+async def test_a_company_import_sees_only_that_company(treasury: Treasury) -> None:
+    company, wallet = await _company(treasury)
+    other, _ = await _company(treasury, "Globex")
+    account = await treasury.virtual_accounts.create(
+        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
+    )
+    assert account.iban is not None
+    statement = camt053(
+        [Entry("L1", credit=True, amount="40.00", creditor_iban=account.iban)],
+        account=DEBTOR_IBAN,
+    )
+    theirs = await treasury.bank.import_statement(statement, company_id=other)
+    assert theirs.lines[0].outcome.value == "unmatched"
+    assert (await treasury.wallets.balance(company, wallet)).balance == 0
+    ours = await treasury.bank.import_statement(statement, company_id=company)
+    assert ours.lines[0].outcome.value == "virtual_account_credited"
+    assert (await treasury.wallets.balance(company, wallet)).balance == 4_000
+    again = await treasury.bank.import_statement(statement, company_id=company)
+    assert (again.imported, again.already_imported) == (0, 1)
+    assert (await treasury.wallets.balance(company, wallet)).balance == 4_000
+
+
+async def test_an_mt940_statement_books_an_exported_withdrawal(treasury: Treasury) -> None:
+    company, wallet = await _company(treasury)
+    account = await treasury.virtual_accounts.create(
+        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
+    )
+    await treasury.virtual_accounts.incoming(account.id, 10_000)
+    bank = await treasury.bank_accounts.register(
+        company,
+        RegisterBankAccountRequest(
+            bank_name="Commerzbank",
+            account_name="Jane Doe",
+            account_number="DE89370400440532013000",
+            routing_number="COBADEFFXXX",
+            currency_id="EUR",
+        ),
+    )
+    request = CreateWithdrawalRequest(
+        wallet_id=wallet, from_amount=2_500, from_currency_id="EUR", bank_account_id=bank.id
+    )
+    withdrawal = await treasury.withdrawals.create(company, request)
+    # Not exported yet: the bank's booking matches nothing.
+    mt940 = (
+        ":20:MT1\n:25:NL91ABNA0417164300\n:28C:1/1\n:60F:C260101EUR100,00\n"
+        f":61:2601020102D25,00NTRFNONREF//B-{{n}}\n:86:EREF+{withdrawal.id}\n"
+        ":62F:C260102EUR75,00\n"
+    )
+    early = await treasury.bank.import_statement(mt940.format(n=1).encode())
+    assert "was never exported" in (early.lines[0].reason or "")
+    exported = await treasury.bank.export()
+    assert exported.export is not None and exported.export.withdrawal_ids == (withdrawal.id,)
+    assert (await treasury.bank.export()).export is None  # never twice
+    booked = await treasury.bank.import_statement(mt940.format(n=2).encode())
+    assert booked.lines[0].outcome.value == "withdrawal_completed"
+    assert booked.lines[0].booking_date == date(2026, 1, 2)
+    done = await treasury.withdrawals.get(company, withdrawal.id)
+    assert done.status.value == "completed"
+
+
+async def test_a_line_key_is_stored_once(treasury: Treasury) -> None:
+    """The unique index behind idempotent imports: a second line with the same key is refused
+    by the storage itself (what a concurrent second import of a statement runs into)."""
+    await _company(treasury)
+    statement = camt053([Entry("L1", credit=True, amount="1.00", remittance="nobody")])
+    await treasury.bank.import_statement(statement)
+    [stored] = await treasury.bank.unmatched()
+    key = line_key(OPERATOR, DEBTOR_IBAN, "L1")
+
+    def duplicate(uow: object) -> None:
+        found = uow.records.find(BankStatementLine, key)  # type: ignore[attr-defined]
+        assert found is not None and found.id == stored.id
+        uow.records.add(found.model_copy(update={"id": "bsl_01JDUPLICATE000000000000000"}))  # type: ignore[attr-defined]
+
+    with pytest.raises(Exception) as refused:  # noqa: PT011 - each storage has its own error
+        await treasury.storage.run(duplicate)  # type: ignore[arg-type]
+    assert not isinstance(refused.value, AssertionError)
+
+
+async def test_other_rails_exchange_no_files(storage: Storage) -> None:
+    treasury = bootstrap(TreasuryConfig(database_url="memory://"), storage=storage)
+    try:
+        with pytest.raises(InvalidRequestError) as refused:
+            await treasury.bank.import_statement(camt053([]))
+        assert refused.value.code == "bank_files_unavailable"
+    finally:
+        treasury.close()
+
+
+async def test_two_imports_of_one_statement_at_once_apply_it_once(treasury: Treasury) -> None:
+    """However the two interleave (one after the other, or both planning before either
+    commits and the second refused by the unique key, then planned again), both answer and the
+    money moves once."""
+    company, wallet = await _company(treasury)
+    account = await treasury.virtual_accounts.create(
+        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
+    )
+    assert account.iban is not None
+    statement = camt053([Entry("L1", credit=True, amount="25.00", creditor_iban=account.iban)])
+    first, second = await asyncio.gather(
+        treasury.bank.import_statement(statement), treasury.bank.import_statement(statement)
+    )
+    assert sorted([first.imported, second.imported]) == [0, 1]
+    assert (await treasury.wallets.balance(company, wallet)).balance == 2_500
