@@ -208,13 +208,6 @@ def sqlite_bank(tmp_path: Path) -> Iterator[Deployment]:
         yield bank
 
 
-@pytest.fixture
-def postgres_bank(postgres_url: str, tmp_path: Path) -> Iterator[Deployment]:
-    # The URL carries the private schema (``options=-csearch_path=…``): both servers share it.
-    with deployment(postgres_url, 2, tmp_path) as bank:
-        yield bank
-
-
 # --- HTTP with a record of every response ----------------------------------------------------
 
 
@@ -746,12 +739,6 @@ async def run_bank_test(deployment: Deployment) -> None:
     assert not hard, hard
     assert exits == [0] * len(exits), [s.tail() for s in deployment.servers]
     assert not logged_errors, logged_errors[:20]
-
-
-@pytest.mark.postgres
-@pytest.mark.timeout(900)
-async def test_bank_two_servers_over_one_postgresql(postgres_bank: Deployment) -> None:
-    await run_bank_test(postgres_bank)
 
 
 @pytest.mark.timeout(900)

@@ -1,0 +1,27 @@
+"""The bank test of ``test_bank.py`` on two servers over one PostgreSQL schema.
+
+A file of its own so that pytest-xdist, which keeps a file's tests on one worker, runs it beside
+the SQLite run instead of after it: the two are the suite's longest tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.test_bank import Deployment, deployment, run_bank_test
+
+
+@pytest.fixture
+def postgres_bank(postgres_url: str, tmp_path: Path) -> Iterator[Deployment]:
+    # The URL carries the private schema (``options=-csearch_path=…``): both servers share it.
+    with deployment(postgres_url, 2, tmp_path) as bank:
+        yield bank
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(900)
+async def test_bank_two_servers_over_one_postgresql(postgres_bank: Deployment) -> None:
+    await run_bank_test(postgres_bank)
