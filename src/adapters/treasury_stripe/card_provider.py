@@ -630,6 +630,10 @@ class StripeCardProvider(CardProviderBase):
             raise _refuse(exc.message, exc.code) from None
         if refund.status in ("failed", "canceled"):
             raise _refuse("The card provider refused the refund", "refund_failed")
+        if refund.status != "succeeded":
+            # pending (or requires_action): Stripe finishes it later and says so by a
+            # charge.refund.updated / refund.failed event about this refund id.
+            return CardProviderResult(reference=refund.id, status=CardProviderStatus.REFUND_PENDING)
         return CardProviderResult(reference=refund.id, status=CardProviderStatus.REFUNDED)
 
     # --- card on file: a PaymentMethod attached to a Customer ---------------------------------
@@ -795,6 +799,14 @@ _DISPUTE_CLOSED: dict[str, CardProviderEventKind] = {
     "warning_closed": _K.DISPUTE_WON,
     "lost": _K.DISPUTE_LOST,
 }
+#: The events about one refund (Stripe sends charge.refund.updated; accounts on newer API
+#: versions also refund.updated and refund.failed) and what its status then says.
+_REFUND_EVENTS = frozenset({"charge.refund.updated", "refund.updated", "refund.failed"})
+_REFUND_OUTCOMES: dict[str, CardProviderEventKind] = {
+    "succeeded": _K.REFUND_SUCCEEDED,
+    "failed": _K.REFUND_FAILED,
+    "canceled": _K.REFUND_FAILED,
+}
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -816,7 +828,10 @@ def stripe_event(payload: object) -> CardProviderEvent:
     Mapped: ``payment_intent.succeeded`` (captured),
     ``.amount_capturable_updated`` (authorized), ``.payment_failed``, ``.canceled``;
     ``charge.dispute.created`` and ``.funds_withdrawn`` (opened), ``.closed`` (won or lost);
-    ``charge.refunded`` (the charge's total refunded). Any other type keeps ``kind`` ``None``.
+    ``charge.refunded`` (the charge's total refunded); ``charge.refund.updated``,
+    ``refund.updated`` and ``refund.failed`` (one refund: succeeded, or failed or cancelled,
+    with its ``failure_reason``; still pending maps to nothing). Any other type keeps ``kind``
+    ``None``.
     Amounts come back in ISO 4217 minor units (:func:`from_stripe_amount`).
     """
     not_an_event = BadProviderEvent(
@@ -837,6 +852,7 @@ def stripe_event(payload: object) -> CardProviderEvent:
     kind: CardProviderEventKind | None = None
     reference: str | None = None
     dispute: str | None = None
+    refund: str | None = None
     amount_field: str | None = None
     failure_reason: str | None = None
     status = obj.get("status")
@@ -871,6 +887,12 @@ def stripe_event(payload: object) -> CardProviderEvent:
         reference = _text(obj.get("payment_intent"), _REFERENCE)
         kind = _K.REFUNDED
         amount_field = "amount_refunded"
+    elif event_type in _REFUND_EVENTS:
+        reference = _text(obj.get("payment_intent"), _REFERENCE)
+        refund = _text(obj.get("id"), _STRIPE_ID)
+        kind = _REFUND_OUTCOMES.get(status) if isinstance(status, str) else None
+        if kind is _K.REFUND_FAILED:
+            failure_reason = _text(obj.get("failure_reason"), _CODE) or "refund_failed"
     amount: int | None = None
     currency = obj.get("currency")
     currency = currency.upper() if isinstance(currency, str) and len(currency) == 3 else None
@@ -889,4 +911,5 @@ def stripe_event(payload: object) -> CardProviderEvent:
         currency=currency,
         dispute=dispute,
         failure_reason=failure_reason,
+        refund=refund,
     )

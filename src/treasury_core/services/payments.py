@@ -77,6 +77,7 @@ from treasury_core.ports import CardProvider, UnitOfWork
 from treasury_core.ports.card_provider import (
     CardData,
     CardProviderResult,
+    CardProviderStatus,
     HoldGone,
     SavedCardReference,
     keeps_saved_cards,
@@ -85,7 +86,11 @@ from treasury_core.ports.ids import SORTABLE_DIGITS
 from treasury_core.services.cards import checked_card
 from treasury_core.services.idempotency import finish
 from treasury_core.services.payment_links import schedule_link_expiry
-from treasury_core.services.refund_outcomes import refund_failed, refund_succeeded
+from treasury_core.services.refund_outcomes import (
+    refund_failed,
+    refund_in_progress,
+    refund_succeeded,
+)
 from treasury_core.services.support import TreasuryContext
 from treasury_core.validation import is_resource_id
 
@@ -993,13 +998,22 @@ class PaymentService:
             intent, refund = await ctx.storage.run(reserve)
             assert intent.provider_reference is not None  # a PROCESSED intent has a charge
             try:
-                await self.provider.refund(intent.provider_reference, refund.amount)
+                result = await self.provider.refund(intent.provider_reference, refund.amount)
             except CardError as exc:
                 await ctx.storage.run(self._refund_failed(refund, exc))
                 raise
             # Any other failure (a timeout: ProviderError) may have moved the money: the refund
             # stays pending with its reservation, counted as refunded, until reconciled.
-            return await ctx.storage.run(self._refund_succeeded(refund, idempotency))
+            if result.status is CardProviderStatus.REFUND_PENDING:
+                # The provider's event about this reference settles it, either way.
+                return await ctx.storage.run(
+                    lambda uow: finish(
+                        uow, idempotency, refund_in_progress(uow, refund, result.reference)
+                    )
+                )
+            return await ctx.storage.run(
+                self._refund_succeeded(refund, idempotency, result.reference)
+            )
 
     def reserve_refund(
         self,
@@ -1058,10 +1072,15 @@ class PaymentService:
         return refund
 
     def _refund_succeeded(
-        self, refund: Refund, idempotency: IdempotencyTicket[Refund] | None
+        self,
+        refund: Refund,
+        idempotency: IdempotencyTicket[Refund] | None,
+        provider_reference: str | None = None,
     ) -> Callable[[UnitOfWork], Refund]:
         # The provider's refund event may have settled it meanwhile (another process).
-        return lambda uow: finish(uow, idempotency, refund_succeeded(self, uow, refund))
+        return lambda uow: finish(
+            uow, idempotency, refund_succeeded(self, uow, refund, provider_reference)
+        )
 
     def _refund_failed(self, refund: Refund, error: CardError) -> Callable[[UnitOfWork], None]:
         def write(uow: UnitOfWork) -> None:
