@@ -23,10 +23,10 @@ from treasury_core.payments.records import Refund, RefundStatus
 from treasury_core.ports import UnitOfWork
 
 if TYPE_CHECKING:
-    from treasury_core.services.payments import PaymentService
+    from treasury_core.services.payments.core import PaymentCore
 
 
-def refund_succeeded(payments: PaymentService, uow: UnitOfWork, refund: Refund) -> Refund:
+def refund_succeeded(payments: PaymentCore, uow: UnitOfWork, refund: Refund) -> Refund:
     """Post the pending ``refund``'s reservation and mark it ``succeeded``; the refund as
     stored (unchanged when it was no longer pending)."""
     current = uow.records.get(Refund, refund.id, refund.company_id, for_update=True)
@@ -40,7 +40,7 @@ def refund_succeeded(payments: PaymentService, uow: UnitOfWork, refund: Refund) 
 
 
 def refund_failed(
-    payments: PaymentService, uow: UnitOfWork, refund: Refund, reason: str | None
+    payments: PaymentCore, uow: UnitOfWork, refund: Refund, reason: str | None
 ) -> Refund:
     """Void the pending ``refund``'s reservation, give its amounts back to the intent and mark
     it ``failed`` for ``reason``; the refund as stored (unchanged when no longer pending)."""
