@@ -17,7 +17,7 @@ from treasury_core.errors import (
 from treasury_core.events import Event, EventType
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal, Leg
-from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, page_of
+from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, Page, page_of
 from treasury_core.payments.intents import (
     IntentFilter,
     IntentStatus,
@@ -112,8 +112,10 @@ class PaymentCore:
         starting_after: int | None = None,
     ) -> Page[PaymentIntent]:
         """A page of the company's intents passing ``filters``, newest first."""
-        if isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-            raise ValidationFailed(f"limit must be an integer from 1 to {MAX_LIMIT}", param="limit")
+        if isinstance(limit, bool) or not MIN_LIMIT <= limit <= MAX_LIMIT:
+            raise ValidationFailed(
+                f"limit must be an integer from {MIN_LIMIT} to {MAX_LIMIT}", param="limit"
+            )
         rows = await self._ctx.storage.run(
             lambda uow: uow.intents.list(company_id, filters, limit + 1, starting_after),
             write=False,
