@@ -17,13 +17,9 @@ from treasury_core.ports.card_provider import (
     CardProviderEventKind,
 )
 from treasury_core.testing import FakeClock
-from treasury_stripe.card_provider import (
-    WEBHOOK_TOLERANCE_SECONDS,
-    StripeCardProvider,
-    from_stripe_amount,
-    stripe_event,
-    to_stripe_amount,
-)
+from treasury_stripe.amounts import from_stripe_amount, to_stripe_amount
+from treasury_stripe.card_provider import StripeCardProvider
+from treasury_stripe.events import WEBHOOK_TOLERANCE_SECONDS, stripe_event
 
 K = CardProviderEventKind
 

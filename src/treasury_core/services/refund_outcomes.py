@@ -31,11 +31,11 @@ from treasury_core.payments.records import Refund, RefundStatus
 from treasury_core.ports import UnitOfWork
 
 if TYPE_CHECKING:
-    from treasury_core.services.payments import PaymentService
+    from treasury_core.services.payments.core import PaymentCore
 
 
 def refund_succeeded(
-    payments: PaymentService,
+    payments: PaymentCore,
     uow: UnitOfWork,
     refund: Refund,
     provider_reference: str | None = None,
@@ -69,7 +69,7 @@ def refund_in_progress(uow: UnitOfWork, refund: Refund, provider_reference: str)
 
 
 def refund_failed(
-    payments: PaymentService, uow: UnitOfWork, refund: Refund, reason: str | None
+    payments: PaymentCore, uow: UnitOfWork, refund: Refund, reason: str | None
 ) -> Refund:
     """Void the pending ``refund``'s reservation, give its amounts back to the intent and mark
     it ``failed`` for ``reason``; the refund as stored (unchanged when no longer pending)."""
@@ -83,7 +83,7 @@ def refund_failed(
 
 
 def refund_reversed(
-    payments: PaymentService, uow: UnitOfWork, refund: Refund, reason: str | None
+    payments: PaymentCore, uow: UnitOfWork, refund: Refund, reason: str | None
 ) -> Refund:
     """The ``succeeded`` ``refund`` failed at the provider after all: its money comes back
     from the card network into settlement, its amounts are given back to the intent, and it is
@@ -108,7 +108,7 @@ def refund_reversed(
 
 
 def _failed(
-    payments: PaymentService,
+    payments: PaymentCore,
     uow: UnitOfWork,
     intent: PaymentIntent,
     refund: Refund,
