@@ -21,7 +21,7 @@ from treasury_core.payments import IntentStatus, PaymentIntent
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData
 from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.requests import CreateDepositRequest
+from treasury_core.treasury.requests import CreateDepositRequest, CreateVirtualAccountRequest
 from treasury_core.wallets import CreateWalletRequest
 
 Client = TestClient[Any, Any]
@@ -162,7 +162,7 @@ async def test_find_capture_and_refund_a_payment(
     assert (await treasury.payments.get(tenant.company_id, intent.id)).status.value == "PROCESSED"
     # Bad amounts: an error page, nothing refunded.
     refund = f"/dashboard/payments/{intent.id}/refund"
-    for amount in ("abc", "-1", "0", "1.234", "NaN", "Infinity", "20.00"):
+    for amount in ("abc", "-1", "0", "1.234", "NaN", "Infinity", "20.00", "1e999999999", "9" * 40):
         response = await post_form(client, refund, token, {"amount": amount})
         assert response.status == 400, amount
         assert 'role="alert"' in await response.text()
@@ -364,3 +364,42 @@ async def test_static_assets_are_served_from_the_package(client: Client) -> None
     assert css.status == 200 and css.content_type == "text/css"
     js = await client.get("/dashboard/static/dashboard.js")
     assert js.status == 200 and "data-confirm" in await js.text()
+
+
+async def test_incoming_funds_to_a_virtual_account_and_settling_a_deposit(
+    client: Client, tenant: Tenant, other_tenant: Tenant, treasury: Treasury
+) -> None:
+    wallet = await treasury.wallets.create(
+        tenant.company_id, CreateWalletRequest(name="A", currency_id="USD")
+    )
+    account = await treasury.virtual_accounts.create(
+        tenant.company_id, CreateVirtualAccountRequest(wallet_id=wallet.id, source_currency="USD")
+    )
+    deposit = await treasury.deposits.create(
+        tenant.company_id,
+        CreateDepositRequest(wallet_id=wallet.id, from_amount=700, from_currency_id="USD"),
+    )
+    incoming = f"/dashboard/sandbox/virtual-accounts/{account.id}/incoming"
+    other = second_client(client)
+    try:
+        other_token = await sign_in(other, other_tenant.secret_key)
+        refused = await post_form(other, incoming, other_token, {"amount": "5.00"})
+        assert refused.status == 404
+    finally:
+        await other.close()
+    token = await sign_in(client, tenant.secret_key)
+    sandbox = await (await client.get("/dashboard/sandbox")).text()
+    assert account.id in sandbox and deposit.id in sandbox
+    for amount in ("", "five", "0.001"):
+        response = await post_form(client, incoming, token, {"amount": amount})
+        assert response.status == 400, amount
+    balance = await treasury.wallets.balance(tenant.company_id, wallet.id)
+    assert balance.balance == 0
+    received = await post_form(client, incoming, token, {"amount": "5.00", "reference": "INV-1"})
+    assert received.status == 303
+    done = await post_form(client, f"/dashboard/sandbox/deposits/{deposit.id}/complete", token)
+    assert done.status == 303
+    balance = await treasury.wallets.balance(tenant.company_id, wallet.id)
+    assert balance.balance == 1_200
+    wallet_page = await (await client.get(f"/dashboard/wallets/{wallet.id}")).text()
+    assert "<polyline" in wallet_page and "$12.00" in wallet_page

@@ -10,7 +10,7 @@ with the API's message.
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException, InvalidOperation
 from typing import Any
 
 from aiohttp import web
@@ -65,13 +65,17 @@ def minor_units(request: web.Request, raw: object, currency: str, param: str) ->
     """A typed amount (``12.50``, in major units) as minor units of ``currency``."""
     if not isinstance(raw, str) or not raw.strip():
         raise ValidationFailed(f"{param} is required", param=param)
-    try:
-        value = Decimal(raw.strip().replace(",", ""))
-    except InvalidOperation:
-        raise ValidationFailed(f"{param} must be a number, such as 12.50", param=param) from None
     places = treasury(request).currencies.get(currency).decimal_places
-    scaled = value.scaleb(places)
-    if not value.is_finite() or scaled != scaled.to_integral_value() or scaled <= 0:
+    try:
+        # Bounded text: no exponent arithmetic on a number of a thousand digits.
+        if len(raw.strip()) > 32:
+            raise InvalidOperation
+        value = Decimal(raw.strip().replace(",", ""))
+        scaled = value.scaleb(places) if value.is_finite() else Decimal(0)
+        whole = scaled == scaled.to_integral_value()
+    except DecimalException:
+        raise ValidationFailed(f"{param} must be a number, such as 12.50", param=param) from None
+    if not value.is_finite() or not whole or scaled <= 0:
         raise ValidationFailed(
             f"{param} must be a positive amount with at most {places} decimal places",
             param=param,
