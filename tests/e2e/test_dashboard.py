@@ -188,6 +188,7 @@ async def test_find_capture_and_refund_a_payment(
     assert after.amount_refunded == 300
     page = await (await client.get(f"/dashboard/payments/{intent.id}")).text()
     assert "Refund re_" in page and "$3.00" in page
+    assert "Latest attempt (Visa •••• 4242): completed" in page
     rest = await post_form(client, refund, token, {"amount": ""})
     assert rest.status == 303
     assert (await treasury.payments.get(tenant.company_id, intent.id)).amount_refunded == 1_000
