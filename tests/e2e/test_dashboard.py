@@ -86,6 +86,21 @@ async def test_sign_in_sets_a_strict_cookie_without_the_key(client: Client, tena
     assert again.status == 303 and again.headers["Location"] == "/dashboard/login"
 
 
+async def test_the_cookie_is_secure_outside_the_local_machine(
+    client: Client, tenant: Tenant
+) -> None:
+    host = {"Host": "treasury.example"}
+    login = await client.get("/dashboard/login", headers=host)
+    response = await client.post(
+        "/dashboard/login",
+        data={"secret_key": tenant.secret_key, "csrf_token": csrf_of(await login.text())},
+        headers={**SAME_ORIGIN, **host},
+        allow_redirects=False,
+    )
+    assert response.status == 303
+    assert "; Secure" in response.headers["Set-Cookie"]
+
+
 async def test_a_wrong_key_a_publishable_key_or_no_csrf_token_do_not_sign_in(
     client: Client, tenant: Tenant
 ) -> None:
