@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.e2e.conftest import Tenant
@@ -453,3 +454,27 @@ def test_every_dashboard_route_naming_a_record_is_in_the_isolation_tests() -> No
     # A page added later with an id in its path fails here until another company is shown
     # to get its 404.
     assert {route for route in dashboard_ops.PAGES if "{" in route[1]} == ISOLATION_COVERED
+
+
+async def test_mounted_under_a_prefix_every_link_and_the_cookie_follow_it(
+    treasury: Treasury, tenant: Tenant
+) -> None:
+    parent = web.Application()
+    parent.add_subapp("/treasury", create_app(treasury, close_treasury=True))
+    async with TestClient(TestServer(parent)) as mounted:
+        first = await mounted.get("/treasury/dashboard", allow_redirects=False)
+        assert first.headers["Location"] == "/treasury/dashboard/login"
+        login = await (await mounted.get("/treasury/dashboard/login")).text()
+        assert 'action="/treasury/dashboard/login"' in login
+        assert 'href="/treasury/dashboard/static/dashboard.css"' in login
+        response = await mounted.post(
+            "/treasury/dashboard/login",
+            data={"secret_key": tenant.secret_key, "csrf_token": csrf_of(login)},
+            headers=SAME_ORIGIN,
+            allow_redirects=False,
+        )
+        assert response.headers["Location"] == "/treasury/dashboard"
+        assert "Path=/treasury/dashboard" in response.headers["Set-Cookie"]
+        home = await mounted.get("/treasury/dashboard")
+        assert home.status == 200
+        assert 'href="/treasury/dashboard/payments"' in await home.text()
