@@ -25,8 +25,15 @@ from treasury_core.payments import IntentStatus, PaymentIntent
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData
 from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.requests import CreateDepositRequest, CreateVirtualAccountRequest
+from treasury_core.treasury.requests import (
+    CreateDepositRequest,
+    CreateTransferRequest,
+    CreateVirtualAccountRequest,
+    CreateWithdrawalRequest,
+    RegisterBankAccountRequest,
+)
 from treasury_core.wallets import CreateWalletRequest
+from treasury_sandbox.bank_rail import SandboxBankRail
 
 Client = TestClient[Any, Any]
 CARD = CardData("4242424242424242", 12, 2045, "123")
@@ -297,6 +304,58 @@ async def test_another_company_sees_and_changes_nothing_of_this_one(
     assert own
 
 
+async def test_another_company_cannot_settle_this_ones_withdrawals_or_transfers(
+    client: Client, tenant: Tenant, other_tenant: Tenant, treasury: Treasury
+) -> None:
+    """The sandbox's complete/fail of a withdrawal and of a transfer, each named by company B:
+    404, and A's movements stay pending with A's balances as they were."""
+    company = tenant.company_id
+    usd = await treasury.wallets.create(company, CreateWalletRequest(name="U", currency_id="USD"))
+    eur = await treasury.wallets.create(company, CreateWalletRequest(name="E", currency_id="EUR"))
+    funded = await treasury.deposits.create(
+        company, CreateDepositRequest(wallet_id=usd.id, from_amount=5_000, from_currency_id="USD")
+    )
+    await treasury.deposits.complete(funded.id)
+    fmt = next(f for f in SandboxBankRail().account_formats() if f.currency == "USD")
+    fields = {f.name: f.example for f in fmt.fields}
+    bank = await treasury.bank_accounts.register(
+        company,
+        RegisterBankAccountRequest(
+            bank_name="Example Bank",
+            account_name="A Inc",
+            account_number=fields["account_number"],
+            routing_number=fields["routing_number"],
+            currency_id="USD",
+        ),
+    )
+    withdrawal = await treasury.withdrawals.create(
+        company,
+        CreateWithdrawalRequest(
+            wallet_id=usd.id, from_amount=1_000, from_currency_id="USD", bank_account_id=bank.id
+        ),
+    )
+    # Across currencies: reserved until the conversion settles, so still pending.
+    transfer = await treasury.transfers.create(
+        company, CreateTransferRequest(from_wallet_id=usd.id, to_wallet_id=eur.id, from_amount=500)
+    )
+    assert withdrawal.status.value == "pending" and transfer.status.value == "pending"
+    before = [await treasury.wallets.balance(company, w.id) for w in (usd, eur)]
+    other = second_client(client)
+    try:
+        token = await sign_in(other, other_tenant.secret_key)
+        for kind, record_id in (("withdrawals", withdrawal.id), ("transfers", transfer.id)):
+            for action in ("complete", "fail"):
+                path = f"/dashboard/sandbox/{kind}/{record_id}/{action}"
+                response = await post_form(other, path, token)
+                assert response.status == 404, path
+                assert 'role="alert"' in await response.text()
+    finally:
+        await other.close()
+    assert (await treasury.withdrawals.get(company, withdrawal.id)).status.value == "pending"
+    assert (await treasury.transfers.get(company, transfer.id)).status.value == "pending"
+    assert [await treasury.wallets.balance(company, w.id) for w in (usd, eur)] == before
+
+
 async def test_bad_queries_and_forms_get_an_error_page(client: Client, tenant: Tenant) -> None:
     token = await sign_in(client, tenant.secret_key)
     for path in (
@@ -438,7 +497,8 @@ async def test_incoming_funds_to_a_virtual_account_and_settling_a_deposit(
 
 
 #: The dashboard routes that name a record, each refused to another company above
-#: (test_another_company_sees_and_changes_nothing_of_this_one, and the incoming-funds test).
+#: (test_another_company_sees_and_changes_nothing_of_this_one, the withdrawals-and-transfers
+#: test after it, and the incoming-funds test).
 ISOLATION_COVERED = {
     ("GET", "/dashboard/payments/{intent_id}"),
     ("POST", "/dashboard/payments/{intent_id}/{action}"),
