@@ -204,6 +204,10 @@ async def test_find_capture_and_refund_a_payment(
         response = await post_form(client, refund, token, {"amount": amount})
         assert response.status == 400, amount
         assert 'role="alert"' in await response.text()
+    for reason in ("a\x00b", "line\nbreak", "x" * 256):
+        response = await post_form(client, refund, token, {"amount": "1.00", "reason": reason})
+        assert response.status == 400, reason
+        assert 'role="alert"' in await response.text()
     assert (await treasury.payments.get(tenant.company_id, intent.id)).amount_refunded == 0
     part = await post_form(client, refund, token, {"amount": "3.00", "reason": "damaged"})
     assert part.status == 303
@@ -365,6 +369,10 @@ async def test_bad_queries_and_forms_get_an_error_page(client: Client, tenant: T
         "/dashboard/payments?created_lt=yesterday",
         "/dashboard/payments?customer_email=x&customer_email=y",
         "/dashboard/payments?starting_after=abc",
+        # NUL and control characters: PostgreSQL would refuse them with an error (a 500).
+        "/dashboard/payments?merchant_reference=a%00b",
+        "/dashboard/payments?customer_email=a%00b@example.com",
+        "/dashboard/payments?merchant_reference=%E2%80%AEevil",
         "/dashboard/payments?limit=0",
         "/dashboard/payments?limit=101",
         "/dashboard/events?starting_after=nope",
@@ -484,6 +492,10 @@ async def test_incoming_funds_to_a_virtual_account_and_settling_a_deposit(
     for amount in ("", "five", "0.001"):
         response = await post_form(client, incoming, token, {"amount": amount})
         assert response.status == 400, amount
+    for reference in ("a\x00b", "\u202eevil"):
+        fields = {"amount": "5.00", "reference": reference}
+        response = await post_form(client, incoming, token, fields)
+        assert response.status == 400, reference
     balance = await treasury.wallets.balance(tenant.company_id, wallet.id)
     assert balance.balance == 0
     received = await post_form(client, incoming, token, {"amount": "5.00", "reference": "INV-1"})

@@ -170,7 +170,9 @@ async def incoming(request: web.Request, session: Session) -> web.StreamResponse
     form = posted(request)
     amount = pages.minor_units(request, form.get("amount"), account.source_currency, "amount")
     reference = form.get("reference")
-    text = reference.strip()[:140] if isinstance(reference, str) and reference.strip() else None
+    text = pages.checked_text(
+        reference.strip()[:140] if isinstance(reference, str) else None, "reference"
+    )
     await t.virtual_accounts.incoming(account_id, amount, text, company_id=company)
     return redirect(f"{session.prefix}/dashboard/sandbox")
 

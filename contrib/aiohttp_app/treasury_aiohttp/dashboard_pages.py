@@ -14,6 +14,7 @@ from decimal import Decimal, DecimalException, InvalidOperation
 from typing import Any
 
 from aiohttp import web
+from pydantic import TypeAdapter, ValidationError
 
 from treasury_aiohttp.dashboard_auth import Session, posted, redirect, render
 from treasury_aiohttp.dashboard_charts import bar_chart, line_chart
@@ -25,8 +26,9 @@ from treasury_core.pagination import PageRequest
 from treasury_core.payments import IntentStatus
 from treasury_core.payments.intents import IntentFilter
 from treasury_core.payments.records import Chargeback, Payout, Transaction
+from treasury_core.payments.requests import Reference
 from treasury_core.treasury.records import Deposit, Transfer, Withdrawal
-from treasury_core.validation import whole_number
+from treasury_core.validation import Email, whole_number
 
 #: Query parameters each list takes; anything else is refused, as the API refuses it.
 PAYMENT_FILTERS = (
@@ -47,6 +49,23 @@ def only(request: web.Request, names: tuple[str, ...]) -> None:
         if name in seen:
             raise ValidationFailed(f"Received duplicate parameter: {name}", param=name)
         seen.add(name)
+
+
+_REFERENCE: TypeAdapter[str] = TypeAdapter(Reference)
+_EMAIL: TypeAdapter[str] = TypeAdapter(Email)
+
+
+def checked_text(raw: object, param: str, adapter: TypeAdapter[str] = _REFERENCE) -> str | None:
+    """Optional text (blank is ``None``) as the API's type for it reads it: a NUL or other
+    control character never reaches the database (PostgreSQL refuses NUL with an error, so it
+    would be a 500), it is a 400 naming the field, with the API's message."""
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    try:
+        return adapter.validate_python(raw.strip())
+    except ValidationError as error:
+        problem = error.errors(include_url=False)[0]["msg"]
+        raise ValidationFailed(f"Invalid {param}: {problem}", param=param) from None
 
 
 def money(request: web.Request, amount: int, currency: str) -> str:
@@ -159,8 +178,10 @@ def _intent_filter(request: web.Request) -> IntentFilter:
         status=status,
         created_gte=_day_or_time(request, "created_gte"),
         created_lt=_day_or_time(request, "created_lt"),
-        merchant_reference=request.query.get("merchant_reference") or None,
-        customer_email=request.query.get("customer_email") or None,
+        merchant_reference=checked_text(
+            request.query.get("merchant_reference"), "merchant_reference"
+        ),
+        customer_email=checked_text(request.query.get("customer_email"), "customer_email", _EMAIL),
     )
 
 
@@ -276,8 +297,7 @@ async def payment_action(request: web.Request, session: Session) -> web.StreamRe
         amount = None
         if isinstance(raw, str) and raw.strip():
             amount = minor_units(request, raw, intent.billing_currency, "amount")
-        reason = form.get("reason")
-        reason = reason.strip()[:255] if isinstance(reason, str) and reason.strip() else None
+        reason = checked_text(form.get("reason"), "reason")
         await t.payments.refund(session.company_id, intent.id, amount=amount, reason=reason)
     return redirect(f"{session.prefix}/dashboard/payments/{intent.id}")
 
