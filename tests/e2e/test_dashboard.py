@@ -204,6 +204,9 @@ async def test_find_capture_and_refund_a_payment(
         response = await post_form(client, refund, token, {"amount": amount})
         assert response.status == 400, amount
         assert 'role="alert"' in await response.text()
+    twice = aiohttp.FormData([("csrf_token", token), ("amount", "1.00"), ("amount", "9.00")])
+    response = await client.post(refund, data=twice, headers=SAME_ORIGIN, allow_redirects=False)
+    assert response.status == 400
     for reason in ("a\x00b", "line\nbreak", "x" * 256):
         response = await post_form(client, refund, token, {"amount": "1.00", "reason": reason})
         assert response.status == 400, reason
@@ -360,7 +363,9 @@ async def test_another_company_cannot_settle_this_ones_withdrawals_or_transfers(
     assert [await treasury.wallets.balance(company, w.id) for w in (usd, eur)] == before
 
 
-async def test_bad_queries_and_forms_get_an_error_page(client: Client, tenant: Tenant) -> None:
+async def test_bad_queries_and_forms_get_an_error_page(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
     token = await sign_in(client, tenant.secret_key)
     for path in (
         "/dashboard/payments?status=bogus",
@@ -390,6 +395,14 @@ async def test_bad_queries_and_forms_get_an_error_page(client: Client, tenant: T
         advance = {"seconds": seconds}
         response = await post_form(client, "/dashboard/sandbox/advance", token, advance)
         assert response.status == 400, seconds
+    before = await treasury.sandbox.now()
+    twice = aiohttp.FormData([("csrf_token", token), ("seconds", "60"), ("seconds", "120")])
+    response = await client.post(
+        "/dashboard/sandbox/advance", data=twice, headers=SAME_ORIGIN, allow_redirects=False
+    )
+    assert response.status == 400
+    assert "duplicate parameter: seconds" in await response.text()
+    assert await treasury.sandbox.now() == before
 
 
 async def test_home_shows_balances_and_the_day_in_a_chart(

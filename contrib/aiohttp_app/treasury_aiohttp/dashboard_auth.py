@@ -41,6 +41,7 @@ from treasury_core.errors import (
     ErrorKind,
     PermissionDenied,
     TreasuryError,
+    ValidationFailed,
 )
 from treasury_core.http_statuses import http_status
 
@@ -235,6 +236,7 @@ def dashboard_page(
                     request.app[FORM_KEY].check(
                         f"dashboard:{session.nonce}", token if isinstance(token, str) else None
                     )
+                    _refuse_repeated(form)
                     request[POSTED] = form
                 return await page(request, session)
             except TreasuryError as error:
@@ -249,6 +251,22 @@ def dashboard_page(
 
 
 POSTED = web.RequestKey("dashboard_form", FormData)
+
+
+def _refuse_repeated(form: FormData) -> None:
+    # A field given twice (``amount=1&amount=900``) would be read as its first value only:
+    # refused, as the API refuses a repeated field, rather than acted on half-read.
+    seen: set[str] = set()
+    for name, _ in form.items():
+        if name in seen:
+            printable = name.isprintable()
+            raise ValidationFailed(
+                f"Received duplicate parameter: {name}"
+                if printable
+                else "Received a duplicate parameter",
+                param=name if printable else None,
+            )
+        seen.add(name)
 
 
 def posted(request: web.Request) -> FormData:
