@@ -200,7 +200,22 @@ async def test_find_capture_and_refund_a_payment(
     assert (await treasury.payments.get(tenant.company_id, intent.id)).status.value == "PROCESSED"
     # Bad amounts: an error page, nothing refunded.
     refund = f"/dashboard/payments/{intent.id}/refund"
-    for amount in ("abc", "-1", "0", "1.234", "NaN", "Infinity", "20.00", "1e999999999", "9" * 40):
+    for amount in (
+        "abc",
+        "-1",
+        "0",
+        "1.234",
+        "NaN",
+        "Infinity",
+        "20.00",
+        "1e999999999",
+        "9" * 40,
+        "1e-2",
+        "\u0661",
+        "\uff11",
+        "1_0",
+        "0x10",
+    ):
         response = await post_form(client, refund, token, {"amount": amount})
         assert response.status == 400, amount
         assert 'role="alert"' in await response.text()

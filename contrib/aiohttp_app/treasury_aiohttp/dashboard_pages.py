@@ -9,6 +9,7 @@ with the API's message.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, DecimalException, InvalidOperation
 from typing import Any
@@ -36,6 +37,7 @@ PAYMENT_FILTERS = (
     "starting_after", "limit",
 )  # fmt: skip
 _MAX_ID = 2**63 - 1
+_PLAIN_NUMBER = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)", re.ASCII)
 #: How many of the last day's intents the home page sums into the volume chart.
 VOLUME_SCAN_LIMIT = 2000
 
@@ -86,8 +88,10 @@ def minor_units(request: web.Request, raw: object, currency: str, param: str) ->
         raise ValidationFailed(f"{param} is required", param=param)
     places = treasury(request).currencies.get(currency).decimal_places
     try:
-        # Bounded text: no exponent arithmetic on a number of a thousand digits.
-        if len(raw.strip()) > 32:
+        # Bounded text: no exponent arithmetic on a number of a thousand digits. Plain ASCII
+        # digits only: Decimal also reads "1e-2" and other scripts' digits ("١" is 1), which
+        # a person typing an amount of money does not mean.
+        if len(raw.strip()) > 32 or _PLAIN_NUMBER.fullmatch(raw.strip().replace(",", "")) is None:
             raise InvalidOperation
         value = Decimal(raw.strip().replace(",", ""))
         scaled = value.scaleb(places) if value.is_finite() else Decimal(0)
