@@ -328,7 +328,9 @@ async def _read_form_or_none(request: web.Request) -> FormData | None:
 
 
 async def logout(request: web.Request) -> web.StreamResponse:
-    """``POST /dashboard/logout``: end the session (a CSRF-checked form, like every action)."""
+    """``POST /dashboard/logout``: delete the session cookie (a CSRF-checked form, like every
+    action). The server keeps no sessions, so a copy of the cookie lives on until it expires,
+    its key is revoked or ``form_key`` changes (the guide says so)."""
     prefix = _prefix(request, LOGOUT)
     session = await _session(request, prefix)
     if session is not None:
