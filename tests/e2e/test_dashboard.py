@@ -389,6 +389,8 @@ async def test_bad_queries_and_forms_get_an_error_page(
         "/dashboard/payments?created_lt=yesterday",
         "/dashboard/payments?customer_email=x&customer_email=y",
         "/dashboard/payments?starting_after=abc",
+        "/dashboard/payments?starting_after=0",
+        "/dashboard/payments?starting_after=99999999999999999999",
         # NUL and control characters: PostgreSQL would refuse them with an error (a 500).
         "/dashboard/payments?merchant_reference=a%00b",
         "/dashboard/payments?customer_email=a%00b@example.com",

@@ -211,11 +211,14 @@ async def payments(request: web.Request, session: Session) -> web.StreamResponse
     after = paging.starting_after
     starting_after = None
     if after:
-        if not (after.isascii() and after.isdigit()):
+        # A cursor that no intent id could be ("0", twenty digits) is a bad query (400), not
+        # a missing payment (404).
+        number = whole_number(after) if after.isascii() and after.isdigit() else None
+        if number is None or not 1 <= number <= _MAX_ID:
             raise ValidationFailed(
                 "starting_after must be a payment intent id", param="starting_after"
             )
-        starting_after = _intent_id(after)
+        starting_after = number
     page = await treasury(request).payments.list(
         session.company_id, filters, limit=paging.limit, starting_after=starting_after
     )
