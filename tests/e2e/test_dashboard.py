@@ -422,6 +422,25 @@ async def test_bad_queries_and_forms_get_an_error_page(
     assert await treasury.sandbox.now() == before
 
 
+async def test_stored_text_is_escaped_on_every_page_that_shows_it(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
+    """A merchant reference is the API caller's text: shown as text (Jinja's autoescape, no
+    ``|safe``), in the list, the detail and the event payload alike."""
+    markup = '<script>alert(1)</script><img src=x onerror="a()">'
+    intent = await paid_intent(treasury, tenant, reference=markup)
+    events = await treasury.notifications.events(tenant.company_id, limit=1)
+    await sign_in(client, tenant.secret_key)
+    for path in (
+        "/dashboard/payments",
+        f"/dashboard/payments/{intent.id}",
+        f"/dashboard/events/{events.items[0].id}",
+    ):
+        page = await (await client.get(path)).text()
+        assert "<script>alert" not in page and "<img src=x" not in page, path
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page, path
+
+
 async def test_home_shows_balances_and_the_day_in_a_chart(
     client: Client, tenant: Tenant, treasury: Treasury, clock: FakeClock
 ) -> None:
