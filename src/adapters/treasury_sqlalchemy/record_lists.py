@@ -29,7 +29,10 @@ class DocumentField(ColumnElement[str]):
     """The text of member ``name`` of the JSON document in ``column`` (``NULL`` when absent).
 
     Spelled per dialect: SQLite's ``CAST`` to ``JSON`` would be a numeric cast, and PostgreSQL
-    has no JSON operator on ``TEXT``.
+    has no JSON operator on ``TEXT``. The member name is written into the SQL, not bound: an
+    expression index (the intents' reference and e-mail) is only used when the query's
+    expression is the index's, constant for constant; the names come from the code's filter
+    tables, never from a request.
     """
 
     type = String()
@@ -44,14 +47,14 @@ class DocumentField(ColumnElement[str]):
 @compiles(DocumentField, "postgresql")
 def _postgresql(element: DocumentField, compiler: SQLCompiler, **kw: Any) -> str:
     column = compiler.process(element.column, **kw)
-    name = compiler.process(literal(element.name, Text), **kw)
+    name = compiler.process(literal(element.name, Text), **{**kw, "literal_binds": True})
     return f"(CAST({column} AS JSON) ->> {name})"
 
 
 @compiles(DocumentField)
 def _sqlite(element: DocumentField, compiler: SQLCompiler, **kw: Any) -> str:
     column = compiler.process(element.column, **kw)
-    path = compiler.process(literal(f'$."{element.name}"', Text), **kw)
+    path = compiler.process(literal(f'$."{element.name}"', Text), **{**kw, "literal_binds": True})
     # json_extract answers an integer member as an integer: compared as text, like PostgreSQL.
     return f"CAST(json_extract({column}, {path}) AS TEXT)"
 
