@@ -34,8 +34,8 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage = SqlStorage(database_url)
     storage.migrate()
     storage.migrate()
-    # 0012 was written beside 0013 and re-chained after it at the merge.
-    assert current_revision(storage.engine) == head_revision() == "0012"
+    # 0012 was written beside 0013 and re-chained after it at the merge; 0016 follows 0015.
+    assert current_revision(storage.engine) == head_revision() == "0016"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
     storage.close()
@@ -362,5 +362,37 @@ def test_0013_indexes_the_metadata_filter_on_postgresql(postgres_url: str) -> No
             sql = query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True})
             plan = conn.exec_driver_sql(f"EXPLAIN {sql}").all()
         assert "ix_payment_intents_metadata" in " ".join(str(row[0]) for row in plan)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("member", ["merchant_reference", "customer_email"])
+def test_0016_indexes_the_intent_field_filters(database_url: str, member: str) -> None:
+    # As for 0013: the index only helps if the list filter's expression is the index's, so the
+    # filter's own query, as the storage writes it, must plan through it on both databases.
+    from sqlalchemy import select
+
+    from treasury_core.payments.intents import IntentFilter
+    from treasury_sqlalchemy.record_lists import intent_field_where
+    from treasury_sqlalchemy.schema import payment_intents
+
+    index = f"ix_payment_intents_company_id_{member}"
+    engine = create_engine(normalize_url(database_url))
+    try:
+        upgrade(engine)
+        # The condition alone: on an empty table PostgreSQL would rather walk the id index
+        # backwards for a LIMIT, which says nothing about this index.
+        query = select(payment_intents.c.id).where(
+            payment_intents.c.company_id == 7,
+            *intent_field_where(IntentFilter(**{member: "order-7@example.com"})),
+        )
+        sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+        with engine.connect() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET enable_seqscan = off")
+                plan = conn.exec_driver_sql(f"EXPLAIN {sql}").all()
+            else:
+                plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()
+        assert index in " ".join(str(cell) for row in plan for cell in row), plan
     finally:
         engine.dispose()
