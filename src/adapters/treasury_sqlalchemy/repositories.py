@@ -253,10 +253,10 @@ def _account(row: Sequence[Any]) -> Account:
 def _account_of_row(row: tuple[Any, ...]) -> Account:
     """:func:`_account`, once per distinct row, for the reads that answer balances
     (``get_account``, ``wallet_accounts``): a polled balance reads the same row again and
-    again, and an ``Account`` is immutable, so one instance serves every read of it (and lets
-    :meth:`BalanceRecord.of` answer from its own memo). A changed counter is a new row, a new
-    key, never a stale answer; the row holds no secret. (``guarded`` comes back as ``0``/``1``
-    from SQLite and as a bool from PostgreSQL; equal keys either way, and ``bool()`` of both.)"""
+    again, and an ``Account`` is immutable, so one instance serves every read of it. A changed
+    counter is a new row, a new key, never a stale answer; the row holds no secret.
+    (``guarded`` comes back as ``0``/``1`` from SQLite and as a bool from PostgreSQL; equal
+    keys either way, and ``bool()`` of both.)"""
     return _account(row)
 
 
