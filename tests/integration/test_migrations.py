@@ -34,8 +34,9 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage = SqlStorage(database_url)
     storage.migrate()
     storage.migrate()
-    # 0012 was written beside 0013 and re-chained after it at the merge.
-    assert current_revision(storage.engine) == head_revision() == "0012"
+    # 0012 was written beside 0013 and re-chained after it at the merge; 0015 (the delivery
+    # claim's index) follows 0014.
+    assert current_revision(storage.engine) == head_revision() == "0015"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
     storage.close()

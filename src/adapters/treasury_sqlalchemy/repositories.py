@@ -57,6 +57,7 @@ from treasury_core.ports.storage import R
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
+from treasury_sqlalchemy.delivery_claim import claim_candidates
 from treasury_sqlalchemy.delivery_records import UPDATE_DELIVERY, DeliveryRows
 from treasury_sqlalchemy.history import SqlWalletHistory, record_entries
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
@@ -803,13 +804,36 @@ class SqlDeliveries(DeliveryRows):
         per_destination: int,
         room: Mapping[str, int],
     ) -> list[Delivery]:
+        full = sorted(d for d, free in room.items() if free <= 0)
+        if self._conn.dialect.name == "postgresql":
+            # One destination at a time through an index, not a sort of the whole backlog.
+            bodies = claim_candidates(
+                self._conn, now, wall_now, limit, per_destination=per_destination, full=full
+            )
+            candidates = [Delivery.model_validate_json(b) for b in bodies]
+        else:
+            candidates = self._ranked_candidates(now, wall_now, limit, per_destination, full)
+        claimed = fair_pick(candidates, limit, per_destination, room, lease_until)
+        if claimed:
+            self._lease_all(claimed)
+        return claimed
+
+    def _ranked_candidates(
+        self,
+        now: datetime,
+        wall_now: datetime,
+        limit: int,
+        per_destination: int,
+        full: Sequence[str],
+    ) -> list[Delivery]:
+        """The claim's candidates on any SQL database (SQLite here): every due delivery
+        numbered within its (company, destination) by a window function."""
         rows = t.deliveries
         due = (
             rows.c.status == DeliveryStatus.PENDING.value,
             rows.c.next_attempt_at <= now,
             or_(rows.c.lease_until.is_(None), rows.c.lease_until <= wall_now),
         )
-        full = sorted(d for d, free in room.items() if free <= 0)
         wanted = [*due]
         if full:
             wanted.append(or_(rows.c.destination.is_(None), rows.c.destination.not_in(full)))
@@ -846,11 +870,7 @@ class SqlDeliveries(DeliveryRows):
         )
         if self._lock_rows:
             query = query.with_for_update(skip_locked=True, of=rows)
-        candidates = [Delivery.model_validate_json(b) for b in self._conn.execute(query).scalars()]
-        claimed = fair_pick(candidates, limit, per_destination, room, lease_until)
-        if claimed:
-            self._lease_all(claimed)
-        return claimed
+        return [Delivery.model_validate_json(b) for b in self._conn.execute(query).scalars()]
 
     def get(self, delivery_id: str, *, for_update: bool = False) -> Delivery | None:
         row = _DELIVERY_QUERIES[for_update and self._lock_rows].first(

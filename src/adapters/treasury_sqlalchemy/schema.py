@@ -214,6 +214,19 @@ events = Table(
 )
 
 # Deliveries of events: the columns the worker queries, and the delivery itself as JSON.
+# The fair claim's index on PostgreSQL (migration 0015, treasury_sqlalchemy.delivery_claim):
+# pending deliveries by (company, destination), each pair's in the order they fall due, so the
+# claim skips from pair to pair and reads the first due rows of each. The NULL destination of a
+# row older than migration 0008 is spelled '' as the claim spells it.
+_DELIVERY_CLAIM_INDEX = Index(
+    "ix_deliveries_claim",
+    "company_id",
+    text("COALESCE(destination, '')"),
+    "next_attempt_at",
+    "id",
+    postgresql_where=text("status = 'pending'"),
+).ddl_if(dialect="postgresql")
+
 deliveries = Table(
     "deliveries",
     metadata,
@@ -246,6 +259,7 @@ deliveries = Table(
         postgresql_where=text("status = 'pending' AND attempts > 0"),
         sqlite_where=text("status = 'pending' AND attempts > 0"),
     ),
+    _DELIVERY_CLAIM_INDEX,
 )
 
 idempotency_keys = Table(
