@@ -200,8 +200,8 @@ class Worker(Process):
 
     def __init__(self, database_url: str, log: Path) -> None:
         env = server_env()
-        # Its loops hold a transaction or two at a time (a job or a fan-out, and a delivery
-        # batch): a small pool is plenty, and five processes at the default's 2 x 8 would come
+        # Here it runs jobs and event fan-outs (no webhook endpoint), one transaction at a
+        # time: a small pool is plenty, and five processes at the default's 2 x 8 would come
         # near the 100 connections of a default PostgreSQL shared with other tests.
         env["TREASURY_POOL_SIZE"] = str(WORKER_POOL_SIZE)
         super().__init__(["worker", "--database", database_url], log, env)
