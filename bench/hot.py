@@ -41,6 +41,7 @@ from bench.fixtures import postgres_available, postgres_schema
 from bench.report import Row, rate, render, verdict
 from bench.timing import Elapsed, Samples
 from treasury_core import CreateWalletRequest, TreasuryConfig, bootstrap
+from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData
 from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
@@ -133,7 +134,7 @@ class HotBench:
                 account_id=c.merchant_account,
                 billing_amount=1_000,
                 billing_currency="USD",
-                payment_type="Card Payment",
+                payment_type=PaymentType.CARD_PAYMENT,
             )
             intent = await t.payments.create(c.id, request)
             await t.payments.pay(intent.payment_intent_lookup_id, CARD)

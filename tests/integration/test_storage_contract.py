@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -19,7 +19,7 @@ from sqlalchemy import text
 from treasury_core.errors import ConflictRetryExhausted
 from treasury_core.idempotency import IdempotencyRecord, IdempotencyState
 from treasury_core.ledger import BalanceRecord, Journal, Move
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import Storage, UnitOfWork
 from treasury_core.testing.contract import (
     NOW,
     Boom,
@@ -38,6 +38,21 @@ from treasury_sqlalchemy.storage import SqlStorage
 
 class TestStorageContract(StorageContract):
     """The shipped contract on memory, SQLite and PostgreSQL (the conftest's ``storage``)."""
+
+
+class TestStripedSqliteContract(StorageContract):
+    """The contract again on SQLite with striped counters, which SQLite leaves off by default
+    (one writer at a time gains nothing from them): the striped path is then exercised on both
+    SQL backends, PostgreSQL having them on by default."""
+
+    @pytest.fixture
+    def storage(self, sqlite_url: str) -> Iterator[Storage]:
+        striped = SqlStorage(sqlite_url, pool_size=4, hot_stripes=4)
+        striped.migrate()
+        try:
+            yield striped
+        finally:
+            striped.close()
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])

@@ -49,7 +49,8 @@ _BY_ID = HotQuery(
 
 def record_entries(conn: Connection, plan: LedgerPlan, after: Mapping[str, Account]) -> None:
     """Write the history entries of ``plan``; ``after`` holds the touched accounts as updated
-    (and locked) by it."""
+    (and locked) by it, but for striped accounts (stripes.py), which only a wallet's
+    counterparty can be and whose identity alone is used."""
     last: dict[str, EntryPosition | None] = {}
     for account_id, account in after.items():
         if account.kind is AccountKind.WALLET:

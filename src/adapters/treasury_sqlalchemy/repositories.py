@@ -62,6 +62,14 @@ from treasury_sqlalchemy.history import SqlWalletHistory, record_entries
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
 from treasury_sqlalchemy.metadata_filter import metadata_where
 from treasury_sqlalchemy.record_lists import intent_field_where, record_page
+from treasury_sqlalchemy.stripes import (
+    as_ints,
+    note_rows,
+    qualifies,
+    stripe_statements,
+    striped_accounts,
+    summed_accounts,
+)
 from treasury_sqlalchemy.wallet_metadata import (
     locked_wallet_row,
     stored_metadata,
@@ -156,6 +164,10 @@ _PENDING_RESOLVE = (
 # the DBAPI cursor (see hot.py).
 _ACCOUNT_BY_ID = HotQuery(
     select(t.ledger_accounts).where(t.ledger_accounts.c.id == bindparam("account_id"))
+)
+#: The same, with the account's stripes summed in (for the accounts that may have them).
+_SUMMED_ACCOUNT_BY_ID = HotQuery(
+    summed_accounts().where(t.ledger_accounts.c.id == bindparam("account_id"))
 )
 _WALLET_COLUMNS = tuple(c.name for c in t.wallets.c)
 _WALLET_BY_ID = HotQuery(
@@ -356,6 +368,15 @@ class SqlWallets:
         write_wallet_metadata(self._conn, company_id, wallet_id, metadata)
 
 
+def _check_currency(account_id: str, currency: str, plan: LedgerPlan) -> None:
+    """What :func:`check_account` checks of a striped account: the journal's currency."""
+    if currency != plan.currencies[account_id]:
+        raise LedgerInvariantViolation(
+            f"account {account_id} holds {currency},"
+            f" journal {plan.journal.id} moves {plan.currencies[account_id]}"
+        )
+
+
 class SqlLedger(SqlWalletHistory):
     """Accounts, postings and pending movements (and, from the mixin, wallet histories)."""
 
@@ -378,7 +399,8 @@ class SqlLedger(SqlWalletHistory):
         self._conn.execute(insert(t.ledger_accounts), [self._account_values(account)])
 
     def ensure_account(self, account: Account) -> None:
-        if self.get_account(account.id) is not None:
+        # Existence only: the counters (and their stripes) are not needed here.
+        if _ACCOUNT_BY_ID.first(self._conn, {"account_id": account.id}) is not None:
             return
         # A concurrent transaction may create the same system account; a savepoint keeps the
         # unique-key failure from aborting ours.
@@ -390,14 +412,27 @@ class SqlLedger(SqlWalletHistory):
 
     def get_account(self, account_id: str) -> Account | None:
         row = _ACCOUNT_BY_ID.first(self._conn, {"account_id": account_id})
-        return _account_of_row(tuple(row)) if row else None
+        if row is None:
+            return None
+        if qualifies(row):
+            # Counters may be striped (stripes.py): read again, summed, in one statement.
+            note_rows(striped_accounts(self._conn)[0], (row,))
+            row = _SUMMED_ACCOUNT_BY_ID.first(self._conn, {"account_id": account_id})
+            if row is None:  # pragma: no cover - accounts are never deleted
+                return None
+            row = as_ints(row)
+        return _account_of_row(tuple(row))
 
     def get_accounts(self, account_ids: Sequence[str]) -> dict[str, Account]:
         if not account_ids:
             return {}
-        rows = self._conn.execute(
-            select(t.ledger_accounts).where(t.ledger_accounts.c.id.in_(list(account_ids)))
-        )
+        rows = [
+            as_ints(r)
+            for r in self._conn.execute(
+                summed_accounts().where(t.ledger_accounts.c.id.in_(list(account_ids)))
+            )
+        ]
+        note_rows(striped_accounts(self._conn)[0], rows)
         return {a.id: a for a in map(_account, rows)}
 
     def wallet_accounts(
@@ -420,6 +455,7 @@ class SqlLedger(SqlWalletHistory):
             pendings = {p.id: p for p in map(_pending, self._conn.execute(query))}
         plan = plan_journal(journal, pendings, now)
         sql = _statements(self._conn.dialect)
+        striped, stripe = striped_accounts(self._conn)
         after: dict[str, Account] = {}
         with _raw_cursor(self._conn) as cursor:
             # Each UPDATE locks its row; taking them in sorted id order means two journals over
@@ -427,6 +463,17 @@ class SqlLedger(SqlWalletHistory):
             # on the row as updated, so it sees every movement committed before ours.
             for account_id in plan.account_ids:
                 d = plan.deltas[account_id]
+                known = striped.account(account_id) if striped is not None else None
+                if known is not None and stripe is not None:
+                    # Never checked for funds: the delta goes to this connection's stripe, whose
+                    # row no other connection of the pool writes (stripes.py). Its counters are
+                    # not read back: ``after`` gets its identity, which is all the wallet
+                    # history asks of a counterparty (its kind).
+                    _check_currency(account_id, known.currency, plan)
+                    after[account_id] = known
+                    stripes = stripe_statements(self._conn.dialect)
+                    cursor.execute(stripes.add, stripes.params(account_id, stripe, d))
+                    continue
                 cursor.execute(
                     sql.bump,
                     (
@@ -441,6 +488,15 @@ class SqlLedger(SqlWalletHistory):
                 row = cursor.fetchone()
                 if row is None:
                     raise LedgerInvariantViolation(f"unknown ledger account {account_id}")
+                if striped is not None and striped.stripes and qualifies(row):
+                    # The first movement of this process on a striped account: its row alone
+                    # is not its counters (the stripes hold the rest, and a pending counter may
+                    # be reserved on a stripe and released here), so only the currency is
+                    # checked; an unguarded account has no funds to check.
+                    striped.note(row)
+                    _check_currency(account_id, row[1], plan)
+                    after[account_id] = _account(row)
+                    continue
                 after[account_id] = _account(row)
                 check_account(after[account_id], plan)
             # One execute per posting: psycopg's executemany enters pipeline mode, which costs
@@ -520,9 +576,8 @@ class SqlLedger(SqlWalletHistory):
         return [_pending(r) for r in self._conn.execute(query)]
 
     def all_accounts(self) -> Iterator[Account]:
-        return map(
-            _account, self._conn.execute(select(t.ledger_accounts).order_by(t.ledger_accounts.c.id))
-        )
+        query = summed_accounts().order_by(t.ledger_accounts.c.id)
+        return (_account(as_ints(row)) for row in self._conn.execute(query))
 
     def postings(self) -> Iterator[Posting]:
         return map(

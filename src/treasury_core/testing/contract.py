@@ -108,6 +108,7 @@ from treasury_core.payments.records import (
 )
 from treasury_core.ports import Storage, UnitOfWork
 from treasury_core.testing.contract_history import WalletHistoryContract
+from treasury_core.testing.hot_accounts_contract import HotAccountContract
 from treasury_core.testing.metadata_contract import MetadataContract
 from treasury_core.wallets import Wallet, WalletStatus
 
@@ -259,7 +260,7 @@ def _delivery(
     )
 
 
-class StorageContract(WalletHistoryContract, MetadataContract):
+class StorageContract(WalletHistoryContract, MetadataContract, HotAccountContract):
     """The storage contract as pytest tests; subclass it to run them on your storage.
 
     Each ``test_*`` method takes a ``storage`` fixture that the test suite provides: a fresh,
