@@ -428,3 +428,32 @@ def test_an_unchanged_account_row_is_one_instance_and_a_change_is_seen(
         assert BalanceRecord.of(first).balance == 10  # what was remembered stays right
     finally:
         storage.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_transfers_between_two_wallets_continue_both_histories(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """A journal over two wallets reads both latest entries in one statement: each wallet's
+    numbering must still continue from its own latest entry."""
+    from tests.conftest import make_storage
+    from treasury_core.testing import check_invariants
+
+    storage = make_storage(kind, request)
+    assert isinstance(storage, SqlStorage)
+    try:
+        open_accounts(storage, world(), wallet_account("wal_a"), wallet_account("wal_b"))
+        apply(storage, Journal("fund", (Move("world:USD", "wal_a", "USD", 100),)))
+        for n, (source, target) in enumerate([("wal_a", "wal_b")] * 3 + [("wal_b", "wal_a")] * 2):
+            apply(storage, Journal(f"t{n}", (Move(source, target, "USD", 10),)))
+        with storage.engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT wallet_id, seq FROM wallet_entries ORDER BY wallet_id, seq")
+            ).all()
+        assert [tuple(r) for r in rows] == [("wal_a", n) for n in range(1, 7)] + [
+            ("wal_b", n) for n in range(1, 6)
+        ]
+        assert account(storage, "wal_a").balance == 90
+        check_invariants(storage)
+    finally:
+        storage.close()

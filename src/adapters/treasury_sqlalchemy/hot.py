@@ -167,6 +167,38 @@ class HotInsert:
         binds = tuple(c.type.dialect_impl(dialect).bind_processor(dialect) for c in columns)
         return _CompiledInsert(sql, tuple(c.name for c in columns), binds)
 
+    def execute_rows(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert ``rows`` with one statement (one round trip), however many there are."""
+        if len(rows) <= 1:
+            for values in rows:
+                self.execute(conn, values)
+            return
+        dialect = conn.dialect
+        compiled = self._compiled_for(dialect)
+        one = compiled.sql[compiled.sql.index(" VALUES ") + len(" VALUES ") :]
+        sql = compiled.sql + ", " + ", ".join([one] * (len(rows) - 1))
+        params: list[Any] = []
+        for values in rows:
+            params.extend(self._row(compiled, values))
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.execute(sql, params)
+        finally:
+            cursor.close()
+
+    def _compiled_for(self, dialect: Dialect) -> _CompiledInsert:
+        compiled = self._compiled.get(_key(dialect))
+        if compiled is None:
+            compiled = self._compiled[_key(dialect)] = self._compile(dialect)
+        return compiled
+
+    @staticmethod
+    def _row(compiled: _CompiledInsert, values: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(
+            values[name] if processor is None else processor(values[name])
+            for name, processor in zip(compiled.columns, compiled.binds, strict=True)
+        )
+
     def execute(self, conn: Connection, values: dict[str, Any]) -> None:
         """Insert one row; ``values`` must name every column the statement writes."""
         dialect = conn.dialect
