@@ -22,6 +22,9 @@ company ``w``; with 1 worker the operations go round the 8 companies):
 - ``card_one`` (8 workers only): card payments of company 0 alone, all through one settlement
   account.
 
+After the setup and again after the timed runs, ``check_invariants`` must pass on the whole
+ledger (shared accounts summed from their stripes), or the run raises.
+
 Figures: operations per second (median over repetitions), each operation's gain (8-worker rate
 over 1-worker rate) against the transfers' gain (target >= 0.9), and ``card_one`` against 8
 companies' ``card`` (target >= 0.8), each ratio the median of the per-repetition ratios.
@@ -38,10 +41,11 @@ from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from bench.fixtures import postgres_available, postgres_schema
+from bench.fixtures import POSTGRES_URL, postgres_available, postgres_schema
 from bench.report import Row, rate, render, verdict
 from bench.timing import Elapsed, Samples
 from treasury_core import CreateWalletRequest, TreasuryConfig, bootstrap
+from treasury_core.ledger.invariants import check_invariants
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData
@@ -161,6 +165,11 @@ class HotBench:
 
         return self.loop.run_until_complete(go())
 
+    def check_ledger(self) -> None:
+        """Raise unless every ledger invariant holds (run while no worker writes); so the
+        figures are of a ledger that stayed exact, shared accounts included."""
+        check_invariants(self.treasury.storage)
+
     def close(self) -> None:
         """Close the treasury and the loop."""
         try:
@@ -180,12 +189,13 @@ def _name(kind: str, workers: int, one: bool) -> str:
     return f"{kind}_{workers}" + ("_one" if one else "")
 
 
-def bench(count: int = COUNT, reps: int = REPS) -> dict[str, Samples]:
-    """Samples per contender (``transfer_1``, ``transfer_8``, ..., ``card_8_one``)."""
+def bench(count: int = COUNT, reps: int = REPS, url: str = POSTGRES_URL) -> dict[str, Samples]:
+    """Samples per contender (``transfer_1``, ``transfer_8``, ..., ``card_8_one``), in a
+    schema of its own on the PostgreSQL at ``url``."""
     with ExitStack() as stack:
-        url = stack.enter_context(postgres_schema())
-        b = HotBench(url)
+        b = HotBench(stack.enter_context(postgres_schema(url)))
         stack.callback(b.close)
+        b.check_ledger()
         for kind, workers, one in CONTENDERS:  # warm-up
             b.run(kind, max(WORKERS, count // 10), workers, one_company=one)
         seconds: dict[str, list[Elapsed]] = {_name(*c): [] for c in CONTENDERS}
@@ -194,6 +204,7 @@ def bench(count: int = COUNT, reps: int = REPS) -> dict[str, Samples]:
                 seconds[_name(kind, workers, one)].append(
                     b.run(kind, count, workers, one_company=one)
                 )
+        b.check_ledger()
         share = count // WORKERS * WORKERS
         return {name: Samples(share, tuple(runs)) for name, runs in seconds.items()}
 
