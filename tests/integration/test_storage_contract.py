@@ -457,3 +457,19 @@ def test_transfers_between_two_wallets_continue_both_histories(
         check_invariants(storage)
     finally:
         storage.close()
+
+
+@pytest.mark.parametrize("stripes", [0, 4])
+def test_the_connections_of_a_pool_take_distinct_stripes(sqlite_url: str, stripes: int) -> None:
+    """Up to ``stripes`` connections open at once never share a stripe (none without stripes)."""
+    from treasury_sqlalchemy.stripes import striped_accounts
+
+    storage = SqlStorage(sqlite_url, pool_size=4, hot_stripes=stripes)
+    try:
+        connections = [storage.engine.connect() for _ in range(4)]
+        taken = [striped_accounts(conn)[1] for conn in connections]
+        for conn in connections:
+            conn.close()
+        assert sorted(taken, key=str) == ([0, 1, 2, 3] if stripes else [None] * 4)
+    finally:
+        storage.close()
