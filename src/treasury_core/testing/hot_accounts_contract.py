@@ -24,6 +24,14 @@ from treasury_core.ledger import (
 )
 from treasury_core.ledger.invariants import check_invariants
 from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.testing.contract_support import (
+    NOW,
+    account,
+    apply,
+    open_accounts,
+    wallet_account,
+    world,
+)
 
 _THREADS = 4
 _STEPS = 15
@@ -41,15 +49,6 @@ class HotAccountContract:
     ) -> None:
         """Threads deposit, reserve and settle, and withdraw through ``world:USD`` and one
         settlement account at once: every read of the shared accounts is the exact sum."""
-        from treasury_core.testing.contract import (
-            NOW,
-            account,
-            apply,
-            open_accounts,
-            wallet_account,
-            world,
-        )
-
         wallets = [f"wal_{n}" for n in range(_THREADS)]
         open_accounts(storage, world(), _settlement(), *(wallet_account(w) for w in wallets))
         deadline = NOW + timedelta(days=1)
@@ -106,15 +105,6 @@ class HotAccountContract:
     ) -> None:
         """A deposit reserved in one transaction and completed in another leaves the world
         account's pending counter at zero, read alone or with the rest."""
-        from treasury_core.testing.contract import (
-            NOW,
-            account,
-            apply,
-            open_accounts,
-            wallet_account,
-            world,
-        )
-
         open_accounts(storage, world(), wallet_account("wal_a"))
         deadline = NOW + timedelta(days=1)
         for n in range(3):
