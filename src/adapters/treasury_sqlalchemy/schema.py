@@ -120,6 +120,20 @@ ledger_accounts = Table(
     Index("ix_ledger_accounts_company_id_kind_id", "company_id", "kind", "id"),
 )
 
+# Striped counters of the accounts never checked for funds (stripes.py): an account's counters
+# are its ledger_accounts row plus the sum of its rows here, at most one per stripe.
+ledger_account_stripes = Table(
+    "ledger_account_stripes",
+    metadata,
+    Column("account_id", String(64), primary_key=True),
+    Column("stripe", Integer, primary_key=True, autoincrement=False),
+    Column("debits_posted", BigInteger, nullable=False),
+    Column("credits_posted", BigInteger, nullable=False),
+    Column("debits_pending_holds", BigInteger, nullable=False),
+    Column("debits_pending_out", BigInteger, nullable=False),
+    Column("credits_pending", BigInteger, nullable=False),
+)
+
 # Append-only: rows are inserted, never updated or deleted.
 ledger_postings = Table(
     "ledger_postings",
