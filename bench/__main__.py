@@ -12,7 +12,10 @@ a dead endpoint; then, unless the suite is ``all``, whose 10-minute bound they w
 the ``events-drain`` part: standing backlogs drained by one SQLite server against the bare
 client and by one and two ``treasury worker`` processes on PostgreSQL; about 2.5 minutes in
 all), ``events-drain`` (that part alone), ``statements`` (wallet transactions and a month's
-statement at 1k vs 1M postings, SQLite and PostgreSQL; about 2-3 minutes, not part of ``all``).
+statement at 1k vs 1M postings, SQLite and PostgreSQL; about 2-3 minutes, not part of ``all``),
+``hot`` (deposits, card payments, FX and disjoint transfers for 8 companies with 1 and 8
+workers on PostgreSQL: whether shared accounts cap the gain; about 1.5 minutes, not part of
+``all``).
 ``--quick`` is a smoke run of the chosen suite (about 1-2 minutes for ``all``).
 Peers (localstripe, django-hordak, python-accounting) are installed from PyPI into their own
 venvs under ``build/bench-peers`` on first use; that install time is reported apart and is
@@ -37,6 +40,7 @@ from bench import (
     events_drain,
     fixtures,
     growth,
+    hot,
     http_intents,
     kernel,
     ledger,
@@ -68,6 +72,7 @@ SUITES = {
     "events": ("events", "events-drain"),
     "events-drain": ("events-drain",),
     "statements": ("statements",),
+    "hot": ("hot",),
 }
 
 
@@ -604,6 +609,15 @@ def _statements(run: Run) -> None:
     run.rows += statements.rows("PostgreSQL", opts.statements_small, opts.statements_large, pg)
 
 
+def _hot(run: Run) -> None:
+    """Hot accounts: 1 and 8 workers through the services (PostgreSQL only)."""
+    if run.pg_problem is not None:
+        run.notes.append(f"Hot-account rows skipped: {run.pg_problem}")
+        return
+    samples = _step("hot accounts, PostgreSQL", hot.bench)
+    run.rows += hot.rows(samples)
+
+
 def _events_drain(run: Run) -> None:
     opts = run.opts
     if opts.events_drain <= 0:
@@ -629,6 +643,7 @@ PARTS: dict[str, Callable[[Run], None]] = {
     "events": _events,
     "statements": _statements,
     "events-drain": _events_drain,
+    "hot": _hot,
 }
 
 

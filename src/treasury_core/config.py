@@ -216,6 +216,11 @@ class TreasuryConfig(BaseModel):
         "than this (business time), at most once every 5 minutes, and a line when it "
         "recovers (0: never).",
     )
+    dashboard: bool = Field(
+        default=True,
+        description="Whether the HTTP server serves the dashboard (/dashboard): sign-in with a "
+        "company's secret key, then its payments, wallets, events and webhooks.",
+    )
     frame_ancestors: tuple[FrameAncestor, ...] = Field(
         default=(),
         description="Origins allowed to embed the hosted pages in an iframe (CSP "

@@ -147,6 +147,7 @@ class TreasurySettings(BaseSettings):
     event_retention_days: int | None = None
     event_backlog_warning_seconds: float | None = None
     frame_ancestors: tuple[str, ...] | None = None
+    dashboard: bool | None = None
 
     _split_lists = field_validator(
         "currencies", "vban_currencies", "vault_old_keys", "frame_ancestors", mode="before"

@@ -13,6 +13,7 @@ from aiohttp import web
 from treasury_aiohttp import (
     bank_handlers,
     card_handlers,
+    dashboard_ops,
     dispute_handlers,
     endpoint_handlers,
     handlers,
@@ -142,6 +143,8 @@ def create_app(
     for route in by_depth:
         app.router.add_route(route.method, route.router_path, _tagged(route))
     hosted_pages.add_routes(app)
+    if treasury.config.dashboard:
+        dashboard_ops.add_routes(app)
     app[OPENAPI_KEY] = build_openapi(
         routes + hosted_pages.ROUTES,
         title="treasury-core",

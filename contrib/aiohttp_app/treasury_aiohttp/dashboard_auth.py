@@ -1,0 +1,353 @@
+"""The dashboard's sign-in: a session cookie, CSRF on every form, and the page wrapper.
+
+A company signs in with its secret key, checked exactly as the API checks a bearer key
+(:meth:`CompanyService.authenticate`). The session cookie (``treasury_dashboard``) holds the key
+encrypted and authenticated with Fernet (AES-CBC + HMAC, from ``cryptography``) under a key
+derived from ``form_key``: the browser holds only ciphertext, and every request authenticates
+the key again, so revoking or rotating it ends its sessions at once. The cookie is HttpOnly,
+SameSite=Strict, and Secure unless the host is the local machine; a session lasts
+:data:`SESSION_SECONDS`.
+
+Every form carries a CSRF token: the hosted pages' HMAC (:class:`FormKey`) over the session's
+random nonce, so a token is good only in the session it was served in; posts must also be
+same-origin (``Sec-Fetch-Site``, else ``Origin``).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any
+
+import jinja2
+from aiohttp import web
+from cryptography.fernet import Fernet, InvalidToken
+
+from treasury_aiohttp.forms import CSRF_FIELD, FormData, read_form
+from treasury_aiohttp.hosted_security import check_same_origin
+from treasury_aiohttp.io import treasury
+from treasury_aiohttp.keys import FORM_KEY
+from treasury_core.companies import Principal
+from treasury_core.config import TreasuryConfig
+from treasury_core.errors import (
+    AuthenticationFailed,
+    ErrorKind,
+    PermissionDenied,
+    TreasuryError,
+)
+from treasury_core.http_statuses import http_status
+
+log = logging.getLogger("treasury.dashboard")
+
+COOKIE = "treasury_dashboard"
+#: How long a sign-in lasts (real time); then the dashboard asks for the key again.
+SESSION_SECONDS = 8 * 3600
+DASHBOARD = "/dashboard"
+LOGIN = "/dashboard/login"
+LOGOUT = "/dashboard/logout"
+STATIC = "/dashboard/static"
+
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+_BAD_KEY = "That is not a valid secret key."
+
+_templates = jinja2.Environment(
+    loader=jinja2.PackageLoader("treasury_aiohttp", "templates/dashboard"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+STYLESHEET = (files("treasury_aiohttp") / "static" / "dashboard.css").read_bytes()
+SCRIPT = (files("treasury_aiohttp") / "static" / "dashboard.js").read_bytes()
+
+SESSION_CIPHER = web.AppKey("dashboard_sessions", Fernet)
+
+
+def session_cipher(config: TreasuryConfig) -> Fernet:
+    """The session cookies' cipher: from ``form_key`` (required outside sandbox mode, so every
+    process behind one address reads each other's cookies), else random per process."""
+    secret = config.form_key.get_secret_value().encode() if config.form_key else None
+    material = hashlib.sha256(
+        b"treasury dashboard sessions\0" + (secret or secrets.token_bytes(32))
+    )
+    return Fernet(base64.urlsafe_b64encode(material.digest()))
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A signed-in browser: its company (as the API's auth sees it) and its CSRF nonce."""
+
+    principal: Principal
+    nonce: str
+    prefix: str
+
+    @property
+    def company_id(self) -> int:
+        """The signed-in company: every read and action is scoped to it."""
+        return self.principal.company_id
+
+
+def page_headers() -> dict[str, str]:
+    """Every dashboard page's headers: a strict CSP (own stylesheet and script only, no inline
+    code), no framing, no caching, no Referer outside the origin."""
+    return {
+        "Content-Security-Policy": (
+            "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
+            "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+        ),
+        "Referrer-Policy": "same-origin",
+        "Cache-Control": "no-store",
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+        "Cross-Origin-Resource-Policy": "same-origin",
+        "Cross-Origin-Opener-Policy": "same-origin",
+        "Permissions-Policy": "camera=(), microphone=(), geolocation=(), payment=()",
+    }
+
+
+def render(
+    request: web.Request,
+    template: str,
+    prefix: str,
+    *,
+    status: int = 200,
+    session: Session | None = None,
+    **context: Any,
+) -> web.Response:
+    """A dashboard page with its security headers."""
+    csrf = csrf_token(request, session) if session is not None else ""
+    html = _templates.get_template(template).render(
+        prefix=prefix,
+        base=prefix + DASHBOARD,
+        static=prefix + STATIC,
+        csrf_field=CSRF_FIELD,
+        csrf_token=csrf,
+        signed_in=session is not None,
+        sandbox=treasury(request).config.sandbox,
+        **context,
+    )
+    response = web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
+    response.headers.update(page_headers())
+    return response
+
+
+def redirect(location: str) -> web.Response:
+    """303 to ``location`` (post/redirect/get: a reload never repeats an action)."""
+    return web.Response(status=303, headers={"Location": location, "Cache-Control": "no-store"})
+
+
+def csrf_token(request: web.Request, session: Session) -> str:
+    """The token the session's forms carry."""
+    return request.app[FORM_KEY].token(f"dashboard:{session.nonce}")
+
+
+def _prefix(request: web.Request, path: str) -> str:
+    resource = request.match_info.route.resource
+    canonical = resource.canonical if resource is not None else ""
+    return canonical.removesuffix(path) if canonical.endswith(path) else ""
+
+
+def _secure(request: web.Request) -> bool:
+    # Secure everywhere but the local machine, where a developer serves plain HTTP.
+    host = (request.url.host or "").lower()
+    return host not in _LOCAL_HOSTS
+
+
+def _set_cookie(request: web.Request, response: web.Response, value: str, prefix: str) -> None:
+    response.set_cookie(
+        COOKIE,
+        value,
+        path=(prefix + DASHBOARD) or "/",
+        max_age=SESSION_SECONDS,
+        httponly=True,
+        secure=_secure(request),
+        samesite="Strict",
+    )
+
+
+def _clear_cookie(response: web.Response, prefix: str) -> None:
+    response.del_cookie(COOKIE, path=(prefix + DASHBOARD) or "/")
+
+
+async def _session(request: web.Request, prefix: str) -> Session | None:
+    """The request's session, or ``None`` (no cookie, a forged or expired one, a revoked key)."""
+    raw = request.cookies.get(COOKIE)
+    if not raw:
+        return None
+    try:
+        plain = request.app[SESSION_CIPHER].decrypt(raw.encode(), ttl=SESSION_SECONDS)
+        fields = json.loads(plain)
+        key, nonce = fields["k"], fields["n"]
+    except (InvalidToken, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(key, str) or not isinstance(nonce, str):
+        return None
+    try:
+        principal = await treasury(request).companies.authenticate(key)
+    except AuthenticationFailed:
+        return None
+    if not principal.is_secret:
+        return None
+    return Session(principal=principal, nonce=nonce, prefix=prefix)
+
+
+Page = Callable[[web.Request, Session], Awaitable[web.StreamResponse]]
+
+
+def error_page(
+    request: web.Request, prefix: str, error: TreasuryError, session: Session | None
+) -> web.Response:
+    """The page saying what was wrong (the API's status and message; nothing was changed)."""
+    return render(
+        request, "error.html", prefix, status=http_status(error), session=session,
+        title="Not done", message=error.message, param=error.param,
+    )  # fmt: skip
+
+
+def dashboard_page(
+    path: str,
+) -> Callable[[Page], Callable[[web.Request], Awaitable[web.StreamResponse]]]:
+    """Wrap a page: a signed-in session or a redirect to sign-in; on a POST the form's CSRF
+    token and the same-origin check; a refused input or action becomes an error page."""
+
+    def wrap(page: Page) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        @functools.wraps(page)
+        async def handler(request: web.Request) -> web.StreamResponse:
+            prefix = _prefix(request, path)
+            session = await _session(request, prefix)
+            if session is None:
+                response = redirect(prefix + LOGIN)
+                if COOKIE in request.cookies:
+                    _clear_cookie(response, prefix)
+                return response
+            try:
+                if request.method == "POST":
+                    check_same_origin(request)
+                    form = await read_form(request)
+                    token = form.get(CSRF_FIELD)
+                    request.app[FORM_KEY].check(
+                        f"dashboard:{session.nonce}", token if isinstance(token, str) else None
+                    )
+                    request[POSTED] = form
+                return await page(request, session)
+            except TreasuryError as error:
+                if error.kind is ErrorKind.INTERNAL:
+                    log.error("%s on %s: %s", error.code, request.method, error.message)
+                    raise
+                return error_page(request, prefix, error, session)
+
+        return handler
+
+    return wrap
+
+
+POSTED = web.RequestKey("dashboard_form", FormData)
+
+
+def posted(request: web.Request) -> FormData:
+    """The form the wrapper read (and checked) for this POST."""
+    return request[POSTED]
+
+
+async def login_page(request: web.Request) -> web.StreamResponse:
+    """``GET /dashboard/login``: the sign-in form (or home when signed in already)."""
+    prefix = _prefix(request, LOGIN)
+    if await _session(request, prefix) is not None:
+        return redirect(prefix + DASHBOARD)
+    return _login_form(request, prefix)
+
+
+def _login_form(
+    request: web.Request, prefix: str, *, status: int = 200, error: str | None = None
+) -> web.Response:
+    return render(
+        request, "login.html", prefix, status=status, title="Sign in", error=error,
+        login_csrf=request.app[FORM_KEY].token("dashboard-login"),
+    )  # fmt: skip
+
+
+async def login(request: web.Request) -> web.StreamResponse:
+    """``POST /dashboard/login``: check the secret key as the API would; start a session."""
+    prefix = _prefix(request, LOGIN)
+    form = await _read_form_or_none(request)
+    try:
+        check_same_origin(request)
+        token = form.get(CSRF_FIELD) if form is not None else None
+        request.app[FORM_KEY].check("dashboard-login", token if isinstance(token, str) else None)
+    except PermissionDenied as refused:
+        return _login_form(request, prefix, status=403, error=refused.message)
+    raw = form.get("secret_key") if form is not None else None
+    key = raw.strip() if isinstance(raw, str) else ""
+    try:
+        if not key or len(key) > 200:
+            raise AuthenticationFailed(_BAD_KEY)
+        principal = await treasury(request).companies.authenticate(key)
+    except AuthenticationFailed:
+        return _login_form(request, prefix, status=401, error=_BAD_KEY)
+    if not principal.is_secret:
+        return _login_form(
+            request, prefix, status=403,
+            error="A publishable key cannot sign in: use the company's secret key.",
+        )  # fmt: skip
+    value = json.dumps({"k": key, "n": secrets.token_urlsafe(16)}).encode()
+    response = redirect(prefix + DASHBOARD)
+    _set_cookie(request, response, request.app[SESSION_CIPHER].encrypt(value).decode(), prefix)
+    return response
+
+
+async def _read_form_or_none(request: web.Request) -> FormData | None:
+    try:
+        return await read_form(request)
+    except TreasuryError:
+        return None
+
+
+async def logout(request: web.Request) -> web.StreamResponse:
+    """``POST /dashboard/logout``: end the session (a CSRF-checked form, like every action)."""
+    prefix = _prefix(request, LOGOUT)
+    session = await _session(request, prefix)
+    if session is not None:
+        form = await _read_form_or_none(request)
+        token = form.get(CSRF_FIELD) if form is not None else None
+        try:
+            check_same_origin(request)
+            request.app[FORM_KEY].check(
+                f"dashboard:{session.nonce}", token if isinstance(token, str) else None
+            )
+        except PermissionDenied as refused:
+            return error_page(request, prefix, refused, session)
+    response = redirect(prefix + LOGIN)
+    _clear_cookie(response, prefix)
+    return response
+
+
+def _asset(
+    body: bytes, content_type: str
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def asset(_request: web.Request) -> web.StreamResponse:
+        return web.Response(
+            body=body,
+            content_type=content_type,
+            charset="utf-8",
+            headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"},
+        )
+
+    return asset
+
+
+def auth_routes() -> list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]]:
+    """The sign-in, sign-out and asset routes."""
+    return [
+        ("GET", LOGIN, login_page),
+        ("POST", LOGIN, login),
+        ("POST", LOGOUT, logout),
+        ("GET", f"{STATIC}/dashboard.css", _asset(STYLESHEET, "text/css")),
+        ("GET", f"{STATIC}/dashboard.js", _asset(SCRIPT, "text/javascript")),
+    ]

@@ -1,0 +1,335 @@
+"""The dashboard's money pages: home, payments (list, detail, capture/void/refund), wallets.
+
+Every read and action goes through the services the API uses, with the signed-in company's id
+(:class:`~treasury_aiohttp.dashboard_auth.Session`), so a page shows exactly what that company's
+secret key would read from the API. Lists are the API's pages (``limit``/``starting_after``,
+newest first) with the same filters, read through the same parsers, so a bad filter is refused
+with the API's message.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal, DecimalException, InvalidOperation
+from typing import Any
+
+from aiohttp import web
+
+from treasury_aiohttp.dashboard_auth import Session, posted, redirect, render
+from treasury_aiohttp.dashboard_charts import bar_chart, line_chart
+from treasury_aiohttp.hosted_pages import format_amount
+from treasury_aiohttp.io import page_request, timestamp_query, treasury
+from treasury_core.errors import NotFound, ValidationFailed
+from treasury_core.listing import RecordFilter
+from treasury_core.pagination import PageRequest
+from treasury_core.payments import IntentStatus
+from treasury_core.payments.intents import IntentFilter
+from treasury_core.payments.records import Chargeback, Payout, Transaction
+from treasury_core.treasury.records import Deposit, Transfer, Withdrawal
+from treasury_core.validation import whole_number
+
+#: Query parameters each list takes; anything else is refused, as the API refuses it.
+PAYMENT_FILTERS = (
+    "status", "created_gte", "created_lt", "merchant_reference", "customer_email",
+    "starting_after", "limit",
+)  # fmt: skip
+_MAX_ID = 2**63 - 1
+#: How many of the last day's intents the home page sums into the volume chart.
+VOLUME_SCAN_LIMIT = 2000
+
+
+def only(request: web.Request, names: tuple[str, ...]) -> None:
+    """Refuse a query parameter the page does not take, or one given twice."""
+    seen: set[str] = set()
+    for name, _ in request.query.items():
+        if name not in names:
+            raise ValidationFailed(f"Received unknown parameter: {name}", param=None)
+        if name in seen:
+            raise ValidationFailed(f"Received duplicate parameter: {name}", param=name)
+        seen.add(name)
+
+
+def money(request: web.Request, amount: int, currency: str) -> str:
+    """``amount`` minor units of ``currency`` for people (the browser's locale)."""
+    return format_amount(request, amount, currency)
+
+
+def _intent_id(raw: str) -> int:
+    value = whole_number(raw) if raw.isascii() and raw.isdigit() else None
+    if value is None or not 1 <= value <= _MAX_ID:
+        raise NotFound("No such payment intent", param="payment_intent_id")
+    return value
+
+
+def minor_units(request: web.Request, raw: object, currency: str, param: str) -> int:
+    """A typed amount (``12.50``, in major units) as minor units of ``currency``."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValidationFailed(f"{param} is required", param=param)
+    places = treasury(request).currencies.get(currency).decimal_places
+    try:
+        # Bounded text: no exponent arithmetic on a number of a thousand digits.
+        if len(raw.strip()) > 32:
+            raise InvalidOperation
+        value = Decimal(raw.strip().replace(",", ""))
+        scaled = value.scaleb(places) if value.is_finite() else Decimal(0)
+        whole = scaled == scaled.to_integral_value()
+    except DecimalException:
+        raise ValidationFailed(f"{param} must be a number, such as 12.50", param=param) from None
+    if not value.is_finite() or not whole or scaled <= 0:
+        raise ValidationFailed(
+            f"{param} must be a positive amount with at most {places} decimal places",
+            param=param,
+        )
+    return int(scaled)
+
+
+# --- home ----------------------------------------------------------------------------------------
+
+
+async def home(request: web.Request, session: Session) -> web.StreamResponse:
+    """Balances per wallet, the last 24 hours of payments (count and volume per hour), and the
+    webhook endpoints whose deliveries are failing."""
+    only(request, ())
+    t = treasury(request)
+    company = session.company_id
+    balances = await t.wallets.balances(company, PageRequest(limit=100))
+    now = t.clock.now()
+    start = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
+    hours = [start + timedelta(hours=h) for h in range(24)]
+    counts = [
+        await t.payments.count(
+            company, IntentFilter(created_gte=hour, created_lt=hour + timedelta(hours=1))
+        )
+        for hour in hours
+    ]
+    volume, currency, scanned_all = await _volume(request, session, hours)
+    failing = [f for f in (await t.notifications.status()).failing if f.company_id == company]
+    labels = [f"{h:%H}:00 UTC" for h in hours]
+    count_labels = [f"{label}: {count}" for label, count in zip(labels, counts, strict=True)]
+    return render(
+        request, "home.html", session.prefix, session=session, title="Home",
+        balances=balances.items, more_wallets=balances.has_more, money=money, req=request,
+        count_chart=bar_chart(counts, count_labels),
+        volume_chart=bar_chart(volume, [
+            f"{lab}: {money(request, v, currency)}" for lab, v in zip(labels, volume, strict=True)
+        ]) if currency else None,
+        hours=list(zip(labels, counts, volume, strict=True)), currency=currency,
+        scanned_all=scanned_all, total=sum(counts), failing=failing,
+    )  # fmt: skip
+
+
+async def _volume(
+    request: web.Request, session: Session, hours: list[Any]
+) -> tuple[list[int], str | None, bool]:
+    """Captured or authorized amounts per hour, in the currency most of them are in."""
+    t = treasury(request)
+    start, end = hours[0], hours[-1] + timedelta(hours=1)
+    filters = IntentFilter(created_gte=start, created_lt=end)
+    per_currency: dict[str, list[int]] = {}
+    after, seen, more = None, 0, True
+    while more and seen < VOLUME_SCAN_LIMIT:
+        page = await t.payments.list(session.company_id, filters, limit=100, starting_after=after)
+        for intent in page.items:
+            if intent.status in (IntentStatus.PROCESSED, IntentStatus.AUTHORIZED):
+                slot = int((intent.created_at - start).total_seconds() // 3600)
+                row = per_currency.setdefault(intent.billing_currency, [0] * 24)
+                row[min(max(slot, 0), 23)] += intent.billing_amount
+        seen += len(page.items)
+        more = page.has_more
+        after = page.items[-1].id if page.items else None
+    if not per_currency:
+        return [0] * 24, None, not more
+    currency = max(per_currency, key=lambda c: sum(1 for v in per_currency[c] if v))
+    return per_currency[currency], currency, not more
+
+
+# --- payments ------------------------------------------------------------------------------------
+
+
+def _intent_filter(request: web.Request) -> IntentFilter:
+    raw = request.query.get("status") or None
+    status = None
+    if raw is not None:
+        try:
+            status = IntentStatus(raw)
+        except ValueError:
+            allowed = ", ".join(s.value for s in IntentStatus)
+            raise ValidationFailed(f"status must be one of {allowed}", param="status") from None
+    return IntentFilter(
+        status=status,
+        created_gte=_day_or_time(request, "created_gte"),
+        created_lt=_day_or_time(request, "created_lt"),
+        merchant_reference=request.query.get("merchant_reference") or None,
+        customer_email=request.query.get("customer_email") or None,
+    )
+
+
+def _day_or_time(request: web.Request, name: str) -> Any:
+    """A date from the filter form (``2026-01-31``: midnight UTC) or an ISO 8601 timestamp."""
+    raw = request.query.get(name)
+    if not raw:
+        return None
+    if len(raw) == 10:
+        try:
+            day = date.fromisoformat(raw)
+        except ValueError:
+            raise ValidationFailed(f"{name} must be a date (YYYY-MM-DD)", param=name) from None
+        return datetime(day.year, day.month, day.day, tzinfo=UTC)
+    return timestamp_query(request, name)
+
+
+async def payments(request: web.Request, session: Session) -> web.StreamResponse:
+    """The payments list, filtered and paged as ``GET /api/v1/payments/intents`` is."""
+    only(request, PAYMENT_FILTERS)
+    filters = _intent_filter(request)
+    paging = page_request(request)
+    after = paging.starting_after
+    starting_after = None
+    if after:
+        if not (after.isascii() and after.isdigit()):
+            raise ValidationFailed(
+                "starting_after must be a payment intent id", param="starting_after"
+            )
+        starting_after = _intent_id(after)
+    page = await treasury(request).payments.list(
+        session.company_id, filters, limit=paging.limit, starting_after=starting_after
+    )
+    kept = {k: v for k, v in request.query.items() if k not in ("starting_after",) and v}
+    next_query = None
+    if page.has_more and page.items:
+        next_query = {**kept, "starting_after": str(page.items[-1].id)}
+    return render(
+        request, "payments.html", session.prefix, session=session, title="Payments",
+        intents=page.items, money=money, req=request, query=kept, next_query=next_query,
+        statuses=[s.value for s in IntentStatus], paged=bool(after),
+    )  # fmt: skip
+
+
+async def payment(request: web.Request, session: Session) -> web.StreamResponse:
+    """One intent: its figures, timeline (refunds, chargebacks) and the actions it allows."""
+    only(request, ())
+    t = treasury(request)
+    intent = await t.payments.get(session.company_id, _intent_id(request.match_info["intent_id"]))
+    refunds = await t.payments.refunds(session.company_id, intent.id)
+    chargebacks = await t.records.list(
+        Chargeback, session.company_id, RecordFilter(payment_intent_id=intent.id),
+        PageRequest(limit=100),
+    )  # fmt: skip
+    payouts = await t.records.list(
+        Payout, session.company_id, RecordFilter(payment_intent_id=intent.id),
+        PageRequest(limit=100),
+    )  # fmt: skip
+    refundable = intent.billing_amount - intent.amount_refunded
+    timeline: list[tuple[Any, str]] = [(intent.created_at, "Created")]
+    if intent.latest_transaction_id is not None:
+        txn = await t.records.get(Transaction, session.company_id, intent.latest_transaction_id)
+        card = f"{(txn.card_brand or 'card').title()} •••• {txn.card_last4 or '????'}"
+        failure = f": {txn.failure_message or txn.failure_reason}" if txn.failure_reason else ""
+        timeline.append((txn.created_at, f"Latest attempt ({card}): {txn.status.value}{failure}"))
+    for payout in payouts.items:
+        amount = money(request, payout.amount, payout.currency)
+        timeline.append(
+            (payout.created_at, f"Payout {payout.id}: {amount} ({payout.status.value})")
+        )
+    if intent.authorized_at:
+        timeline.append((intent.authorized_at, "Authorized"))
+    if intent.captured_at:
+        timeline.append((intent.captured_at, "Captured"))
+    for refund in refunds:
+        what = f"Refund {refund.id}: {money(request, refund.amount, refund.currency)}"
+        timeline.append((refund.created_at, f"{what} ({refund.status.value})"))
+    for chargeback in chargebacks.items:
+        what = (
+            f"Chargeback {chargeback.id}: {money(request, chargeback.amount, chargeback.currency)}"
+        )
+        timeline.append((chargeback.created_at, f"{what} ({chargeback.status.value})"))
+    if intent.status is IntentStatus.CANCELLED:
+        reason = intent.cancellation_reason.value if intent.cancellation_reason else "cancelled"
+        timeline.append(
+            (intent.authorization_expires_at or intent.created_at, f"Cancelled ({reason})")
+        )
+    timeline.sort(key=lambda item: item[0])
+    return render(
+        request, "payment.html", session.prefix, session=session,
+        title=f"Payment {intent.id}", intent=intent, money=money, req=request,
+        timeline=timeline, refundable=refundable,
+        can_capture=intent.status is IntentStatus.AUTHORIZED,
+        can_refund=intent.status is IntentStatus.PROCESSED and refundable > 0,
+        amount_hint=str(Decimal(refundable).scaleb(
+            -t.currencies.get(intent.billing_currency).decimal_places
+        )),
+    )  # fmt: skip
+
+
+async def payment_action(request: web.Request, session: Session) -> web.StreamResponse:
+    """``POST …/payments/{id}/capture|void|refund``: the API's call; back to the payment."""
+    t = treasury(request)
+    intent = await t.payments.get(session.company_id, _intent_id(request.match_info["intent_id"]))
+    action = request.match_info["action"]
+    if action == "capture":
+        await t.payments.capture(session.company_id, intent.id)
+    elif action == "void":
+        await t.payments.cancel(session.company_id, intent.id)
+    else:
+        form = posted(request)
+        raw = form.get("amount")
+        amount = None
+        if isinstance(raw, str) and raw.strip():
+            amount = minor_units(request, raw, intent.billing_currency, "amount")
+        reason = form.get("reason")
+        reason = reason.strip()[:255] if isinstance(reason, str) and reason.strip() else None
+        await t.payments.refund(session.company_id, intent.id, amount=amount, reason=reason)
+    return redirect(f"{session.prefix}/dashboard/payments/{intent.id}")
+
+
+# --- wallets -------------------------------------------------------------------------------------
+
+
+async def wallets(request: web.Request, session: Session) -> web.StreamResponse:
+    """Each wallet's balance record, paged (newest wallet first)."""
+    only(request, ("starting_after", "limit"))
+    page = await treasury(request).wallets.balances(session.company_id, page_request(request))
+    next_query = None
+    if page.has_more and page.items:
+        next_query = {"starting_after": page.items[-1].wallet_id}
+    return render(
+        request, "wallets.html", session.prefix, session=session, title="Wallets",
+        balances=page.items, money=money, req=request, next_query=next_query,
+    )  # fmt: skip
+
+
+async def wallet(request: web.Request, session: Session) -> web.StreamResponse:
+    """A wallet: its balance record, statement (newest first, paged), balance-over-time chart,
+    and its deposits, withdrawals and transfers with their states."""
+    only(request, ("starting_after", "limit"))
+    t = treasury(request)
+    company, wallet_id = session.company_id, request.match_info["wallet_id"]
+    balance = await t.wallets.balance(company, wallet_id)
+    statement = await t.statements.transactions(company, wallet_id, page_request(request))
+    first = PageRequest(limit=10)
+    deposits = await t.records.list(Deposit, company, RecordFilter(wallet_id=wallet_id), first)
+    withdrawals = await t.records.list(
+        Withdrawal, company, RecordFilter(wallet_id=wallet_id), first
+    )
+    transfers = await t.records.list(Transfer, company, RecordFilter(wallet_id=wallet_id), first)
+    # Oldest first for the line; the balance before the oldest shown is where the line starts.
+    history = list(reversed(statement.items))
+    points = []
+    if history:
+        moved = history[0].amount if history[0].counter.value == "balance" else 0
+        points = [history[0].balance_after - moved, *(row.balance_after for row in history)]
+    next_query = None
+    if statement.has_more and statement.items:
+        next_query = {"starting_after": statement.items[-1].id}
+    return render(
+        request, "wallet.html", session.prefix, session=session, title=f"Wallet {wallet_id}",
+        balance=balance, transactions=statement.items, money=money, req=request,
+        chart=line_chart(points) if len(points) > 1 else None,
+        first_point=points[0] if points else None, last_point=points[-1] if points else None,
+        deposits=[d.record() for d in deposits.items],
+        withdrawals=[w.record() for w in withdrawals.items],
+        transfers=[tr.record() for tr in transfers.items], next_query=next_query,
+    )  # fmt: skip
+
+
+__all__ = ["home", "payment", "payment_action", "payments", "wallet", "wallets"]

@@ -1,0 +1,226 @@
+"""The dashboard in real headless Chromium: sign in, find a payment, capture and refund it, see
+a wallet's balance and chart change, redeliver a failed webhook, advance the sandbox clock and
+watch a hold expire; then every page at desktop and phone width (no sideways scrolling at
+390 px), screenshotted.
+
+With ``TREASURY_DASHBOARD_DOC_SCREENSHOTS=1`` the screenshots are also written to
+docs/images/dashboard/ (the guide's and the README's pictures): run that on purpose, then
+commit the PNGs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+from playwright.async_api import Browser, Dialog, Page, expect
+
+from tests.browser.conftest import (
+    DESKTOP_VIEWPORT,
+    PHONE_VIEWPORT,
+    REPO_ROOT,
+    LiveServer,
+    Screenshot,
+)
+from treasury_core.events import EventType
+from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
+from treasury_core.payments import PaymentIntent
+from treasury_core.payments.requests import CreateIntentRequest
+from treasury_core.ports.card_provider import CardData
+from treasury_core.treasury.requests import CreateDepositRequest, CreateVirtualAccountRequest
+from treasury_core.wallets import CreateWalletRequest
+
+DOC_IMAGES = REPO_ROOT / "docs" / "images" / "dashboard"
+CARD = CardData("4242424242424242", 12, 2045, "123")
+
+
+async def paid(server: LiveServer, reference: str, *, manual: bool = True) -> PaymentIntent:
+    t, tenant = server.treasury, server.tenant
+    intent = await t.payments.create(
+        tenant.company_id,
+        CreateIntentRequest(
+            account_id=tenant.account_id,
+            billing_amount=2_500,
+            billing_currency="USD",
+            payment_type="Card Payment",
+            capture_method="manual" if manual else "automatic",
+            merchant_reference=reference,
+            customer_email="ada@example.com",
+        ),
+    )
+    return (await t.payments.pay(intent.payment_intent_lookup_id, CARD)).intent
+
+
+async def sign_in(page: Page, server: LiveServer) -> None:
+    await page.goto(server.url("/dashboard"))
+    await expect(page).to_have_url(re.compile(r"/dashboard/login$"))
+    await page.get_by_label("Secret key").fill(server.tenant.secret_key)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("heading", name="Home")).to_be_visible()
+
+
+async def failed_once(server: LiveServer, event_id: str) -> None:
+    """Wait (10 s at most) until the event's delivery has a failed attempt: this test sends
+    due deliveries itself, but the server's worker loop may have claimed this one first."""
+    t, company = server.treasury, server.tenant.company_id
+    async with asyncio.timeout(10):
+        while True:
+            await t.notifications.dispatch()
+            await t.notifications.deliver_due()
+            deliveries = await t.notifications.deliveries_of(company, event_id)
+            if deliveries and deliveries[0].attempts:
+                return
+            await asyncio.sleep(0.05)  # the worker's attempt is in flight: look again
+
+
+async def _accept(dialog: Dialog) -> None:
+    # The data-confirm questions (void, refund): the operator says yes.
+    await dialog.accept()
+
+
+async def test_operate_the_treasury_in_a_browser(page: Page, live_server: LiveServer) -> None:
+    server, t = live_server, live_server.treasury
+    company = server.tenant.company_id
+    intent = await paid(server, "order-1001")
+    hold = await paid(server, "order-1002")
+    page.on("dialog", _accept)
+    await sign_in(page, server)
+
+    # Find the payment by its reference, capture it, refund part of it.
+    await page.get_by_role("link", name="Payments").click()
+    await page.get_by_label("Reference").fill("order-1001")
+    await page.get_by_role("button", name="Filter").click()
+    rows = page.locator("tbody tr")
+    await expect(rows).to_have_count(1)
+    await rows.get_by_role("link", name=str(intent.id)).click()
+    await expect(page.locator("#intent-status")).to_have_text("AUTHORIZED")
+    await page.get_by_role("button", name=re.compile(r"^Capture")).click()
+    await expect(page.locator("#intent-status")).to_have_text("PROCESSED")
+    await page.get_by_label(re.compile(r"^Amount to refund")).fill("10.00")
+    await page.get_by_label("Reason (optional)").fill("one item returned")
+    await page.get_by_role("button", name="Refund").click()
+    await expect(page.locator("#intent-refunded")).to_have_text("$10.00")
+    await expect(page.locator(".timeline")).to_contain_text("Refund re_")
+    assert (await t.payments.get(company, intent.id)).amount_refunded == 1_000
+
+    # A deposit completed in the sandbox: the wallet's balance and its chart change.
+    wallet = await t.wallets.create(company, CreateWalletRequest(name="Ops", currency_id="USD"))
+    await t.deposits.create(
+        company,
+        CreateDepositRequest(wallet_id=wallet.id, from_amount=50_000, from_currency_id="USD"),
+    )
+    await page.goto(server.url(f"/dashboard/wallets/{wallet.id}"))
+    await expect(page.locator("#wallet-balance")).to_have_text("$0.00")
+    await expect(page.locator("svg polyline")).to_have_count(1)
+    before = await page.locator("svg polyline").get_attribute("points")
+    await page.get_by_role("link", name="Sandbox").click()
+    await page.get_by_role("button", name=re.compile(r"^Complete dep_")).click()
+    await expect(page.get_by_text("None pending.").first).to_be_visible()
+    await page.goto(server.url(f"/dashboard/wallets/{wallet.id}"))
+    await expect(page.locator("#wallet-balance")).to_have_text("$500.00")
+    assert await page.locator("svg polyline").get_attribute("points") != before
+    await page.goto(server.url("/dashboard"))
+    await expect(page.get_by_role("cell", name="$500.00").first).to_be_visible()
+
+    # A webhook that failed (nothing listens on its port), redelivered from its event page.
+    await t.notifications.create_endpoint(
+        company,
+        CreateWebhookEndpointRequest(
+            url="http://127.0.0.1:9/hook", events=[EventType.PAYMENT_INTENT_AUTHORIZED]
+        ),
+    )
+    third = await paid(server, "order-1003")
+    [event] = (
+        await t.notifications.events(
+            company, type_=EventType.PAYMENT_INTENT_AUTHORIZED.value, limit=1
+        )
+    ).items
+    await failed_once(server, event.id)
+    await page.goto(server.url("/dashboard/webhooks"))
+    await expect(page.get_by_text("failing").first).to_be_visible()
+    await page.goto(server.url(f"/dashboard/events/{event.id}"))
+    deliveries = page.locator("section.delivery")
+    await expect(deliveries).to_have_count(1)
+    await page.get_by_role("button", name="Redeliver").click()
+    await expect(deliveries).to_have_count(2)
+    assert third.id
+
+    # The sandbox clock: advance past the hold's expiry and the hold is released.
+    assert hold.authorization_expires_at is not None
+    seconds = int((hold.authorization_expires_at - t.clock.now()).total_seconds()) + 60
+    await page.get_by_role("link", name="Sandbox").click()
+    clock_before = await page.locator("#clock-now").get_attribute("datetime")
+    await page.get_by_label("Advance by (seconds)").fill(str(seconds))
+    await page.get_by_role("button", name="Advance").click()
+    await expect(page.locator("#clock-now")).not_to_have_attribute("datetime", clock_before or "")
+    await page.goto(server.url(f"/dashboard/payments/{hold.id}"))
+    await expect(page.locator("#intent-status")).to_have_text("CANCELLED")
+    await expect(page.locator(".timeline")).to_contain_text("Cancelled")
+
+    # Sign out: the pages ask for the key again.
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(page).to_have_url(re.compile(r"/dashboard/login$"))
+    await page.goto(server.url("/dashboard/payments"))
+    await expect(page).to_have_url(re.compile(r"/dashboard/login$"))
+
+
+_PAGES = ("", "/payments", "/payments/{intent}", "/wallets", "/wallets/{wallet}", "/events",
+          "/events/{event}", "/webhooks", "/sandbox")  # fmt: skip
+
+
+async def test_every_page_at_desktop_and_phone_width(
+    browser: Browser, live_server: LiveServer, screenshot: Screenshot
+) -> None:
+    server, t = live_server, live_server.treasury
+    company = server.tenant.company_id
+    for n in range(6):
+        await paid(server, f"order-{2000 + n}", manual=n % 2 == 0)
+        server.clock.advance(timedelta(minutes=50).total_seconds())
+    intent = await paid(server, "order-2100")
+    wallet = await t.wallets.create(company, CreateWalletRequest(name="Main", currency_id="USD"))
+    for amount in (120_000, 45_000, 80_000):
+        deposit = await t.deposits.create(
+            company,
+            CreateDepositRequest(wallet_id=wallet.id, from_amount=amount, from_currency_id="USD"),
+        )
+        await t.deposits.complete(deposit.id, company_id=company)
+    account = CreateVirtualAccountRequest(wallet_id=wallet.id, source_currency="USD")
+    await t.virtual_accounts.create(company, account)
+    pending = CreateDepositRequest(wallet_id=wallet.id, from_amount=9_900, from_currency_id="USD")
+    await t.deposits.create(company, pending)
+    await t.notifications.create_endpoint(
+        company, CreateWebhookEndpointRequest(url="http://127.0.0.1:9/hook", events=None)
+    )
+    await t.notifications.dispatch()
+    await t.notifications.deliver_due()
+    event = (await t.notifications.events(company, limit=1)).items[0]
+    ids = {"intent": intent.id, "wallet": wallet.id, "event": event.id}
+    write_docs = os.environ.get("TREASURY_DASHBOARD_DOC_SCREENSHOTS") == "1"
+    for width, viewport in (("desktop", DESKTOP_VIEWPORT), ("phone", PHONE_VIEWPORT)):
+        context = await browser.new_context(
+            viewport=viewport, locale="en-US", is_mobile=width == "phone"
+        )
+        try:
+            page = await context.new_page()
+            await sign_in(page, server)
+            for path in _PAGES:
+                await page.goto(server.url("/dashboard" + path.format(**ids)))
+                await expect(page.locator("h1")).to_be_visible()
+                # Usable at 390 px: the page never scrolls sideways (wide tables scroll in
+                # their own box).
+                overflow = await page.evaluate(
+                    "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+                )
+                assert overflow <= 0, (width, path)
+                name = path.strip("/").split("/")[0] or "home"
+                name += "-detail" if "{" in path else ""
+                shot = await screenshot(page, f"{name}-{width}", full_page=False)
+                if write_docs:
+                    DOC_IMAGES.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(shot, DOC_IMAGES / Path(shot).name)
+        finally:
+            await context.close()
