@@ -13,8 +13,10 @@ the ``events-drain`` part: standing backlogs drained by one SQLite server agains
 client and by one and two ``treasury worker`` processes on PostgreSQL; about 2.5 minutes in
 all), ``events-drain`` (that part alone), ``statements`` (wallet transactions and a month's
 statement at 1k vs 1M postings, SQLite and PostgreSQL; about 2-3 minutes, not part of ``all``),
-``dashboard`` (server time of each dashboard page over 100k intents and 1M postings; not in
-``all``).
+``hot`` (deposits, card payments, FX and disjoint transfers for 8 companies with 1 and 8
+workers on PostgreSQL: whether shared accounts cap the gain; about 1.5 minutes, not part of
+``all``), ``dashboard`` (server time of each dashboard page over 100k intents and 1M postings;
+not in ``all``).
 ``--quick`` is a smoke run of the chosen suite (about 1-2 minutes for ``all``).
 Peers (localstripe, django-hordak, python-accounting) are installed from PyPI into their own
 venvs under ``build/bench-peers`` on first use; that install time is reported apart and is
@@ -40,6 +42,7 @@ from bench import (
     events_drain,
     fixtures,
     growth,
+    hot,
     http_intents,
     kernel,
     ledger,
@@ -72,6 +75,7 @@ SUITES = {
     "events-drain": ("events-drain",),
     "statements": ("statements",),
     "dashboard": ("dashboard",),
+    "hot": ("hot",),
 }
 
 
@@ -619,6 +623,15 @@ def _statements(run: Run) -> None:
     run.rows += statements.rows("PostgreSQL", opts.statements_small, opts.statements_large, pg)
 
 
+def _hot(run: Run) -> None:
+    """Hot accounts: 1 and 8 workers through the services (PostgreSQL only)."""
+    if run.pg_problem is not None:
+        run.notes.append(f"Hot-account rows skipped: {run.pg_problem}")
+        return
+    samples = _step("hot accounts, PostgreSQL", hot.bench)
+    run.rows += hot.rows(samples)
+
+
 def _events_drain(run: Run) -> None:
     opts = run.opts
     if opts.events_drain <= 0:
@@ -651,6 +664,7 @@ PARTS: dict[str, Callable[[Run], None]] = {
     "statements": _statements,
     "events-drain": _events_drain,
     "dashboard": _dashboard,
+    "hot": _hot,
 }
 
 

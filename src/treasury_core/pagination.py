@@ -11,6 +11,7 @@ from treasury_core.validation import is_resource_id
 T = TypeVar("T")
 
 DEFAULT_LIMIT = 20
+MIN_LIMIT = 1
 MAX_LIMIT = 100
 
 
@@ -43,6 +44,8 @@ def checked_page(page: PageRequest | None) -> PageRequest:
             "starting_after must be an id from a previous page", param="starting_after"
         )
     limit = page.limit
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise ValidationFailed(f"limit must be an integer from 1 to {MAX_LIMIT}", param="limit")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not MIN_LIMIT <= limit <= MAX_LIMIT:
+        raise ValidationFailed(
+            f"limit must be an integer from {MIN_LIMIT} to {MAX_LIMIT}", param="limit"
+        )
     return page

@@ -4,16 +4,20 @@ changed, and ``TREASURY_DASHBOARD=0``."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from datetime import timedelta
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.e2e.conftest import Tenant
 from tests.e2e.dashboard_client import SAME_ORIGIN, csrf_of, post_form, sign_in
 from treasury_aiohttp import create_app, dashboard_ops
+from treasury_aiohttp.dashboard_auth import SESSION_CIPHER, SESSION_SECONDS
 from treasury_core import Treasury, bootstrap, config_from_env
 from treasury_core.events import EventType
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
@@ -83,6 +87,21 @@ async def test_sign_in_sets_a_strict_cookie_without_the_key(client: Client, tena
     assert again.status == 303 and again.headers["Location"] == "/dashboard/login"
 
 
+async def test_the_cookie_is_secure_outside_the_local_machine(
+    client: Client, tenant: Tenant
+) -> None:
+    host = {"Host": "treasury.example"}
+    login = await client.get("/dashboard/login", headers=host)
+    response = await client.post(
+        "/dashboard/login",
+        data={"secret_key": tenant.secret_key, "csrf_token": csrf_of(await login.text())},
+        headers={**SAME_ORIGIN, **host},
+        allow_redirects=False,
+    )
+    assert response.status == 303
+    assert "; Secure" in response.headers["Set-Cookie"]
+
+
 async def test_a_wrong_key_a_publishable_key_or_no_csrf_token_do_not_sign_in(
     client: Client, tenant: Tenant
 ) -> None:
@@ -119,6 +138,18 @@ async def test_a_forged_cookie_and_a_revoked_key_end_the_session(
     await sign_in(client, tenant.secret_key)
     key_id = (await treasury.companies.authenticate(tenant.secret_key)).key_id
     await treasury.companies.revoke_api_key(key_id)
+    response = await client.get("/dashboard", allow_redirects=False)
+    assert response.status == 303 and response.headers["Location"] == "/dashboard/login"
+
+
+async def test_a_session_older_than_its_lifetime_is_over(client: Client, tenant: Tenant) -> None:
+    cipher = client.server.app[SESSION_CIPHER]
+    fields = json.dumps({"k": tenant.secret_key, "n": "nonce"}).encode()
+    fresh = cipher.encrypt_at_time(fields, int(time.time()) - 60).decode()
+    stale = cipher.encrypt_at_time(fields, int(time.time()) - SESSION_SECONDS - 60).decode()
+    client.session.cookie_jar.update_cookies({"treasury_dashboard": fresh})
+    assert (await client.get("/dashboard", allow_redirects=False)).status == 200
+    client.session.cookie_jar.update_cookies({"treasury_dashboard": stale})
     response = await client.get("/dashboard", allow_redirects=False)
     assert response.status == 303 and response.headers["Location"] == "/dashboard/login"
 
@@ -173,6 +204,7 @@ async def test_find_capture_and_refund_a_payment(
     assert after.amount_refunded == 300
     page = await (await client.get(f"/dashboard/payments/{intent.id}")).text()
     assert "Refund re_" in page and "$3.00" in page
+    assert "Latest attempt (Visa •••• 4242): completed" in page
     rest = await post_form(client, refund, token, {"amount": ""})
     assert rest.status == 303
     assert (await treasury.payments.get(tenant.company_id, intent.id)).amount_refunded == 1_000
@@ -403,3 +435,46 @@ async def test_incoming_funds_to_a_virtual_account_and_settling_a_deposit(
     assert balance.balance == 1_200
     wallet_page = await (await client.get(f"/dashboard/wallets/{wallet.id}")).text()
     assert "<polyline" in wallet_page and "$12.00" in wallet_page
+
+
+#: The dashboard routes that name a record, each refused to another company above
+#: (test_another_company_sees_and_changes_nothing_of_this_one, and the incoming-funds test).
+ISOLATION_COVERED = {
+    ("GET", "/dashboard/payments/{intent_id}"),
+    ("POST", "/dashboard/payments/{intent_id}/{action}"),
+    ("GET", "/dashboard/wallets/{wallet_id}"),
+    ("GET", "/dashboard/events/{event_id}"),
+    ("POST", "/dashboard/events/{event_id}/redeliver"),
+    ("POST", "/dashboard/sandbox/{kind}/{record_id}/{action}"),
+    ("POST", "/dashboard/sandbox/virtual-accounts/{virtual_account_id}/incoming"),
+}
+
+
+def test_every_dashboard_route_naming_a_record_is_in_the_isolation_tests() -> None:
+    # A page added later with an id in its path fails here until another company is shown
+    # to get its 404.
+    assert {route for route in dashboard_ops.PAGES if "{" in route[1]} == ISOLATION_COVERED
+
+
+async def test_mounted_under_a_prefix_every_link_and_the_cookie_follow_it(
+    treasury: Treasury, tenant: Tenant
+) -> None:
+    parent = web.Application()
+    parent.add_subapp("/treasury", create_app(treasury, close_treasury=True))
+    async with TestClient(TestServer(parent)) as mounted:
+        first = await mounted.get("/treasury/dashboard", allow_redirects=False)
+        assert first.headers["Location"] == "/treasury/dashboard/login"
+        login = await (await mounted.get("/treasury/dashboard/login")).text()
+        assert 'action="/treasury/dashboard/login"' in login
+        assert 'href="/treasury/dashboard/static/dashboard.css"' in login
+        response = await mounted.post(
+            "/treasury/dashboard/login",
+            data={"secret_key": tenant.secret_key, "csrf_token": csrf_of(login)},
+            headers=SAME_ORIGIN,
+            allow_redirects=False,
+        )
+        assert response.headers["Location"] == "/treasury/dashboard"
+        assert "Path=/treasury/dashboard" in response.headers["Set-Cookie"]
+        home = await mounted.get("/treasury/dashboard")
+        assert home.status == 200
+        assert 'href="/treasury/dashboard/payments"' in await home.text()

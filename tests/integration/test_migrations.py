@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, inspect
+from sqlalchemy import Engine, create_engine, inspect, text
 
 from treasury_sqlalchemy.migrate import current_revision, head_revision, upgrade
 from treasury_sqlalchemy.schema import metadata
@@ -34,10 +34,42 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage = SqlStorage(database_url)
     storage.migrate()
     storage.migrate()
-    # 0012 was written beside 0013 and re-chained after it at the merge; 0016 follows 0015.
+    # 0012 was written beside 0013 and re-chained after it at the merge; 0014 (striped counters)
+    # follows 0012, 0015 (the delivery claim's index) 0014, and 0016 (the intent filters'
+    # indexes) 0015.
     assert current_revision(storage.engine) == head_revision() == "0016"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
+    storage.close()
+
+
+def test_0014_downgrade_folds_the_stripes_into_the_accounts(database_url: str) -> None:
+    """Going back before the stripes table loses no movement: its sums join the account rows."""
+    from alembic import command
+
+    from treasury_core.ledger import Journal, Move
+    from treasury_core.testing.contract import account, apply, open_accounts, wallet_account
+    from treasury_core.testing.contract import world as world_account
+    from treasury_sqlalchemy.migrate import alembic_config
+
+    storage = SqlStorage(database_url, pool_size=2, hot_stripes=2)
+    storage.migrate()
+    open_accounts(storage, world_account(), wallet_account("wal_a"))
+    for n in range(4):
+        apply(storage, Journal(f"j{n}", (Move("world:USD", "wal_a", "USD", 10),)))
+    with storage.engine.connect() as conn:
+        striped = conn.execute(text("SELECT SUM(debits_posted) FROM ledger_account_stripes"))
+        assert striped.scalar_one() == 30  # the first movement went through the account row
+    config = alembic_config()
+    with storage.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0012")
+    with storage.engine.connect() as conn:
+        row = conn.execute(text("SELECT debits_posted FROM ledger_accounts WHERE id = 'world:USD'"))
+        assert row.scalar_one() == 40
+        assert "ledger_account_stripes" not in inspect(conn).get_table_names()
+    storage.migrate()
+    assert account(storage, "world:USD").debits_posted == 40
     storage.close()
 
 

@@ -42,6 +42,7 @@ from treasury_core.ports.card_provider import (
     CardProviderEvent,
     CardProviderEventKind,
     CardProviderResult,
+    CardProviderStatus,
 )
 from treasury_core.services.provider_events import PROVIDER_REFUND_REASON
 from treasury_core.testing import FakeClock, check_invariants
@@ -519,5 +520,122 @@ async def test_a_capture_recorded_first_by_its_event_is_not_undone(
         charge = world.stripe.v1.payment_intents.retrieve(_ref(intent)).latest_charge
         charge_id = charge if isinstance(charge, str) else charge.id
         assert world.stripe.v1.charges.retrieve(charge_id).amount_refunded == 0
+    finally:
+        process.close()
+
+
+# --- one refund's outcome, reported later -----------------------------------------------------
+
+
+def _stripe_refund(refund: Refund, intent: PaymentIntent, status: str, **fields: Any) -> Any:
+    """Stripe's Refund object for our ``refund``, as charge.refund.updated carries it."""
+    assert refund.provider_reference is not None
+    return {
+        "id": refund.provider_reference,
+        "object": "refund",
+        "payment_intent": _ref(intent),
+        "amount": refund.amount,
+        "currency": "usd",
+        "status": status,
+        **fields,
+    }
+
+
+async def _stored(world: World, refund: Refund) -> Refund:
+    stored = await world.treasury.storage.run(
+        lambda uow: uow.records.get(Refund, refund.id, world.company), write=False
+    )
+    assert stored is not None
+    return stored
+
+
+async def test_a_refund_that_fails_after_it_succeeded_is_reversed(world: World) -> None:
+    intent = await world.paid()
+    settled = await world.settled()
+    refund = await world.treasury.payments.refund(world.company, intent.id, amount=400)
+    assert refund.status is RefundStatus.SUCCEEDED
+    stored = await _stored(world, refund)
+    assert stored.provider_reference is not None  # Stripe's re_… id, by which its events find it
+    assert await world.settled() == settled - 400
+    # Days later the issuer could not take the money back: Stripe returns it to the balance.
+    failed = _stripe_refund(stored, intent, "failed", failure_reason="expired_or_canceled_card")
+    payload = hooks.event("charge.refund.updated", failed)
+    status, answer = await world.send(payload)
+    assert (status, answer["result"]) == (200, "applied")
+    now = await _stored(world, refund)
+    assert (now.status, now.failure_reason) == (RefundStatus.FAILED, "expired_or_canceled_card")
+    assert await world.settled() == settled  # the money is back in settlement
+    after = await world.get(intent)
+    assert (after.amount_refunded, after.amount_refundable) == (0, 1_000)
+    assert (await world.event_types())[-1] == EventType.REFUND_UPDATED.value
+    # Redelivered, or told again by another event type: nothing more happens.
+    assert (await world.send(payload))[1]["result"] == "duplicate"
+    again = hooks.event("refund.failed", failed)
+    assert (await world.send(again))[1]["result"] == "nothing_to_do"
+    assert await world.settled() == settled
+
+
+async def test_a_refund_event_about_another_intents_refund_changes_nothing(world: World) -> None:
+    first, second = await world.paid(), await world.paid()
+    refund = await world.treasury.payments.refund(world.company, first.id, amount=100)
+    stored = await _stored(world, refund)
+    # The refund's id, but the charge of another intent: not this refund's event.
+    wrong = _stripe_refund(stored, second, "failed")
+    status, answer = await world.send(hooks.event("charge.refund.updated", wrong))
+    assert (status, answer["result"]) == (200, "nothing_to_do")
+    assert (await _stored(world, refund)).status is RefundStatus.SUCCEEDED
+
+
+class _PendingRefunds(StripeCardProvider):
+    """The real Stripe provider, whose refunds Stripe answers ``pending`` (as it does for a
+    card whose issuer takes days): localstripe finishes every refund at once."""
+
+    async def refund(self, reference: str, amount: int) -> CardProviderResult:
+        done = await super().refund(reference, amount)
+        return CardProviderResult(
+            reference=done.reference, status=CardProviderStatus.REFUND_PENDING
+        )
+
+
+async def test_a_refund_stripe_answers_pending_waits_for_its_own_event(
+    world: World, tmp_path: Path, localstripe_url: str
+) -> None:
+    clock = world.treasury.clock
+    process = bootstrap(
+        _config(tmp_path, localstripe_url, hooks.SECRET),
+        card_provider=_PendingRefunds(KEY, clock, api_base=localstripe_url),
+        clock=clock,
+        wall_clock=clock,
+    )
+    try:
+        intent = await world.paid()
+        settled = await world.settled()
+        kept = await process.payments.refund(world.company, intent.id, amount=300)
+        lost = await process.payments.refund(world.company, intent.id, amount=200)
+        assert kept.status is lost.status is RefundStatus.PENDING
+        # Reserved, so nothing else can refund it meanwhile: settlement shows it on its way out.
+        assert (await world.get(intent)).amount_refundable == 500
+        # Stripe's total counts pending refunds; it settles neither of them.
+        status, answer = await world.send(hooks.event("charge.refunded", _charge(intent, 500)))
+        assert (status, answer["result"]) == (200, "nothing_to_do")
+        assert {r.status for r in await _refunds(world, intent)} == {RefundStatus.PENDING}
+        # Each one's own event does: one reaches the card, the other fails.
+        ok = _stripe_refund(await _stored(world, kept), intent, "succeeded")
+        assert (await world.send(hooks.event("charge.refund.updated", ok)))[1]["result"] == (
+            "applied"
+        )
+        no = _stripe_refund(await _stored(world, lost), intent, "canceled")
+        assert (await world.send(hooks.event("refund.updated", no)))[1]["result"] == "applied"
+        done, failed = await _stored(world, kept), await _stored(world, lost)
+        assert done.status is RefundStatus.SUCCEEDED
+        assert (failed.status, failed.failure_reason) == (RefundStatus.FAILED, "refund_failed")
+        assert await world.settled() == settled - 300
+        assert (await world.get(intent)).amount_refundable == 700
+        assert (await world.event_types())[-2:] == [EventType.REFUND_UPDATED.value] * 2
+        # Still pending at Stripe says nothing new.
+        pending = _stripe_refund(done, intent, "pending")
+        assert (await world.send(hooks.event("refund.updated", pending)))[1]["result"] == (
+            "not_mapped"
+        )
     finally:
         process.close()

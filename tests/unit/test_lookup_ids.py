@@ -4,7 +4,7 @@ import re
 import secrets
 from datetime import UTC, datetime, timedelta
 
-from treasury_core.services.payments import _is_lookup_id, new_lookup_id
+from treasury_core.services.payments import is_lookup_id, new_lookup_id
 
 CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 NOW = datetime(2026, 11, 25, 18, 0, 0, 123456, tzinfo=UTC)
@@ -20,7 +20,7 @@ def test_shape_time_and_randomness() -> None:
     for lookup_id in made:
         # 9 digits of time, then 24 random bytes as 32 URL-safe characters (192 bits).
         assert re.fullmatch(r"pil_[0-9a-hjkmnp-tv-z]{9}[A-Za-z0-9_-]{32}", lookup_id)
-        assert _is_lookup_id(lookup_id)
+        assert is_lookup_id(lookup_id)
         assert millis_of(lookup_id) == (NOW - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
             milliseconds=1
         )

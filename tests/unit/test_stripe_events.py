@@ -17,13 +17,9 @@ from treasury_core.ports.card_provider import (
     CardProviderEventKind,
 )
 from treasury_core.testing import FakeClock
-from treasury_stripe.card_provider import (
-    WEBHOOK_TOLERANCE_SECONDS,
-    StripeCardProvider,
-    from_stripe_amount,
-    stripe_event,
-    to_stripe_amount,
-)
+from treasury_stripe.amounts import from_stripe_amount, to_stripe_amount
+from treasury_stripe.card_provider import StripeCardProvider
+from treasury_stripe.events import WEBHOOK_TOLERANCE_SECONDS, stripe_event
 
 K = CardProviderEventKind
 
@@ -200,6 +196,46 @@ def test_a_refund_event_carries_the_charges_total_refunded() -> None:
         "pi_7",
         300,
         "EUR",
+    )
+
+
+def _refund(status: str, **fields: Any) -> dict[str, Any]:
+    """A Stripe Refund as charge.refund.updated and refund.* carry it."""
+    return {
+        "id": "re_3Abc",
+        "object": "refund",
+        "payment_intent": "pi_7",
+        "amount": 300,
+        "currency": "usd",
+        "status": status,
+        **fields,
+    }
+
+
+@pytest.mark.parametrize("event_type", ["charge.refund.updated", "refund.updated", "refund.failed"])
+@pytest.mark.parametrize(("status", "kind"), [
+    ("succeeded", K.REFUND_SUCCEEDED),
+    ("failed", K.REFUND_FAILED),
+    ("canceled", K.REFUND_FAILED),
+    ("pending", None),  # not finished: nothing to act on yet
+    ("requires_action", None),
+])  # fmt: skip
+def test_one_refunds_outcome_names_the_refund(event_type: str, status: str, kind: K | None) -> None:
+    event = stripe_event(hooks.event(event_type, _refund(status)))
+    assert (event.kind, event.reference, event.refund) == (kind, "pi_7", "re_3Abc")
+
+
+def test_a_failed_refund_carries_stripes_failure_reason_or_a_default() -> None:
+    failed = stripe_event(
+        hooks.event("refund.failed", _refund("failed", failure_reason="lost_or_stolen_card"))
+    )
+    assert (failed.kind, failed.failure_reason) == (K.REFUND_FAILED, "lost_or_stolen_card")
+    # A reason that is no code (a message, markup) is not passed on; the default stands in.
+    odd = _refund("failed", failure_reason="<b>Card closed</b>")
+    assert stripe_event(hooks.event("refund.failed", odd)).failure_reason == "refund_failed"
+    assert (
+        stripe_event(hooks.event("refund.failed", _refund("failed"))).failure_reason
+        == "refund_failed"
     )
 
 

@@ -67,7 +67,7 @@ _templates = jinja2.Environment(
 STYLESHEET = (files("treasury_aiohttp") / "static" / "dashboard.css").read_bytes()
 SCRIPT = (files("treasury_aiohttp") / "static" / "dashboard.js").read_bytes()
 
-DASHBOARD_ENABLED = web.AppKey("dashboard_sessions", Fernet)
+SESSION_CIPHER = web.AppKey("dashboard_sessions", Fernet)
 
 
 def session_cipher(config: TreasuryConfig) -> Fernet:
@@ -182,7 +182,7 @@ async def _session(request: web.Request, prefix: str) -> Session | None:
     if not raw:
         return None
     try:
-        plain = request.app[DASHBOARD_ENABLED].decrypt(raw.encode(), ttl=SESSION_SECONDS)
+        plain = request.app[SESSION_CIPHER].decrypt(raw.encode(), ttl=SESSION_SECONDS)
         fields = json.loads(plain)
         key, nonce = fields["k"], fields["n"]
     except (InvalidToken, ValueError, KeyError, TypeError):
@@ -298,7 +298,7 @@ async def login(request: web.Request) -> web.StreamResponse:
         )  # fmt: skip
     value = json.dumps({"k": key, "n": secrets.token_urlsafe(16)}).encode()
     response = redirect(prefix + DASHBOARD)
-    _set_cookie(request, response, request.app[DASHBOARD_ENABLED].encrypt(value).decode(), prefix)
+    _set_cookie(request, response, request.app[SESSION_CIPHER].encrypt(value).decode(), prefix)
     return response
 
 

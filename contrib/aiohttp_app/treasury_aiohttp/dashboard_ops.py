@@ -17,7 +17,7 @@ from cryptography.fernet import Fernet
 
 from treasury_aiohttp import dashboard_pages as pages
 from treasury_aiohttp.dashboard_auth import (
-    DASHBOARD_ENABLED,
+    SESSION_CIPHER,
     Page,
     Session,
     auth_routes,
@@ -228,7 +228,7 @@ PAGES: frozenset[tuple[str, str]] = frozenset(
 
 def add_routes(app: web.Application, cipher: Fernet | None = None) -> None:
     """Add the dashboard to ``app`` (``treasury serve`` does unless ``TREASURY_DASHBOARD=0``)."""
-    app[DASHBOARD_ENABLED] = cipher or session_cipher(app_config(app))
+    app[SESSION_CIPHER] = cipher or session_cipher(app_config(app))
     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     for method, path, page in _PAGES:
         handler = dashboard_page(_declared(path))(page)

@@ -24,7 +24,7 @@ from treasury_core.listing import RecordFilter
 from treasury_core.pagination import PageRequest
 from treasury_core.payments import IntentStatus
 from treasury_core.payments.intents import IntentFilter
-from treasury_core.payments.records import Chargeback
+from treasury_core.payments.records import Chargeback, Payout, Transaction
 from treasury_core.treasury.records import Deposit, Transfer, Withdrawal
 from treasury_core.validation import whole_number
 
@@ -215,8 +215,22 @@ async def payment(request: web.Request, session: Session) -> web.StreamResponse:
         Chargeback, session.company_id, RecordFilter(payment_intent_id=intent.id),
         PageRequest(limit=100),
     )  # fmt: skip
+    payouts = await t.records.list(
+        Payout, session.company_id, RecordFilter(payment_intent_id=intent.id),
+        PageRequest(limit=100),
+    )  # fmt: skip
     refundable = intent.billing_amount - intent.amount_refunded
     timeline: list[tuple[Any, str]] = [(intent.created_at, "Created")]
+    if intent.latest_transaction_id is not None:
+        txn = await t.records.get(Transaction, session.company_id, intent.latest_transaction_id)
+        card = f"{(txn.card_brand or 'card').title()} •••• {txn.card_last4 or '????'}"
+        failure = f": {txn.failure_message or txn.failure_reason}" if txn.failure_reason else ""
+        timeline.append((txn.created_at, f"Latest attempt ({card}): {txn.status.value}{failure}"))
+    for payout in payouts.items:
+        amount = money(request, payout.amount, payout.currency)
+        timeline.append(
+            (payout.created_at, f"Payout {payout.id}: {amount} ({payout.status.value})")
+        )
     if intent.authorized_at:
         timeline.append((intent.authorized_at, "Authorized"))
     if intent.captured_at:

@@ -17,7 +17,7 @@ from treasury_core import Treasury
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket, StoredResponse
-from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, Page, PageRequest
+from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, Page, PageRequest
 from treasury_core.validation import whole_number
 
 M = TypeVar("M", bound=BaseModel)
@@ -221,8 +221,10 @@ def page_request(request: web.Request) -> PageRequest:
     if "limit" in query:
         # A whole number as JSON writes it ("20", "20.0"), as the document's "integer" says.
         number = whole_number(query["limit"])
-        if number is None or not 1 <= number <= MAX_LIMIT:
-            raise ValidationFailed(f"limit must be an integer from 1 to {MAX_LIMIT}", param="limit")
+        if number is None or not MIN_LIMIT <= number <= MAX_LIMIT:
+            raise ValidationFailed(
+                f"limit must be an integer from {MIN_LIMIT} to {MAX_LIMIT}", param="limit"
+            )
         limit = number
     return PageRequest(limit=limit, starting_after=query.get("starting_after"))
 

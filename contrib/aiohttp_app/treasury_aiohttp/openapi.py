@@ -12,7 +12,7 @@ from pydantic.json_schema import models_json_schema
 from treasury_aiohttp.forms import CSRF_FIELD
 from treasury_aiohttp.routing import Auth, Route
 from treasury_core.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
-from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT
 
 _REF = "#/components/schemas/{model}"
 
@@ -138,6 +138,10 @@ class _Marks:
         return node
 
 
+#: A schema reference per (model, mode), as pydantic's ``models_json_schema`` returns them.
+_Keys = dict[tuple[Any, Any], dict[str, Any]]
+
+
 def build_openapi(
     routes: tuple[Route, ...],
     *,
@@ -154,168 +158,10 @@ def build_openapi(
     ``maximum`` the services enforce; without them those fields say only what the models check.
     """
     marks = _Marks(tuple(currencies), tuple(vban_currencies), max_amount)
-    models: list[tuple[type[BaseModel], Any]] = []
-    for route in routes:
-        if route.body is not None:
-            models.append((route.body, "validation"))
-        if route.response is not None:
-            models.append((route.response, "serialization"))
-    keys, schema = models_json_schema(models, ref_template=_REF)
-    schemas: dict[str, Any] = marks.apply(dict(schema.get("$defs", {})))
-    schemas["Error"] = _ERROR_SCHEMA
-
+    keys, schemas = _schemas(routes, marks)
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
-        operation: dict[str, Any] = {
-            "operationId": route.operation_id,
-            "summary": route.summary,
-            "tags": list(route.tags),
-            "responses": {},
-        }
-        description = _description(route)
-        if description:
-            operation["description"] = description
-        parameters: list[dict[str, Any]] = [
-            {
-                "name": name,
-                "in": "path",
-                "required": True,
-                "description": text,
-                "schema": {"type": "string"},
-            }
-            for name, text in route.path_params.items()
-        ]
-        parameters += [
-            {
-                "name": name,
-                "in": "query",
-                "required": param.required,
-                "description": param.description,
-                "schema": marks.apply(_param_schema(param.type)),
-                **({"style": param.style, "explode": True} if param.style else {}),
-            }
-            for name, param in route.query_params.items()
-        ]
-        if route.is_list and route.paged:
-            parameters += [
-                {
-                    "name": "limit",
-                    "in": "query",
-                    "required": False,
-                    "schema": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_LIMIT,
-                        "default": DEFAULT_LIMIT,
-                    },
-                },
-                {
-                    "name": "starting_after",
-                    "in": "query",
-                    "required": False,
-                    "description": "The last id of the previous page.",
-                    "schema": _param_schema(route.cursor),
-                },
-            ]
-        if route.method == "POST" and route.auth is not Auth.NONE:
-            # Read only once the caller is authenticated: keys are scoped to a company.
-            parameters.append(
-                {
-                    "name": "Idempotency-Key",
-                    "in": "header",
-                    "required": False,
-                    "description": "Retries with the same key get the first answer again.",
-                    "schema": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": MAX_KEY_LENGTH,
-                        "pattern": KEY_PATTERN,
-                    },
-                }
-            )
-        if parameters:
-            operation["parameters"] = parameters
-        if route.html:
-            paths.setdefault(route.path, {})[route.method.lower()] = _page(route, operation)
-            continue
-        if route.body is not None:
-            operation["requestBody"] = {
-                "required": True,
-                "content": {"application/json": {"schema": keys[(route.body, "validation")]}},
-            }
-        elif route.raw_body:
-            raw = {"type": "string", "description": route.raw_body_description}
-            operation["requestBody"] = {
-                "required": True,
-                "content": {media: {"schema": raw} for media in route.raw_body},
-            }
-        ok: dict[str, Any] = {"description": "OK"}
-        if route.response is not None:
-            item = keys[(route.response, "serialization")]
-            ok["content"] = {
-                "application/json": {
-                    "schema": {"type": "array", "items": item} if route.is_list else item
-                }
-            }
-            for media in route.media_types:
-                ok["content"][media] = {"schema": {"type": "string"}}
-            if route.is_list and route.paged:
-                ok["headers"] = {
-                    "Link": {
-                        "description": 'rel="next" when more remain',
-                        "schema": {"type": "string"},
-                    }
-                }
-        if route.method == "POST" and route.auth is not Auth.NONE:
-            ok.setdefault("headers", {})["Idempotent-Replayed"] = {
-                "description": "`true` when this is the stored answer to an earlier request "
-                "with the same Idempotency-Key",
-                "schema": {"type": "string", "enum": ["true"]},
-            }
-        responses = operation["responses"]
-        responses["200"] = ok
-        responses["400"] = _error(
-            "Invalid request (`invalid_request_error`), or an Idempotency-Key reused with "
-            "another request (`idempotency_error`)"
-        )
-        if route.auth is not Auth.NONE:
-            responses["401"] = _error("Missing or invalid API key")
-        if route.method == "POST" and _CARD_TAGS.intersection(route.tags):
-            responses["402"] = _error("The card was declined (`card_error`)")
-            responses["502"] = _error("The card provider failed or could not be reached")
-        if route.auth is Auth.SECRET:
-            responses["403"] = _error("A secret key is required")
-        elif route.authorize is not None:
-            responses["403"] = _error(
-                "This key may not ask for that (`permission_error`), such as a publishable "
-                "key's manual capture or `card_token`"
-            )
-        # An id in the path, the query or the body that this company does not have.
-        responses["404"] = _error("No such resource for this company")
-        if route.method == "POST":
-            if route.auth is not Auth.NONE:
-                responses["409"] = _error("A request with this Idempotency-Key is in progress")
-            responses["408"] = _error("The request body did not arrive in time")
-            responses["413"] = _error("Request body too large")
-            if route.body is not None:
-                responses["415"] = _error("A body not sent as `application/json`")
-            elif route.raw_body:
-                media = ", ".join(f"`{m}`" for m in route.raw_body)
-                responses["415"] = _error(f"A body not sent as {media}")
-        if route.auth is not Auth.NONE:
-            responses["429"] = _error(
-                "Too many requests with this API key",
-                headers={
-                    "Retry-After": {
-                        "description": "Seconds to wait before retrying",
-                        "required": True,
-                        "schema": {"type": "string", "pattern": "^[0-9]+$"},
-                    }
-                },
-            )
-            operation["security"] = [{"bearerAuth": []}]
-        paths.setdefault(route.path, {})[route.method.lower()] = operation
-
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, marks, keys)
     return {
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
@@ -326,3 +172,215 @@ def build_openapi(
             "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def _schemas(routes: tuple[Route, ...], marks: _Marks) -> tuple[_Keys, dict[str, Any]]:
+    """The references to the routes' request and response models, and the models' schemas."""
+    models: list[tuple[type[BaseModel], Any]] = []
+    for route in routes:
+        if route.body is not None:
+            models.append((route.body, "validation"))
+        if route.response is not None:
+            models.append((route.response, "serialization"))
+    keys, schema = models_json_schema(models, ref_template=_REF)
+    schemas: dict[str, Any] = marks.apply(dict(schema.get("$defs", {})))
+    schemas["Error"] = _ERROR_SCHEMA
+    return keys, schemas
+
+
+def _operation(route: Route, marks: _Marks, keys: _Keys) -> dict[str, Any]:
+    """The route's operation: a page for people, or a JSON API call."""
+    operation: dict[str, Any] = {
+        "operationId": route.operation_id,
+        "summary": route.summary,
+        "tags": list(route.tags),
+        "responses": {},
+    }
+    description = _description(route)
+    if description:
+        operation["description"] = description
+    parameters = _parameters(route, marks)
+    if parameters:
+        operation["parameters"] = parameters
+    if route.html:
+        return _page(route, operation)
+    body = _request_body(route, keys)
+    if body is not None:
+        operation["requestBody"] = body
+    operation["responses"] = {"200": _ok(route, keys), **_errors(route)}
+    if route.auth is not Auth.NONE:
+        operation["security"] = [{"bearerAuth": []}]
+    return operation
+
+
+def _idempotent(route: Route) -> bool:
+    # Read only once the caller is authenticated: keys are scoped to a company.
+    return route.method == "POST" and route.auth is not Auth.NONE
+
+
+def _parameters(route: Route, marks: _Marks) -> list[dict[str, Any]]:
+    """The route's path, query and header parameters, in that order."""
+    parameters: list[dict[str, Any]] = [
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "description": text,
+            "schema": {"type": "string"},
+        }
+        for name, text in route.path_params.items()
+    ]
+    parameters += [
+        {
+            "name": name,
+            "in": "query",
+            "required": param.required,
+            "description": param.description,
+            "schema": marks.apply(_param_schema(param.type)),
+            **({"style": param.style, "explode": True} if param.style else {}),
+        }
+        for name, param in route.query_params.items()
+    ]
+    if route.is_list and route.paged:
+        parameters += _paging_parameters(route)
+    if _idempotent(route):
+        parameters.append(_IDEMPOTENCY_KEY)
+    return parameters
+
+
+def _paging_parameters(route: Route) -> list[dict[str, Any]]:
+    """``limit`` and ``starting_after``, with the bounds :mod:`treasury_core.pagination` checks."""
+    return [
+        {
+            "name": "limit",
+            "in": "query",
+            "required": False,
+            "schema": {
+                "type": "integer",
+                "minimum": MIN_LIMIT,
+                "maximum": MAX_LIMIT,
+                "default": DEFAULT_LIMIT,
+            },
+        },
+        {
+            "name": "starting_after",
+            "in": "query",
+            "required": False,
+            "description": "The last id of the previous page.",
+            "schema": _param_schema(route.cursor),
+        },
+    ]
+
+
+#: The header :func:`treasury_core.idempotency.is_valid_key` accepts (its pattern needs at
+#: least one printable character, hence the minimum length).
+_IDEMPOTENCY_KEY: dict[str, Any] = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "Retries with the same key get the first answer again.",
+    "schema": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_KEY_LENGTH,
+        "pattern": KEY_PATTERN,
+    },
+}
+
+
+def _request_body(route: Route, keys: _Keys) -> dict[str, Any] | None:
+    """The JSON body the route's model describes, or the raw body it takes, or none."""
+    if route.body is not None:
+        return {
+            "required": True,
+            "content": {"application/json": {"schema": keys[(route.body, "validation")]}},
+        }
+    if route.raw_body:
+        raw = {"type": "string", "description": route.raw_body_description}
+        return {
+            "required": True,
+            "content": {media: {"schema": raw} for media in route.raw_body},
+        }
+    return None
+
+
+def _ok(route: Route, keys: _Keys) -> dict[str, Any]:
+    """The 200 answer: the response model (a list of them for a list), and its headers."""
+    ok: dict[str, Any] = {"description": "OK"}
+    if route.response is not None:
+        item = keys[(route.response, "serialization")]
+        ok["content"] = {
+            "application/json": {
+                "schema": {"type": "array", "items": item} if route.is_list else item
+            }
+        }
+        for media in route.media_types:
+            ok["content"][media] = {"schema": {"type": "string"}}
+        if route.is_list and route.paged:
+            ok["headers"] = {
+                "Link": {
+                    "description": 'rel="next" when more remain',
+                    "schema": {"type": "string"},
+                }
+            }
+    if _idempotent(route):
+        ok.setdefault("headers", {})["Idempotent-Replayed"] = {
+            "description": "`true` when this is the stored answer to an earlier request "
+            "with the same Idempotency-Key",
+            "schema": {"type": "string", "enum": ["true"]},
+        }
+    return ok
+
+
+def _errors(route: Route) -> dict[str, Any]:
+    """The error answers the route can give, by status."""
+    responses: dict[str, Any] = {
+        "400": _error(
+            "Invalid request (`invalid_request_error`), or an Idempotency-Key reused with "
+            "another request (`idempotency_error`)"
+        )
+    }
+    if route.auth is not Auth.NONE:
+        responses["401"] = _error("Missing or invalid API key")
+    if route.method == "POST" and _CARD_TAGS.intersection(route.tags):
+        responses["402"] = _error("The card was declined (`card_error`)")
+        responses["502"] = _error("The card provider failed or could not be reached")
+    if route.auth is Auth.SECRET:
+        responses["403"] = _error("A secret key is required")
+    elif route.authorize is not None:
+        responses["403"] = _error(
+            "This key may not ask for that (`permission_error`), such as a publishable "
+            "key's manual capture or `card_token`"
+        )
+    # An id in the path, the query or the body that this company does not have.
+    responses["404"] = _error("No such resource for this company")
+    if route.method == "POST":
+        responses.update(_post_errors(route))
+    if route.auth is not Auth.NONE:
+        responses["429"] = _error(
+            "Too many requests with this API key",
+            headers={
+                "Retry-After": {
+                    "description": "Seconds to wait before retrying",
+                    "required": True,
+                    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                }
+            },
+        )
+    return responses
+
+
+def _post_errors(route: Route) -> dict[str, Any]:
+    """What only a request with a body can be answered: a key in use, a body too slow, too
+    large or of the wrong media type."""
+    responses: dict[str, Any] = {}
+    if route.auth is not Auth.NONE:
+        responses["409"] = _error("A request with this Idempotency-Key is in progress")
+    responses["408"] = _error("The request body did not arrive in time")
+    responses["413"] = _error("Request body too large")
+    if route.body is not None:
+        responses["415"] = _error("A body not sent as `application/json`")
+    elif route.raw_body:
+        media = ", ".join(f"`{m}`" for m in route.raw_body)
+        responses["415"] = _error(f"A body not sent as {media}")
+    return responses

@@ -74,3 +74,10 @@ def intent_field_where(filters: IntentFilter) -> list[ColumnElement[bool]]:
     """The WHERE of an intent filter's document fields (``merchant_reference`` and the like)."""
     body = t.payment_intents.c.body
     return [_field_equals(name, value, body) for name, value in filters.field_filters().items()]
+
+
+def newest_first(statement: Any, id_column: Any, limit: int, starting_after: str | None) -> Any:
+    """``statement`` ordered newest id first, ``limit`` rows below ``starting_after``."""
+    if starting_after is not None:
+        statement = statement.where(id_column < starting_after)
+    return statement.order_by(id_column.desc()).limit(limit)

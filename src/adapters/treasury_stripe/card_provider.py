@@ -21,7 +21,8 @@ port call                       Stripe calls
                                 ``off_session=true`` and ``confirm=true``
 ==============================  ===============================================================
 
-Amounts arrive in ISO 4217 minor units and are sent in Stripe's (:func:`to_stripe_amount`).
+Amounts arrive in ISO 4217 minor units and are sent in Stripe's
+(:func:`treasury_stripe.amounts.to_stripe_amount`).
 
 The reference of a charge is the PaymentIntent's id (``pi_…``); a refund's is the Refund's id
 (``re_…``). Stripe keeps the state, so the reference never changes. A saved card's reference
@@ -62,15 +63,15 @@ authentication (or a decline after it), ``canceled`` refused, and ``requires_act
 waiting for the customer.
 
 Webhooks: with a signing secret (``whsec_…``), :meth:`StripeCardProvider.parse_event` verifies
-a delivery's ``Stripe-Signature`` with the SDK and :func:`stripe_event` reads the event into the
-port's :class:`~treasury_core.ports.card_provider.CardProviderEvent`; Stripe's JSON goes no
+a delivery's ``Stripe-Signature`` with the SDK and :func:`treasury_stripe.events.stripe_event`
+reads the event into the port's
+:class:`~treasury_core.ports.card_provider.CardProviderEvent`; Stripe's JSON goes no
 further. Nothing is asked of Stripe to read an event.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import uuid
@@ -98,12 +99,17 @@ from treasury_core.ports.card_provider import (
     CardData,
     CardProviderBase,
     CardProviderEvent,
-    CardProviderEventKind,
     CardProviderResult,
     CardProviderStatus,
     HoldGone,
     SavedCardReference,
     refuse_unusable_card,
+)
+from treasury_stripe.amounts import check_amount, to_stripe_amount
+from treasury_stripe.errors import authentication_failure, refuse, translate
+from treasury_stripe.events import (
+    REFERENCE,
+    verified_event,
 )
 
 T = TypeVar("T")
@@ -116,123 +122,12 @@ MAX_NETWORK_RETRIES = 2
 #: Seconds one HTTP request to Stripe may take before it counts as a timeout.
 REQUEST_TIMEOUT_SECONDS = 30.0
 
-_REFERENCE = re.compile(r"pi_[A-Za-z0-9]{1,200}")
 #: A saved card's reference: a PaymentMethod's id (checked before it is put in a URL path).
 _SAVED_CARD = re.compile(r"pm_[A-Za-z0-9]{1,200}")
 _SAVED_CARD_GONE = "The saved card no longer exists at the card provider; save the card again"
+
+
 #: Stripe's codes are snake_case words; anything else is not repeated to our callers.
-_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
-
-_DECLINE_MESSAGES: dict[str, str] = {
-    "card_declined": "Your card was declined",
-    "insufficient_funds": "Your card has insufficient funds",
-    "expired_card": "Your card has expired",
-    "incorrect_cvc": "Your card's security code is incorrect",
-    "incorrect_number": "Your card number is incorrect",
-    "lost_card": "Your card was declined",
-    "stolen_card": "Your card was declined",
-    "processing_error": "The card provider could not process your card; try again",
-    "authentication_failed": "Your bank did not confirm the payment (3-D Secure failed)",
-}
-
-
-#: Stripe's invalid-request codes that are about the caller's amount, with our message.
-_CALLERS_AMOUNT: dict[str, str] = {
-    "amount_too_small": "The amount is below the card provider's minimum charge for the currency",
-    "amount_too_large": "The amount is above the card provider's maximum charge for the currency",
-}
-
-
-def _refuse(message: str, failure_reason: str) -> CardError:
-    return CardError(message, failure_reason=failure_reason)
-
-
-def _decline(exc: stripe.CardError) -> CardError:
-    """Stripe's decline as our CardError: the decline code when Stripe gives a specific one."""
-    decline_code = exc.error.decline_code if exc.error is not None else None
-    reason = exc.code or "card_declined"
-    if decline_code and decline_code != "generic_decline":
-        reason = decline_code
-    if not _CODE.fullmatch(reason):
-        reason = "card_declined"
-    return _refuse(_DECLINE_MESSAGES.get(reason, "Your card was declined"), reason)
-
-
-def _translate(exc: stripe.StripeError) -> TreasuryError:
-    """A Stripe error as the port's error; the SDK's message is never passed on."""
-    if isinstance(exc, stripe.CardError):
-        return _decline(exc)
-    if isinstance(exc, stripe.IdempotencyError):
-        # Only authorize reuses a key across calls: the retry of an attempt Stripe may have
-        # taken came with other details (another card). Charging them would risk a second
-        # charge; the first attempt's outcome is unknown here, so say so.
-        return InvalidRequestError(
-            "An earlier payment attempt on this intent may have reached the card provider; "
-            "retry with the same card and amount",
-            code="payment_attempt_in_doubt",
-        )
-    if isinstance(exc, stripe.RateLimitError):
-        return ProviderError("The card provider is limiting requests; try again shortly")
-    if isinstance(exc, stripe.APIConnectionError):
-        return ProviderError("The card provider did not answer in time")
-    if isinstance(exc, stripe.AuthenticationError | stripe.PermissionError):
-        return ProviderError("The card provider refused this treasury's API key")
-    # Stripe says resource_missing; localstripe only answers 404.
-    if isinstance(exc, stripe.InvalidRequestError) and (
-        exc.code == "resource_missing" or exc.http_status == 404
-    ):
-        return _refuse("No such charge at the card provider", "unknown_reference")
-    if isinstance(exc, stripe.InvalidRequestError) and exc.code in _CALLERS_AMOUNT:
-        # The caller's amount, not our request's shape: a 400 they can act on, not a 502.
-        return ValidationFailed(_CALLERS_AMOUNT[exc.code], code=exc.code, param="amount")
-    code = exc.code if exc.code and _CODE.fullmatch(exc.code) else exc.http_status
-    return ProviderError(f"The card provider refused the request ({code})")
-
-
-def _check_amount(amount: int) -> None:
-    if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
-        raise _refuse("The amount must be a positive whole number of minor units", "invalid_amount")
-
-
-#: Where Stripe's minor unit is not ISO 4217's (the core's): Stripe's amount is ours times
-#: the factor. ISK is zero-decimal in ISO but two-decimal in Stripe's API (whole krónur only,
-#: so always a multiple of 100); MGA has two ISO decimals (the core's table) but is zero-decimal
-#: in Stripe's, so only whole ariary can be sent.
-_STRIPE_SCALE: dict[str, tuple[int, int]] = {"ISK": (100, 1), "MGA": (1, 100)}
-#: Three-decimal currencies whose amounts Stripe takes only in tens of the minor unit.
-_TENS_ONLY = frozenset({"BHD", "JOD", "KWD", "OMR", "TND"})
-
-
-def to_stripe_amount(amount: int, currency: str) -> int:
-    """``amount`` (ISO 4217 minor units of ``currency``) in Stripe's units.
-
-    Raises :class:`ValidationFailed` (400) for an amount Stripe cannot take exactly, before any
-    call: rounding it would charge another amount than the intent's.
-    """
-    code = currency.upper()
-    multiply, divide = _STRIPE_SCALE.get(code, (1, 1))
-    if amount % divide:
-        raise ValidationFailed(
-            f"The card provider takes only whole units of {code}: the amount must be a "
-            f"multiple of {divide}",
-            param="amount",
-        )
-    if code in _TENS_ONLY and amount % 10:
-        raise ValidationFailed(
-            f"The card provider takes {code} amounts only in multiples of 10 minor units "
-            "(the last digit must be 0)",
-            param="amount",
-        )
-    return amount * multiply // divide
-
-
-def from_stripe_amount(amount: int, currency: str) -> int:
-    """``amount`` in Stripe's units of ``currency`` as ISO 4217 minor units (the inverse of
-    :func:`to_stripe_amount`; Stripe's ISK amounts are whole krónur, so nothing is lost)."""
-    multiply, divide = _STRIPE_SCALE.get(currency.upper(), (1, 1))
-    return amount * divide // multiply
-
-
 class _NoRequestBodies(logging.Filter):
     """Drops the SDK's DEBUG records: they carry request and response bodies, and a
     PaymentMethod create's body is the card number and CVC, form-encoded. Its INFO records
@@ -268,26 +163,10 @@ def _action_url(intent: stripe.PaymentIntent) -> str | None:
     return None
 
 
-def _authentication_failure(intent: stripe.PaymentIntent) -> CardError:
-    """Why a PaymentIntent went back to ``requires_payment_method`` after 3-D Secure: the
-    failed authentication, or the decline of a card that passed it."""
-    error = getattr(intent, "last_payment_error", None)
-    code = getattr(error, "code", None)
-    decline_code = getattr(error, "decline_code", None)
-    reason = decline_code if decline_code and decline_code != "generic_decline" else code
-    if code != _AUTHENTICATION_FAILURE and isinstance(reason, str) and _CODE.fullmatch(reason):
-        return _refuse(_DECLINE_MESSAGES.get(reason, "Your card was declined"), reason)
-    return _refuse(_DECLINE_MESSAGES["authentication_failed"], "authentication_failed")
-
-
-#: Stripe's ``last_payment_error.code`` when the customer failed 3-D Secure.
-_AUTHENTICATION_FAILURE = "payment_intent_authentication_failure"
-
-
 def _check_reference(reference: str) -> None:
     # Checked before any call: a reference is put in a URL path.
-    if not (isinstance(reference, str) and _REFERENCE.fullmatch(reference)):
-        raise _refuse("No such charge at the card provider", "unknown_reference")
+    if not (isinstance(reference, str) and REFERENCE.fullmatch(reference)):
+        raise refuse("No such charge at the card provider", "unknown_reference")
 
 
 def _charged(reference: str, capture: bool, brand: str, last4: str) -> CardProviderResult:
@@ -339,7 +218,7 @@ class StripeCardProvider(CardProviderBase):
         try:
             return await asyncio.to_thread(call)
         except stripe.StripeError as exc:
-            raise _translate(exc) from None
+            raise translate(exc) from None
 
     async def _intent(self, reference: str) -> stripe.PaymentIntent:
         _check_reference(reference)
@@ -378,9 +257,9 @@ class StripeCardProvider(CardProviderBase):
                 action_url=_action_url(intent),
             )
         if status == "canceled":
-            raise _refuse("The payment was cancelled at the card provider", "payment_canceled")
+            raise refuse("The payment was cancelled at the card provider", "payment_canceled")
         if status == "requires_payment_method":
-            failure = _authentication_failure(intent)
+            failure = authentication_failure(intent)
             try:
                 await self._cancel(reference)
             except TreasuryError:
@@ -414,7 +293,7 @@ class StripeCardProvider(CardProviderBase):
         A card Stripe wants authenticated answers ``requires_action`` (nothing held yet); with
         ``return_url`` its ``action_url`` is Stripe's page for the customer.
         """
-        _check_amount(amount)
+        check_amount(amount)
         stripe_amount = to_stripe_amount(amount, currency)
         number = refuse_unusable_card(card, self._clock.now().date())
         key = f"treasury-authorize-{attempt_key}" if attempt_key else _key("authorize")
@@ -511,7 +390,7 @@ class StripeCardProvider(CardProviderBase):
         answer was lost.
         """
         intent = await self._intent(reference)
-        _check_amount(amount)
+        check_amount(amount)
         amount = to_stripe_amount(amount, intent.currency)  # compared with Stripe's amounts
         if await self._captured_already(intent, amount):
             return CardProviderResult(reference=reference, status=CardProviderStatus.CAPTURED)
@@ -519,7 +398,7 @@ class StripeCardProvider(CardProviderBase):
         # localstripe has no amount_capturable; a hold's capturable amount is its amount there.
         capturable = getattr(intent, "amount_capturable", None) or intent.amount
         if amount > capturable:
-            raise _refuse("The capture exceeds the authorized amount", "amount_too_large")
+            raise refuse("The capture exceeds the authorized amount", "amount_too_large")
         try:
             captured = await asyncio.to_thread(
                 lambda: self._client.v1.payment_intents.capture(
@@ -538,9 +417,9 @@ class StripeCardProvider(CardProviderBase):
             if await self._captured_already(now, amount):
                 return CardProviderResult(reference=reference, status=CardProviderStatus.CAPTURED)
             self._check_capturable(now)
-            raise _translate(exc) from None
+            raise translate(exc) from None
         except stripe.StripeError as exc:
-            raise _translate(exc) from None
+            raise translate(exc) from None
         if captured.status != "succeeded":
             raise ProviderError(f"The card provider left the capture {captured.status}")
         return CardProviderResult(reference=reference, status=CardProviderStatus.CAPTURED)
@@ -573,17 +452,17 @@ class StripeCardProvider(CardProviderBase):
         if intent.status == "canceled":
             raise HoldGone()
         if intent.status == "succeeded":
-            raise _refuse("The charge has already been captured", "already_captured")
+            raise refuse("The charge has already been captured", "already_captured")
         if intent.status == "requires_action":
-            raise _refuse("The customer has not passed 3-D Secure", "authentication_required")
+            raise refuse("The customer has not passed 3-D Secure", "authentication_required")
         if intent.status != "requires_capture":
-            raise _refuse("The charge holds nothing to capture", "charge_not_authorized")
+            raise refuse("The charge holds nothing to capture", "charge_not_authorized")
 
     async def void(self, reference: str) -> CardProviderResult:
         """Release a hold; voiding twice is harmless. Moves no money."""
         intent = await self._intent(reference)
         if intent.status == "succeeded":
-            raise _refuse("The charge has already been captured", "already_captured")
+            raise refuse("The charge has already been captured", "already_captured")
         if intent.status != "canceled":
             await self._cancel(reference)
         return CardProviderResult(reference=reference, status=CardProviderStatus.VOIDED)
@@ -599,16 +478,16 @@ class StripeCardProvider(CardProviderBase):
         """Return up to the captured, not yet refunded amount to the card. **Moves money.**"""
         intent = await self._intent(reference)
         if intent.status == "canceled":
-            raise _refuse("The authorization was voided", "authorization_voided")
+            raise refuse("The authorization was voided", "authorization_voided")
         if intent.status != "succeeded" or intent.latest_charge is None:
-            raise _refuse("The charge has not been captured", "charge_not_captured")
-        _check_amount(amount)
+            raise refuse("The charge has not been captured", "charge_not_captured")
+        check_amount(amount)
         try:
             amount = to_stripe_amount(amount, intent.currency)  # compared with Stripe's amounts
         except ValidationFailed as exc:
             # A refusal the service knows how to undo: the refund it reserved fails and gives
             # its amount back (any other error leaves it pending, as if Stripe might have paid).
-            raise _refuse(exc.message, "amount_not_supported") from None
+            raise refuse(exc.message, "amount_not_supported") from None
         charge = intent.latest_charge
         if isinstance(charge, str):
             charge_id = charge
@@ -616,7 +495,7 @@ class StripeCardProvider(CardProviderBase):
         # Stripe counts the part of a partial capture it released as refunded, so this is
         # what is left of the money that moved.
         if amount > charge.amount - charge.amount_refunded:
-            raise _refuse("The refund exceeds the captured amount", "amount_too_large")
+            raise refuse("The refund exceeds the captured amount", "amount_too_large")
         try:
             refund = await self._call(
                 lambda: self._client.v1.refunds.create(
@@ -627,9 +506,13 @@ class StripeCardProvider(CardProviderBase):
             )
         except ValidationFailed as exc:
             # A refusal the service undoes (the reserved refund fails, its amount given back).
-            raise _refuse(exc.message, exc.code) from None
+            raise refuse(exc.message, exc.code) from None
         if refund.status in ("failed", "canceled"):
-            raise _refuse("The card provider refused the refund", "refund_failed")
+            raise refuse("The card provider refused the refund", "refund_failed")
+        if refund.status != "succeeded":
+            # pending (or requires_action): Stripe finishes it later and says so by a
+            # charge.refund.updated / refund.failed event about this refund id.
+            return CardProviderResult(reference=refund.id, status=CardProviderStatus.REFUND_PENDING)
         return CardProviderResult(reference=refund.id, status=CardProviderStatus.REFUNDED)
 
     # --- card on file: a PaymentMethod attached to a Customer ---------------------------------
@@ -711,10 +594,10 @@ class StripeCardProvider(CardProviderBase):
         Stripe no longer has, or that was detached from its Customer, is declined with
         ``saved_card_unavailable`` before anything is charged.
         """
-        _check_amount(amount)
+        check_amount(amount)
         stripe_amount = to_stripe_amount(amount, currency)
         if not _SAVED_CARD.fullmatch(card.reference):
-            raise _refuse(_SAVED_CARD_GONE, "saved_card_unavailable")
+            raise refuse(_SAVED_CARD_GONE, "saved_card_unavailable")
         try:
             method = await self._call(
                 lambda: self._client.v1.payment_methods.retrieve(card.reference)
@@ -722,10 +605,10 @@ class StripeCardProvider(CardProviderBase):
         except CardError as exc:
             if exc.failure_reason != "unknown_reference":
                 raise
-            raise _refuse(_SAVED_CARD_GONE, "saved_card_unavailable") from None
+            raise refuse(_SAVED_CARD_GONE, "saved_card_unavailable") from None
         customer = method.customer
         if customer is None:
-            raise _refuse(_SAVED_CARD_GONE, "saved_card_unavailable")
+            raise refuse(_SAVED_CARD_GONE, "saved_card_unavailable")
         customer_id = customer if isinstance(customer, str) else customer.id
         key = f"treasury-authorize-{attempt_key}" if attempt_key else _key("authorize")
         return await self._charge(
@@ -749,7 +632,8 @@ class StripeCardProvider(CardProviderBase):
         """The event of one webhook delivery, its ``Stripe-Signature`` verified by the SDK.
 
         Refused (:class:`BadProviderEvent`) without the header, with a signature that is not
-        the secret's over the body, or signed more than :data:`WEBHOOK_TOLERANCE_SECONDS` ago
+        the secret's over the body, or signed more than
+        :data:`treasury_stripe.events.WEBHOOK_TOLERANCE_SECONDS` ago
         (a replayed old delivery). Stripe's signature timestamps are real time, not business
         time. Reads the body only: nothing is asked of Stripe.
         """
@@ -758,135 +642,4 @@ class StripeCardProvider(CardProviderBase):
             raise BadProviderEvent(
                 "Stripe webhooks are not configured", code="provider_events_unsupported"
             )
-        signature = _header(headers, "Stripe-Signature")
-        if not signature:
-            raise BadProviderEvent("The Stripe-Signature header is missing")
-        try:
-            text = body.decode("utf-8")
-            stripe.WebhookSignature.verify_header(
-                text, signature, secret, tolerance=WEBHOOK_TOLERANCE_SECONDS
-            )
-        except (UnicodeDecodeError, stripe.SignatureVerificationError):
-            # The SDK's message is not passed on (it names what it expected).
-            raise BadProviderEvent(
-                "The Stripe-Signature header does not sign this body with the webhook secret, "
-                f"or is older than {WEBHOOK_TOLERANCE_SECONDS} seconds"
-            ) from None
-        try:
-            payload = json.loads(text)
-        except ValueError:
-            raise BadProviderEvent(
-                "The webhook body is not JSON", code="webhook_body_invalid"
-            ) from None
-        return stripe_event(payload)
-
-
-#: How old a webhook's signature may be, in seconds (Stripe's own libraries' default).
-WEBHOOK_TOLERANCE_SECONDS = 300
-
-#: An id of a Stripe object (``dp_…``, ``ch_…``, ``evt_…``).
-_STRIPE_ID = re.compile(r"[a-z]{2,6}_[A-Za-z0-9]{1,200}")
-
-_K = CardProviderEventKind
-#: The dispute statuses of ``charge.dispute.closed``: an inquiry closed without a chargeback
-#: (``warning_closed``) took no money, like a dispute won.
-_DISPUTE_CLOSED: dict[str, CardProviderEventKind] = {
-    "won": _K.DISPUTE_WON,
-    "warning_closed": _K.DISPUTE_WON,
-    "lost": _K.DISPUTE_LOST,
-}
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    # aiohttp's headers ignore case; a plain dict (an embedding application's) may not.
-    value = headers.get(name)
-    if value is None:
-        lowered = name.lower()
-        value = next((v for k, v in headers.items() if k.lower() == lowered), None)
-    return value
-
-
-def _text(value: object, pattern: re.Pattern[str]) -> str | None:
-    return value if isinstance(value, str) and pattern.fullmatch(value) else None
-
-
-def stripe_event(payload: object) -> CardProviderEvent:
-    """A verified Stripe event (the webhook's JSON) in the port's terms.
-
-    Mapped: ``payment_intent.succeeded`` (captured),
-    ``.amount_capturable_updated`` (authorized), ``.payment_failed``, ``.canceled``;
-    ``charge.dispute.created`` and ``.funds_withdrawn`` (opened), ``.closed`` (won or lost);
-    ``charge.refunded`` (the charge's total refunded). Any other type keeps ``kind`` ``None``.
-    Amounts come back in ISO 4217 minor units (:func:`from_stripe_amount`).
-    """
-    not_an_event = BadProviderEvent(
-        "The webhook body is not a Stripe event", code="webhook_body_invalid"
-    )
-    if not isinstance(payload, dict):
-        raise not_an_event
-    event_id, event_type, data = payload.get("id"), payload.get("type"), payload.get("data")
-    obj = data.get("object") if isinstance(data, dict) else None
-    if not (
-        isinstance(obj, dict)
-        and isinstance(event_id, str)
-        and isinstance(event_type, str)
-        and 0 < len(event_id) <= 255
-        and len(event_type) <= 255
-    ):
-        raise not_an_event
-    kind: CardProviderEventKind | None = None
-    reference: str | None = None
-    dispute: str | None = None
-    amount_field: str | None = None
-    failure_reason: str | None = None
-    status = obj.get("status")
-    if event_type.startswith("payment_intent."):
-        reference = _text(obj.get("id"), _REFERENCE)
-        action = event_type.removeprefix("payment_intent.")
-        if action == "succeeded" and status == "succeeded":
-            kind = _K.CAPTURED  # a hold is announced by amount_capturable_updated instead
-            # What was captured; localstripe's intents have no amount_received.
-            amount_field = "amount_received" if "amount_received" in obj else None
-        elif action == "amount_capturable_updated":
-            kind = _K.AUTHORIZED
-        elif action == "canceled":
-            kind = _K.CANCELED
-        elif action == "payment_failed":
-            kind = _K.PAYMENT_FAILED
-            error = obj.get("last_payment_error")
-            if isinstance(error, dict):
-                failure_reason = _text(error.get("decline_code"), _CODE) or _text(
-                    error.get("code"), _CODE
-                )
-    elif event_type.startswith("charge.dispute."):
-        reference = _text(obj.get("payment_intent"), _REFERENCE)
-        dispute = _text(obj.get("id"), _STRIPE_ID)
-        amount_field = "amount"
-        action = event_type.removeprefix("charge.dispute.")
-        if action in ("created", "funds_withdrawn"):
-            kind = _K.DISPUTE_OPENED
-        elif action == "closed" and isinstance(status, str):
-            kind = _DISPUTE_CLOSED.get(status)
-    elif event_type == "charge.refunded":
-        reference = _text(obj.get("payment_intent"), _REFERENCE)
-        kind = _K.REFUNDED
-        amount_field = "amount_refunded"
-    amount: int | None = None
-    currency = obj.get("currency")
-    currency = currency.upper() if isinstance(currency, str) and len(currency) == 3 else None
-    if amount_field is not None and currency is not None:
-        raw = obj.get(amount_field)
-        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
-            amount = from_stripe_amount(raw, currency)
-    if kind is not None and (amount_field is not None and amount is None):
-        kind = None  # an amount event without its amount: nothing safe to do with it
-    return CardProviderEvent(
-        id=event_id,
-        type=event_type,
-        kind=kind,
-        reference=reference,
-        amount=amount,
-        currency=currency,
-        dispute=dispute,
-        failure_reason=failure_reason,
-    )
+        return verified_event(body, headers, secret)

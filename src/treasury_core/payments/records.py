@@ -136,13 +136,21 @@ class RefundRecord(_Frozen):
 
 
 class Refund(TreasuryRecord, RefundRecord):
-    """A stored refund: its share of ``processing_amount`` and its ledger reservations."""
+    """A stored refund: its share of ``processing_amount``, its ledger reservations and the
+    provider's reference of it (``None`` until the provider answered), by which the provider's
+    later events about it find it."""
 
     prefix: ClassVar[str] = "re"
     record_model: ClassVar[type[BaseModel]] = RefundRecord
 
     processing_amount: int = 0
     pending_ids: tuple[str, ...] = ()
+    provider_reference: str | None = None
+
+    @property
+    def lookup_key(self) -> str | None:
+        """The provider's reference of the refund, when the storage can index it."""
+        return _findable(self.provider_reference)
 
 
 class ChargebackStatus(StrEnum):

@@ -67,6 +67,9 @@ class CardProviderStatus(StrEnum):
     CAPTURED = "captured"  # money moved to the merchant
     VOIDED = "voided"  # the hold released
     REFUNDED = "refunded"  # money returned to the card (the result of a refund)
+    #: The provider took the refund but has not finished it: its outcome comes later, as a
+    #: provider event (:attr:`CardProviderEventKind.REFUND_SUCCEEDED` or ``REFUND_FAILED``).
+    REFUND_PENDING = "refund_pending"
     VERIFIED = "verified"  # the card checked out (a verification); nothing held or moved
 
 
@@ -186,7 +189,10 @@ class CardProvider(Protocol):
         """Return ``amount`` of a captured charge to the card. **Moves money.**
 
         The result carries the refund's own reference. The caller keeps the total refunded
-        within the captured amount.
+        within the captured amount. Status ``refunded`` when the money went back;
+        ``refund_pending`` when the provider finishes it later and tells by a provider event
+        (only a provider with :meth:`CardProviderEvents.provider_events_supported` may answer
+        it: nothing else would ever settle the refund).
         """
         ...
 
@@ -436,6 +442,12 @@ class CardProviderEventKind(StrEnum):
     DISPUTE_LOST = "dispute_lost"
     #: Money of the charge was returned to the card; ``amount`` is the total refunded so far.
     REFUNDED = "refunded"
+    #: One refund (``refund``: its reference as :meth:`CardProvider.refund` returned it) reached
+    #: the card.
+    REFUND_SUCCEEDED = "refund_succeeded"
+    #: One refund (``refund``) failed or was cancelled at the provider, pending or even after
+    #: it had succeeded: the money stays with (or comes back to) the merchant.
+    REFUND_FAILED = "refund_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,9 +462,10 @@ class CardProviderEvent:
     :attr:`~CardProviderEventKind.REFUNDED` the charge's total refunded so far (refunds are
     reported cumulatively, so a missed event is made up by the next). ``dispute`` is the
     provider's id of the dispute (the same on its opening and its closing). ``failure_reason``
-    is a provider code of :attr:`~CardProviderEventKind.PAYMENT_FAILED` (snake_case, never a
-    message). ``kind`` is ``None`` for an event the port does not map: it is acknowledged and
-    ignored.
+    is a provider code of :attr:`~CardProviderEventKind.PAYMENT_FAILED` or
+    :attr:`~CardProviderEventKind.REFUND_FAILED` (snake_case, never a message). ``refund`` is
+    the provider's reference of the refund a ``REFUND_*`` event is about. ``kind`` is ``None``
+    for an event the port does not map: it is acknowledged and ignored.
     """
 
     id: str
@@ -463,6 +476,7 @@ class CardProviderEvent:
     currency: str | None = None
     dispute: str | None = None
     failure_reason: str | None = None
+    refund: str | None = None
 
 
 class BadProviderEvent(InvalidRequestError):

@@ -20,10 +20,15 @@ event kind                  effect
                             amount (at most what remains refundable)
 ``dispute_won`` / ``_lost`` the dispute's chargeback is decided (one the opening of which was
                             missed is opened first)
-``refunded``                the charge's total refunded: our pending refunds it covers succeed,
+``refunded``                the charge's total refunded: our pending refunds it covers succeed
+                            (those the provider took as pending wait for their own event),
                             and what it refunded beyond all of ours (at the provider's
                             dashboard) is recorded as a new refund, succeeded, with the
                             postings and ``refund.created`` of a refund through the API
+``refund_succeeded``        our refund with that provider reference, pending, succeeds
+``refund_failed``           our refund with that provider reference fails: a pending one
+                            gives its reservation back, a succeeded one is reversed (the
+                            money back into settlement); either way ``refund.updated``
 ==========================  ==================================================================
 
 Each event is applied in one transaction that locks the intent first, as every path changing an
@@ -70,6 +75,7 @@ from treasury_core.ports.card_provider import (
 )
 from treasury_core.services.chargebacks import open_chargeback, resolve_chargeback
 from treasury_core.services.payments import PaymentService
+from treasury_core.services.refund_outcomes import refund_failed, refund_reversed, refund_succeeded
 
 log = logging.getLogger("treasury.provider_events")
 
@@ -217,6 +223,8 @@ class ProviderEventService:
             return self._close_dispute(uow, event, intent)
         if kind is _K.REFUNDED:
             return self._refunded(uow, event, intent)
+        if kind in (_K.REFUND_SUCCEEDED, _K.REFUND_FAILED):
+            return self._refund_outcome(uow, event, intent)
         if kind is _K.CAPTURED and intent.status is IntentStatus.AUTHORIZED:
             return self._captured(uow, event, intent, now)
         # authorized, captured, payment_failed of an attempt that is not waiting for 3-D
@@ -318,7 +326,9 @@ class ProviderEventService:
         changed = False
         waiting: list[Refund] = []
         for refund in pending:  # oldest first, as the provider made them
-            if not waiting and done + refund.amount <= total:
+            # One the provider took as pending is in its total already, but may still fail:
+            # it waits for the provider's event about it.
+            if not waiting and refund.provider_reference is None and done + refund.amount <= total:
                 self._payments._refund_succeeded(refund, None)(uow)
                 done += refund.amount
                 changed = True
@@ -330,6 +340,35 @@ class ProviderEventService:
         if beyond > 0:
             changed = self._refund_beyond(uow, intent, beyond, event) or changed
         return changed
+
+    def _refund_outcome(
+        self, uow: UnitOfWork, event: CardProviderEvent, intent: PaymentIntent
+    ) -> bool:
+        """One refund of ours succeeded or failed at the provider; whether anything changed.
+
+        A refund the provider made on its own (its dashboard) is not ours to find: its money
+        is counted by the ``refunded`` totals instead.
+        """
+        found = None if event.refund is None else uow.records.find(Refund, event.refund)
+        if found is None or (found.company_id, found.payment_intent_id) != (
+            intent.company_id,
+            intent.id,
+        ):
+            return False
+        payments = self._payments
+        if event.kind is _K.REFUND_SUCCEEDED:
+            if found.status is not RefundStatus.PENDING:
+                return False
+            refund_succeeded(payments, uow, found)
+            return True
+        reason = event.failure_reason or "refund_failed"
+        if found.status is RefundStatus.PENDING:
+            refund_failed(payments, uow, found, reason)
+            return True
+        if found.status is RefundStatus.SUCCEEDED:
+            refund_reversed(payments, uow, found, reason)
+            return True
+        return False
 
     def _refund_beyond(
         self, uow: UnitOfWork, intent: PaymentIntent, amount: int, event: CardProviderEvent

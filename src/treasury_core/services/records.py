@@ -15,7 +15,7 @@ from treasury_core.cards.tokens import PaymentMethodToken
 from treasury_core.errors import InvalidRequestError, NotFound
 from treasury_core.listing import DELETED, RecordFilter, checked_filter
 from treasury_core.pagination import Page, PageRequest, checked_page, page_of
-from treasury_core.payments.records import Chargeback, Payout, Refund
+from treasury_core.payments.records import Chargeback, Payout, Refund, Transaction
 from treasury_core.ports import UnitOfWork
 from treasury_core.services.support import TreasuryContext, require_id
 from treasury_core.treasury.records import (
@@ -38,6 +38,8 @@ NAMES: dict[type[TreasuryRecord], tuple[str, str]] = {
     Chargeback: ("chargeback", "chargeback_id"),
     Payout: ("payout", "payout_id"),
     PaymentMethodToken: ("payment method token", "token_id"),
+    # A payment attempt, read by id (an intent's ``latest_transaction_id``; the dashboard).
+    Transaction: ("transaction", "transaction_id"),
 }
 
 

@@ -74,7 +74,6 @@ from __future__ import annotations
 import unittest
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import ClassVar, TypeVar
 
@@ -104,6 +103,12 @@ from treasury_core.ledger.invariants import (
 )
 from treasury_core.ports.storage import Storage, UnitOfWork
 from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.ledger_model import (
+    COUNTER_FIELDS,
+    Change,
+    ModelPending,
+    ReferenceLedger,
+)
 from treasury_core.testing.memory import MemoryStorage
 from treasury_core.testing.strategies import amounts, overdraft_limits, pending_categories
 
@@ -118,188 +123,6 @@ __all__ = [
 
 #: What a test supplies: a fresh, empty (migrated) storage, or a context manager yielding one.
 StorageFactory = Callable[[], Storage | AbstractContextManager[Storage]]
-
-#: A predicted refusal: the exception class and its ``code``.
-Prediction = tuple[type[InsufficientFunds | LedgerRejected], str]
-
-_FIELDS = (
-    "debits_posted",
-    "credits_posted",
-    "debits_pending_holds",
-    "debits_pending_out",
-    "credits_pending",
-)
-
-
-@dataclass
-class ModelPending:
-    """The model's record of one reservation."""
-
-    debit: str
-    credit: str
-    currency: str
-    amount: int
-    category: str  # "hold" or "out": which pending-debit counter it uses
-    deadline: datetime | None
-    status: str = "pending"
-    resolved_by: str | None = None
-
-
-@dataclass
-class _Change:
-    """What an accepted journal does to the model (computed before the storage is asked)."""
-
-    counters: dict[str, dict[str, int]] = field(default_factory=dict)
-    new_pendings: dict[str, ModelPending] = field(default_factory=dict)
-    resolutions: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> status, by
-    postings: int = 0
-
-    def add(self, account_id: str, counter: str, amount: int) -> None:
-        row = self.counters.setdefault(account_id, dict.fromkeys(_FIELDS, 0))
-        row[counter] += amount
-
-
-class ReferenceLedger:
-    """The simplest ledger that could work: five ints per account and a dict of reservations.
-
-    Written from the rules in ledger-invariants.md and the journal semantics, independently of
-    :mod:`treasury_core.ledger.kernel`, so the two can catch each other's mistakes.
-    """
-
-    def __init__(self) -> None:
-        self.counters: dict[str, dict[str, int]] = {}
-        self.currency: dict[str, str] = {}
-        self.kind: dict[str, str] = {}
-        self.limit: dict[str, int | None] = {}  # None: unguarded, may go negative
-        self.pendings: dict[str, ModelPending] = {}
-        self.posting_count = 0
-
-    def open(self, account_id: str, currency: str, kind: str, limit: int | None) -> None:
-        """Open an account with zero counters; ``limit`` ``None`` means unguarded."""
-        self.counters[account_id] = dict.fromkeys(_FIELDS, 0)
-        self.currency[account_id] = currency
-        self.kind[account_id] = kind
-        self.limit[account_id] = limit
-
-    def balance(self, account_id: str) -> int:
-        """Posted credits minus posted debits."""
-        c = self.counters[account_id]
-        return c["credits_posted"] - c["debits_posted"]
-
-    def available(self, account_id: str) -> int:
-        """Balance less what holds and outgoing reservations have set aside."""
-        c = self.counters[account_id]
-        return self.balance(account_id) - c["debits_pending_holds"] - c["debits_pending_out"]
-
-    def room(self, account_id: str) -> int | None:
-        """How much more a guarded account can be debited (``None``: unguarded)."""
-        limit = self.limit[account_id]
-        return None if limit is None else self.available(account_id) + limit
-
-    def accounts_in(self, currency: str) -> list[str]:
-        """Every account in ``currency``, sorted."""
-        return sorted(a for a, c in self.currency.items() if c == currency)
-
-    def wallets(self, currency: str | None = None) -> list[str]:
-        """Wallet accounts (of ``currency`` if given), sorted."""
-        return sorted(
-            a
-            for a, k in self.kind.items()
-            if k == AccountKind.WALLET.value and currency in (None, self.currency[a])
-        )
-
-    def open_pendings(self) -> list[str]:
-        """Ids of reservations still pending, sorted."""
-        return sorted(i for i, p in self.pendings.items() if p.status == "pending")
-
-    def due(self, now: datetime) -> list[str]:
-        """Pending reservations whose deadline is at or before ``now``, by (deadline, id)."""
-        due = [
-            (p.deadline, i)
-            for i, p in self.pendings.items()
-            if p.status == "pending" and p.deadline is not None and p.deadline <= now
-        ]
-        return [i for _, i in sorted(due)]
-
-    def evaluate(self, journal: Journal, now: datetime) -> _Change | Prediction:
-        """What ``journal`` at ``now`` would do, or the refusal it must meet; changes nothing."""
-        change = _Change(postings=len(journal.legs))
-        for index, leg in enumerate(journal.legs):
-            refusal = self._leg(change, journal.leg_id(index), leg, now)
-            if refusal is not None:
-                return refusal
-        for account_id, delta in sorted(change.counters.items()):
-            limit = self.limit[account_id]
-            after = {f: self.counters[account_id][f] + delta[f] for f in _FIELDS}
-            grows = (
-                delta["debits_posted"] + delta["debits_pending_holds"] + delta["debits_pending_out"]
-            )
-            available = (
-                after["credits_posted"]
-                - after["debits_posted"]
-                - after["debits_pending_holds"]
-                - after["debits_pending_out"]
-            )
-            if limit is not None and grows > 0 and available < -limit:
-                return (InsufficientFunds, "insufficient_funds")
-        return change
-
-    def commit(self, change: _Change) -> None:
-        """Apply an accepted journal's change."""
-        for account_id, delta in change.counters.items():
-            for name, amount in delta.items():
-                self.counters[account_id][name] += amount
-        self.pendings.update(change.new_pendings)
-        for pending_id, (status, resolved_by) in change.resolutions.items():
-            self.pendings[pending_id].status = status
-            self.pendings[pending_id].resolved_by = resolved_by
-        self.posting_count += change.postings
-
-    def _leg(self, change: _Change, leg_id: str, leg: Leg, now: datetime) -> Prediction | None:
-        if isinstance(leg, Move):
-            change.add(leg.debit, "debits_posted", leg.amount)
-            change.add(leg.credit, "credits_posted", leg.amount)
-            return None
-        if isinstance(leg, Reserve):
-            category = leg.category.value
-            change.add(
-                leg.debit, f"debits_pending_{'holds' if category == 'hold' else 'out'}", leg.amount
-            )
-            change.add(leg.credit, "credits_pending", leg.amount)
-            change.new_pendings[leg_id] = ModelPending(
-                leg.debit, leg.credit, leg.currency, leg.amount, category, leg.deadline
-            )
-            return None
-        if leg.pending_id in change.resolutions:
-            return (LedgerRejected, "pending_already_resolved")
-        pending = self.pendings.get(leg.pending_id)
-        if pending is None:
-            return (LedgerRejected, "pending_not_found")
-        if pending.status != "pending":
-            return (LedgerRejected, "pending_already_resolved")
-        due = pending.deadline is not None and now >= pending.deadline
-        posted = 0
-        if isinstance(leg, PostPending):
-            if due:
-                return (LedgerRejected, "pending_expired")
-            posted = pending.amount if leg.amount is None else leg.amount
-            if posted > pending.amount:
-                return (LedgerRejected, "amount_exceeds_pending")
-            status = "posted"
-        elif isinstance(leg, VoidPending):
-            status = "voided"
-        else:
-            if not due:
-                return (LedgerRejected, "pending_not_due")
-            status = "expired"
-        # A resolution releases the whole reservation and moves what was posted, if anything.
-        reserved = f"debits_pending_{'holds' if pending.category == 'hold' else 'out'}"
-        change.add(pending.debit, reserved, -pending.amount)
-        change.add(pending.credit, "credits_pending", -pending.amount)
-        change.add(pending.debit, "debits_posted", posted)
-        change.add(pending.credit, "credits_posted", posted)
-        change.resolutions[leg.pending_id] = (status, leg_id)
-        return None
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -643,7 +466,7 @@ class LedgerMachine(RuleBasedStateMachine):
                 model.currency[account_id],
                 model.kind[account_id],
                 model.limit[account_id],
-                *(model.counters[account_id][f] for f in _FIELDS),
+                *(model.counters[account_id][f] for f in COUNTER_FIELDS),
                 model.balance(account_id),
                 model.available(account_id),
             )
@@ -651,7 +474,7 @@ class LedgerMachine(RuleBasedStateMachine):
                 account.currency,
                 account.kind.value,
                 account.overdraft_limit if account.guarded else None,
-                *(getattr(account, f) for f in _FIELDS),
+                *(getattr(account, f) for f in COUNTER_FIELDS),
                 account.balance,
                 account.available_balance,
             )
@@ -697,19 +520,19 @@ class LedgerMachine(RuleBasedStateMachine):
         journal = Journal(id=f"j{self._journals:06d}", legs=tuple(legs), operation=operation)
         now = self.clock.now()
         predicted = self.model.evaluate(journal, now)
-        before = read_ledger(self.storage) if not isinstance(predicted, _Change) else None
+        before = read_ledger(self.storage) if not isinstance(predicted, Change) else None
         refusal: InsufficientFunds | LedgerRejected | None = None
         try:
             self.storage.run_sync(_applier(journal, now))
         except (InsufficientFunds, LedgerRejected) as error:
             refusal = error
         if refusal is None:
-            assert isinstance(predicted, _Change), (
+            assert isinstance(predicted, Change), (
                 f"storage accepted {journal}; the model expects {predicted}"
             )
             self.model.commit(predicted)
             return
-        assert not isinstance(predicted, _Change), (
+        assert not isinstance(predicted, Change), (
             f"storage refused {journal} with {refusal!r}; the model accepts it"
         )
         assert (type(refusal), refusal.code) == predicted, (

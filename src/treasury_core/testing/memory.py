@@ -9,16 +9,13 @@ the SQL adapter to.
 from __future__ import annotations
 
 import builtins
-import itertools
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
-from treasury_core.events import Event, EventHead
 from treasury_core.idempotency import IdempotencyRecord, IdempotencyState
 from treasury_core.jobs import Job, JobStatus
 from treasury_core.ledger import (
@@ -38,94 +35,24 @@ from treasury_core.ledger import (
 )
 from treasury_core.listing import RecordFilter
 from treasury_core.metadata import metadata_matches
-from treasury_core.notifications.deliveries import Delivery, DeliveryStatus, fair_pick
-from treasury_core.notifications.status import DeliveryBacklog, FailingDestination, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R, Storage, UnitOfWork
 from treasury_core.testing import memory_history
+from treasury_core.testing.memory_outbox import (
+    MemoryDeliveries,
+    MemoryOutbox,
+)
+from treasury_core.testing.memory_state import (
+    MemoryState,
+    MemoryTransaction,
+    newest_first,
+)
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
 
-_MISSING: Any = object()
-
-
-_Events = list[Event]  # spelled here: inside the outbox classes, ``list`` is a method
-_EventHeads = list[EventHead]
-
-
-@dataclass
-class _State:
-    wallets: dict[str, Wallet] = field(default_factory=dict)
-    accounts: dict[str, Account] = field(default_factory=dict)
-    postings: list[Posting] = field(default_factory=list)
-    posting_ids: dict[str, bool] = field(default_factory=dict)
-    pendings: dict[str, PendingMovement] = field(default_factory=dict)
-    histories: memory_history.Histories = field(default_factory=dict)
-    companies: dict[int, Company] = field(default_factory=dict)
-    merchant_accounts: dict[int, MerchantAccount] = field(default_factory=dict)
-    api_keys: dict[str, ApiKey] = field(default_factory=dict)
-    events: list[Event] = field(default_factory=list)
-    dispatched: dict[str, datetime] = field(default_factory=dict)
-    deliveries: dict[str, Delivery] = field(default_factory=dict)
-    idempotency: dict[tuple[int, str], IdempotencyRecord] = field(default_factory=dict)
-    records: dict[str, TreasuryRecord] = field(default_factory=dict)
-    jobs: dict[str, Job] = field(default_factory=dict)
-    intents: dict[int, PaymentIntent] = field(default_factory=dict)
-    # payment_intent_lookup_id -> intent id, the unique index of the SQL table.
-    intent_lookup_ids: dict[str, int] = field(default_factory=dict)
-    sequences: dict[str, itertools.count[int]] = field(default_factory=dict)
-    # The sandbox clock's offset under one key, so put() can undo an advance.
-    clock_offset: dict[str, timedelta] = field(default_factory=dict)
-
-
-class _Tx:
-    """Write access to the state that can be undone."""
-
-    def __init__(self, state: _State, write: bool) -> None:
-        self.state = state
-        self.write = write
-        self._undo: list[Callable[[], None]] = []
-
-    def put(self, table: dict[Any, Any], key: Any, value: Any) -> None:
-        self._require_write()
-        old = table.get(key, _MISSING)
-        table[key] = value
-        self._undo.append(
-            lambda: table.pop(key) if old is _MISSING else table.__setitem__(key, old)
-        )
-
-    def remove(self, table: dict[Any, Any], key: Any) -> None:
-        self._require_write()
-        old = table.pop(key)
-        self._undo.append(lambda: table.__setitem__(key, old))
-
-    def append(self, items: list[Any], value: Any) -> None:
-        self._require_write()
-        items.append(value)
-        self._undo.append(items.pop)
-
-    def next_id(self, sequence: str) -> int:
-        self._require_write()
-        counter = self.state.sequences.setdefault(sequence, itertools.count(1))
-        return next(counter)  # like a database sequence, not given back on rollback
-
-    def on_rollback(self, undo: Callable[[], None]) -> None:
-        """Run ``undo`` if the transaction rolls back (for changes put() cannot express)."""
-        self._require_write()
-        self._undo.append(undo)
-
-    def rollback(self) -> None:
-        for undo in reversed(self._undo):
-            undo()
-        self._undo.clear()
-
-    def _require_write(self) -> None:
-        if not self.write:
-            raise RuntimeError("write in a read-only transaction")
-
 
 class _Wallets:
-    def __init__(self, tx: _Tx) -> None:
+    def __init__(self, tx: MemoryTransaction) -> None:
         self._tx = tx
 
     def add(self, wallet: Wallet) -> None:
@@ -150,7 +77,7 @@ class _Wallets:
             for w in self._tx.state.wallets.values()
             if w.company_id == company_id and metadata_matches(w.metadata, metadata)
         ]
-        return _newest_first(rows, lambda w: w.id, limit, starting_after)
+        return newest_first(rows, lambda w: w.id, limit, starting_after)
 
     def lock(self, company_id: int, wallet_id: str) -> Wallet | None:
         # One writer at a time already: nothing more to lock.
@@ -165,7 +92,7 @@ class _Wallets:
 
 
 class _Ledger:
-    def __init__(self, tx: _Tx) -> None:
+    def __init__(self, tx: MemoryTransaction) -> None:
         self._tx = tx
 
     def open_account(self, account: Account) -> None:
@@ -192,7 +119,7 @@ class _Ledger:
             for a in self._tx.state.accounts.values()
             if a.company_id == company_id and a.kind is AccountKind.WALLET
         ]
-        return _newest_first(rows, lambda a: a.id, limit, starting_after)
+        return newest_first(rows, lambda a: a.id, limit, starting_after)
 
     def apply(self, journal: Journal, now: datetime) -> LedgerPlan:
         state = self._tx.state
@@ -255,7 +182,7 @@ class _Ledger:
 
 
 class _Companies:
-    def __init__(self, tx: _Tx) -> None:
+    def __init__(self, tx: MemoryTransaction) -> None:
         self._tx = tx
 
     def add_company(self, name: str, created_at: datetime) -> Company:
@@ -307,200 +234,8 @@ class _Companies:
         return sorted(rows, key=lambda k: (k.created_at, k.id))
 
 
-class _Outbox:
-    def __init__(self, tx: _Tx) -> None:
-        self._tx = tx
-
-    def add(self, event: Event) -> None:
-        self._tx.append(self._tx.state.events, event)
-
-    def list(self, company_id: int | None = None) -> list[Event]:
-        events = self._tx.state.events
-        return [e for e in events if company_id is None or e.company_id == company_id]
-
-    def undispatched(self, limit: int) -> _Events:
-        done = self._tx.state.dispatched
-        return [e for e in self._tx.state.events if e.id not in done][:limit]
-
-    def undispatched_heads(self, limit: int) -> _EventHeads:
-        return [EventHead(e.id, e.company_id, e.type) for e in self.undispatched(limit)]
-
-    def get_many(self, event_ids: Sequence[str]) -> _Events:
-        wanted = set(event_ids)
-        return [e for e in self._tx.state.events if e.id in wanted]
-
-    def mark_dispatched(self, event_ids: Sequence[str], at: datetime) -> None:
-        for event_id in event_ids:
-            self._tx.put(self._tx.state.dispatched, event_id, at)
-
-    def purge(self, created_before: datetime) -> int:
-        state = self._tx.state
-        busy = {d.event_id for d in state.deliveries.values() if d.status is DeliveryStatus.PENDING}
-        gone = {
-            e.id
-            for e in state.events
-            if e.created_at < created_before and e.id in state.dispatched and e.id not in busy
-        }
-        for delivery in [d for d in state.deliveries.values() if d.event_id in gone]:
-            self._tx.remove(state.deliveries, delivery.id)
-        kept = [e for e in state.events if e.id not in gone]
-        old = list(state.events)
-        state.events[:] = kept
-        self._tx.on_rollback(lambda: state.events.__setitem__(slice(None), old))
-        return len(gone)
-
-    def get(self, event_id: str, company_id: int | None) -> Event | None:
-        for event in self._tx.state.events:
-            if event.id == event_id and company_id in (None, event.company_id):
-                return event
-        return None
-
-    def page(
-        self,
-        company_id: int,
-        *,
-        type_: str | None,
-        created_gte: datetime | None,
-        limit: int,
-        starting_after: str | None,
-    ) -> _Events:
-        rows = [
-            e
-            for e in self._tx.state.events
-            if e.company_id == company_id
-            and (type_ is None or e.type.value == type_)
-            and (created_gte is None or e.created_at >= created_gte)
-        ]
-        return _newest_first(rows, lambda e: e.id, limit, starting_after)
-
-    def backlog(self) -> OutboxBacklog:
-        done = self._tx.state.dispatched
-        waiting = [e.created_at for e in self._tx.state.events if e.id not in done]
-        return OutboxBacklog(len(waiting), min(waiting, default=None))
-
-
-class _Deliveries:
-    def __init__(self, tx: _Tx) -> None:
-        self._tx = tx
-
-    def add(self, delivery: Delivery) -> None:
-        self._tx.put(self._tx.state.deliveries, delivery.id, delivery)
-
-    def claim_due(
-        self, now: datetime, wall_now: datetime, lease_until: datetime, limit: int
-    ) -> list[Delivery]:
-        due = [
-            d
-            for d in self._tx.state.deliveries.values()
-            if d.status is DeliveryStatus.PENDING
-            and d.next_attempt_at <= now
-            and (d.lease_until is None or d.lease_until <= wall_now)
-        ]
-        due.sort(key=lambda d: (d.next_attempt_at, d.id))
-        claimed = [d.model_copy(update={"lease_until": lease_until}) for d in due[:limit]]
-        for delivery in claimed:
-            self.update(delivery)
-        return claimed
-
-    def claim_batch(
-        self,
-        now: datetime,
-        wall_now: datetime,
-        lease_until: datetime,
-        limit: int,
-        *,
-        per_destination: int,
-        room: Mapping[str, int],
-    ) -> list[Delivery]:
-        pairs: dict[tuple[int, str], list[Delivery]] = {}
-        for d in self._tx.state.deliveries.values():
-            if (
-                d.status is DeliveryStatus.PENDING
-                and d.next_attempt_at <= now
-                and (d.lease_until is None or d.lease_until <= wall_now)
-                and room.get(d.destination, per_destination) > 0
-            ):
-                pairs.setdefault((d.company_id, d.destination), []).append(d)
-        ranked: list[tuple[int, datetime, str, Delivery]] = []
-        for queue in pairs.values():
-            queue.sort(key=lambda d: (d.next_attempt_at, d.id))
-            ranked += [
-                (n, d.next_attempt_at, d.id, d) for n, d in enumerate(queue[:per_destination])
-            ]
-        ranked.sort(key=lambda r: r[:3])
-        candidates = [r[3] for r in ranked[:limit]]
-        claimed = fair_pick(candidates, limit, per_destination, room, lease_until)
-        for delivery in claimed:
-            self.update(delivery)
-        return claimed
-
-    def get(self, delivery_id: str, *, for_update: bool = False) -> Delivery | None:
-        return self._tx.state.deliveries.get(delivery_id)
-
-    def record_attempts(self, attempted: Sequence[tuple[Delivery, Delivery]]) -> list[Delivery]:
-        changed = []
-        for claimed, new in attempted:
-            stored = self._tx.state.deliveries.get(claimed.id)
-            if stored is None:
-                continue
-            if (
-                stored.status is DeliveryStatus.PENDING
-                and stored.lease_until == claimed.lease_until
-                and len(stored.attempts) == len(claimed.attempts)
-            ):
-                self.update(new)
-            else:
-                changed.append(claimed)
-        return changed
-
-    def update(self, delivery: Delivery) -> None:
-        self._tx.put(self._tx.state.deliveries, delivery.id, delivery)
-
-    def for_event(self, event_id: str) -> list[Delivery]:
-        found = [d for d in self._tx.state.deliveries.values() if d.event_id == event_id]
-        return sorted(found, key=lambda d: d.id)
-
-    def backlog(self, now: datetime, attempted_since: datetime) -> DeliveryBacklog:
-        state = self._tx.state
-        pending = [d for d in state.deliveries.values() if d.status is DeliveryStatus.PENDING]
-        waiting = {d.event_id for d in pending}
-        created = [e.created_at for e in state.events if e.id in waiting]
-        recent = sum(
-            1
-            for d in state.deliveries.values()
-            if d.attempts and d.attempts[-1].attempted_at >= attempted_since
-        )
-        groups: dict[tuple[int, str | None], list[Delivery]] = {}
-        for delivery in sorted(pending, key=lambda d: d.id):
-            if delivery.attempts:
-                groups.setdefault((delivery.company_id, delivery.endpoint_id), []).append(delivery)
-        failing = []
-        for (company_id, endpoint_id), rows in groups.items():
-            latest = max(rows, key=lambda d: (d.attempts[-1].attempted_at, d.id))
-            failing.append(
-                FailingDestination(
-                    company_id=company_id,
-                    endpoint_id=endpoint_id,
-                    kind=latest.kind,
-                    url=latest.url,
-                    failing_deliveries=len(rows),
-                    consecutive_failures=max(len(d.attempts) for d in rows),
-                    next_attempt_at=min(d.next_attempt_at for d in rows),
-                    last_attempt_at=latest.attempts[-1].attempted_at,
-                )
-            )
-        failing.sort(key=lambda f: (f.next_attempt_at, f.company_id, f.endpoint_id or ""))
-        return DeliveryBacklog(
-            pending=len(pending),
-            due=sum(1 for d in pending if d.next_attempt_at <= now),
-            oldest_event_created_at=min(created, default=None),
-            attempted_recently=recent,
-            failing=tuple(failing),
-        )
-
-
 class _Idempotency:
-    def __init__(self, tx: _Tx) -> None:
+    def __init__(self, tx: MemoryTransaction) -> None:
         self._tx = tx
 
     def get(self, company_id: int, key: str) -> IdempotencyRecord | None:
@@ -542,7 +277,7 @@ class _Idempotency:
 
 
 class _Records:
-    def __init__(self, tx: _Tx) -> None:
+    def __init__(self, tx: MemoryTransaction) -> None:
         self._tx = tx
 
     def add(self, record: TreasuryRecord) -> None:
@@ -586,7 +321,7 @@ class _Records:
             and r.company_id == company_id
             and metadata_matches(r.metadata, metadata)
         ]
-        return _newest_first(rows, lambda r: r.id, limit, starting_after)
+        return newest_first(rows, lambda r: r.id, limit, starting_after)
 
     def page(
         self,
@@ -601,7 +336,7 @@ class _Records:
             for r in self._tx.state.records.values()
             if isinstance(r, kind) and r.company_id == company_id and filters.matches(r)
         ]
-        return _newest_first(rows, lambda r: r.id, limit, starting_after)
+        return newest_first(rows, lambda r: r.id, limit, starting_after)
 
     def find(self, kind: type[R], lookup_key: str) -> R | None:
         return next(
@@ -630,7 +365,7 @@ class _Records:
 
 
 class _Intents:
-    def __init__(self, tx: _Tx) -> None:
+    def __init__(self, tx: MemoryTransaction) -> None:
         self._tx = tx
 
     def add(self, intent: PaymentIntent) -> PaymentIntent:
@@ -701,7 +436,7 @@ def _of_company(intent: PaymentIntent | None, company_id: int | None) -> Payment
 
 
 class _Jobs:
-    def __init__(self, tx: _Tx) -> None:
+    def __init__(self, tx: MemoryTransaction) -> None:
         self._tx = tx
 
     def schedule(self, job: Job) -> None:
@@ -736,7 +471,7 @@ class _Jobs:
 
 
 class _ClockOffset:
-    def __init__(self, tx: _Tx) -> None:
+    def __init__(self, tx: MemoryTransaction) -> None:
         self._tx = tx
 
     def get(self) -> timedelta:
@@ -751,16 +486,16 @@ class _ClockOffset:
 
 
 class _MemoryUnitOfWork:
-    def __init__(self, tx: _Tx) -> None:
+    def __init__(self, tx: MemoryTransaction) -> None:
         self.wallets = _Wallets(tx)
         self.ledger = _Ledger(tx)
         self.companies = _Companies(tx)
-        self.outbox = _Outbox(tx)
+        self.outbox = MemoryOutbox(tx)
         self.idempotency = _Idempotency(tx)
         self.records = _Records(tx)
         self.jobs = _Jobs(tx)
         self.intents = _Intents(tx)
-        self.deliveries = _Deliveries(tx)
+        self.deliveries = MemoryDeliveries(tx)
         self.clock_offset = _ClockOffset(tx)
 
 
@@ -771,14 +506,14 @@ class MemoryStorage(Storage):
 
     def __init__(self) -> None:
         super().__init__()
-        self._state = _State()
+        self._state = MemoryState()
         self._lock = threading.RLock()
 
     @contextmanager
     def transaction(self, *, write: bool = True, snapshot: bool = False) -> Iterator[UnitOfWork]:
         # One lock serializes everything, so every transaction is already a snapshot.
         with self._lock:
-            tx = _Tx(self._state, write)
+            tx = MemoryTransaction(self._state, write)
             try:
                 yield _MemoryUnitOfWork(tx)
             except BaseException:
@@ -795,12 +530,3 @@ def _zeroed(account: Account) -> Account:
         debits_pending_out=0,
         credits_pending=0,
     )
-
-
-def _newest_first(
-    rows: list[Any], key: Callable[[Any], str], limit: int, starting_after: str | None
-) -> list[Any]:
-    if starting_after is not None:
-        rows = [r for r in rows if key(r) < starting_after]
-    rows.sort(key=key, reverse=True)
-    return rows[:limit]

@@ -59,8 +59,7 @@ import unittest
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
 import hypothesis
@@ -74,7 +73,6 @@ from treasury_core.events import Event, EventType
 from treasury_core.ledger import PendingCategory, PendingMovement, PendingStatus
 from treasury_core.ledger.invariants import LedgerSnapshot, check_invariants, read_ledger
 from treasury_core.payments.intents import (
-    AUTHORIZATION_HOLD,
     CancellationReason,
     CaptureMethod,
     IntentFilter,
@@ -99,6 +97,27 @@ from treasury_core.ports.storage import Storage, UnitOfWork
 from treasury_core.testing.clock import FakeClock, SequentialIds
 from treasury_core.testing.machine import StorageFactory, bind_storage, storage_test_case
 from treasury_core.testing.memory import MemoryStorage
+from treasury_core.testing.payments_model import (
+    CARDS,
+    INTENT_EVENTS,
+    RECORD_EVENTS,
+    REFUND_AMOUNTS,
+    UNEXPECTED_STATE,
+    E,
+    ModelCard,
+    ModelHold,
+    ModelIntent,
+    Refusal,
+    assert_unchanged,
+    cancelled,
+    capture_refusal,
+    chargeback_step,
+    is_authorized,
+    is_challenged,
+    is_payable,
+    is_refundable,
+    refund_refusal,
+)
 from treasury_core.wallets import CreateWalletRequest
 
 __all__ = [
@@ -112,106 +131,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-#: A predicted refusal that changes nothing: the exception class and its ``code``.
-Refusal = tuple[type[TreasuryError], str]
-
-
-@dataclass(frozen=True)
-class ModelCard:
-    """A test card and what the machine predicts for it (the sandbox's table by default,
-    decisions.md; :attr:`PaymentsMachine.cards` names another provider's)."""
-
-    number: str
-    #: ``failure_reason`` of a decline at authorization, or ``None`` when approved.
-    declined: str | None = None
-    #: Behaviour after approval: ``ok``, ``cd`` (captures refused), ``hg`` (hold vanishes),
-    #: ``cl``/``cw`` (chargeback lost/won later).
-    behaviour: str = "ok"
-    three_d_secure: bool = False
-
-
-#: Every card of the sandbox card table.
-CARDS: tuple[ModelCard, ...] = (
-    ModelCard("4242424242424242"),
-    ModelCard("5555555555554444"),
-    ModelCard("378282246310005"),
-    ModelCard("4000000000000002", declined="card_declined"),
-    ModelCard("4000000000009995", declined="insufficient_funds"),
-    ModelCard("4000000000000069", declined="expired_card"),
-    ModelCard("4000000000000127", declined="incorrect_cvc"),
-    ModelCard("4000000000003220", three_d_secure=True),
-    ModelCard("4000000000000341", behaviour="cd"),
-    ModelCard("4000000000000259", behaviour="hg"),
-    ModelCard("4000000000000051", behaviour="cl"),
-    ModelCard("4000000000000077", behaviour="cw"),
-)
-
-_E = EventType
-_INTENT_EVENTS = (
-    _E.PAYMENT_INTENT_CREATED,
-    _E.PAYMENT_INTENT_PROCESSING,
-    _E.PAYMENT_INTENT_SUCCEEDED,
-    _E.PAYMENT_INTENT_PAYMENT_FAILED,
-    _E.PAYMENT_INTENT_AUTHORIZED,
-    _E.PAYMENT_INTENT_CANCELLED,
-)
-_RECORD_EVENTS = (
-    _E.REFUND_CREATED,
-    _E.CHARGEBACK_CREATED,
-    _E.CHARGEBACK_COMPLETED,
-    _E.CHARGEBACK_REVERSED,
-    _E.CHARGEBACK_FAILED,
-)
-_REFUND_AMOUNTS = ("all", "some", "remaining", "too_much", "huge")
-UNEXPECTED_STATE: Refusal = (IllegalTransition, "payment_intent_unexpected_state")
-
-
-@dataclass
-class ModelHold:
-    """The ledger pending movements of one authorization and the state they must be in."""
-
-    pending_ids: tuple[str, ...]
-    expected: PendingStatus = PendingStatus.PENDING
-
-
-@dataclass
-class ModelIntent:
-    """The model's view of one payment intent."""
-
-    id: int
-    lookup_id: str
-    method: CaptureMethod
-    billing_amount: int
-    billing_currency: str
-    processing_amount: int
-    processing_currency: str
-    status: IntentStatus = IntentStatus.INITIALIZED
-    reason: CancellationReason | None = None
-    authorized_at: datetime | None = None
-    #: Behaviour of the card behind the current charge (see :class:`ModelCard`).
-    behaviour: str = "ok"
-    #: A 3-D Secure challenge waits for the customer.
-    challenge: bool = False
-    captured_at: datetime | None = None
-    refunded: int = 0
-    disputed: int = 0
-    #: ``None`` until the chargeback job ran, then ``none``, ``open``, ``lost`` or ``won``.
-    chargeback: str | None = None
-    chargeback_amount: int = 0
-    holds: list[ModelHold] = field(default_factory=list)
-    events: Counter[EventType] = field(default_factory=Counter)
-
-    @property
-    def expires_at(self) -> datetime | None:
-        """``authorized_at`` plus the 7-day hold."""
-        return None if self.authorized_at is None else self.authorized_at + AUTHORIZATION_HOLD
-
-    @property
-    def refundable(self) -> int:
-        """Captured minus refunded minus disputed."""
-        captured = self.billing_amount if self.status is IntentStatus.PROCESSED else 0
-        return captured - self.refunded - self.disputed
 
 
 class PaymentsMachine(RuleBasedStateMachine):
@@ -366,18 +285,18 @@ class PaymentsMachine(RuleBasedStateMachine):
             processing_amount=created.processing_amount,
             processing_currency=created.processing_currency,
         )
-        model.events[_E.PAYMENT_INTENT_CREATED] += 1
+        model.events[E.PAYMENT_INTENT_CREATED] += 1
         self.intents[created.id] = model
 
-    @precondition(lambda self: self._some(self._payable))
+    @precondition(lambda self: self._some(is_payable))
     @rule(data=st.data())
     def pay(self, data: st.DataObject) -> None:
         """The customer pays a payable intent with one of :attr:`cards`."""
-        intent = self._draw_intent(data, self._payable)
+        intent = self._draw_intent(data, is_payable)
         self._pay(intent, data.draw(st.sampled_from(self.cards), label="card"))
 
     def _pay(self, intent: ModelIntent, card: ModelCard) -> None:
-        refusal = None if self._payable(intent) else UNEXPECTED_STATE
+        refusal = None if is_payable(intent) else UNEXPECTED_STATE
         declined = card.declined
         if refusal is None and intent.method is CaptureMethod.AUTOMATIC and card.behaviour == "cd":
             declined = "capture_declined"  # a sale is a capture: refused at once
@@ -393,22 +312,22 @@ class PaymentsMachine(RuleBasedStateMachine):
         if refusal is not None:
             return
         if declined is not None:
-            intent.events[_E.PAYMENT_INTENT_PAYMENT_FAILED] += 1
+            intent.events[E.PAYMENT_INTENT_PAYMENT_FAILED] += 1
             intent.challenge = False
             return
         assert outcome is not None
         if card.three_d_secure:
             assert outcome.transaction.status == "requires_action"
-            intent.events[_E.PAYMENT_INTENT_PROCESSING] += 1
+            intent.events[E.PAYMENT_INTENT_PROCESSING] += 1
             intent.challenge = True
             return
         self._paid(intent, card.behaviour)
 
-    @precondition(lambda self: self._some(_challenged))
+    @precondition(lambda self: self._some(is_challenged))
     @rule(data=st.data(), passed=st.booleans())
     def complete_challenge(self, data: st.DataObject, passed: bool) -> None:
         """The customer passes or fails a pending 3-D Secure challenge."""
-        self._complete_challenge(self._draw_intent(data, _challenged), passed)
+        self._complete_challenge(self._draw_intent(data, is_challenged), passed)
 
     def _complete_challenge(self, intent: ModelIntent, passed: bool) -> None:
         refusal: Refusal | None = None
@@ -429,16 +348,16 @@ class PaymentsMachine(RuleBasedStateMachine):
         if passed:
             self._paid(intent, "ok")
         else:
-            intent.events[_E.PAYMENT_INTENT_PAYMENT_FAILED] += 1
+            intent.events[E.PAYMENT_INTENT_PAYMENT_FAILED] += 1
 
-    @precondition(lambda self: self._some(_authorized))
+    @precondition(lambda self: self._some(is_authorized))
     @rule(data=st.data())
     def capture(self, data: st.DataObject) -> None:
         """Capture the full amount of an authorized intent."""
-        self._capture(self._draw_intent(data, _authorized))
+        self._capture(self._draw_intent(data, is_authorized))
 
     def _capture(self, intent: ModelIntent) -> None:
-        refusal = self._capture_refusal(intent)
+        refusal = capture_refusal(intent, self.now)
         declined = None
         if refusal is None and intent.behaviour == "cd":
             declined = "capture_declined"
@@ -454,22 +373,22 @@ class PaymentsMachine(RuleBasedStateMachine):
         if refusal is not None or intent.behaviour == "cd":
             return  # refused, or declined by the provider: the intent stays AUTHORIZED
         if intent.behaviour == "hg":
-            self._cancelled(intent, CancellationReason.EXPIRED, PendingStatus.VOIDED)
+            cancelled(intent, CancellationReason.EXPIRED, PendingStatus.VOIDED)
             return
         intent.status = IntentStatus.PROCESSED
         intent.captured_at = self.now
         intent.holds[-1].expected = PendingStatus.POSTED
-        intent.events[_E.PAYMENT_INTENT_SUCCEEDED] += 1
+        intent.events[E.PAYMENT_INTENT_SUCCEEDED] += 1
 
-    @precondition(lambda self: self._some(_authorized))
+    @precondition(lambda self: self._some(is_authorized))
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         """Cancel an authorization (void the hold)."""
-        self._cancel(self._draw_intent(data, _authorized))
+        self._cancel(self._draw_intent(data, is_authorized))
 
     def _cancel(self, intent: ModelIntent) -> None:
         # Refused as a capture would be: past the deadline the hold is gone.
-        refusal = self._capture_refusal(intent)
+        refusal = capture_refusal(intent, self.now)
         company, intent_id = self.company_id, intent.id
         self._expect(
             f"cancel {intent.id}",
@@ -477,19 +396,19 @@ class PaymentsMachine(RuleBasedStateMachine):
             refusal,
         )
         if refusal is None:
-            self._cancelled(intent, CancellationReason.VOIDED, PendingStatus.VOIDED)
+            cancelled(intent, CancellationReason.VOIDED, PendingStatus.VOIDED)
 
-    @precondition(lambda self: self._some(_refundable))
-    @rule(data=st.data(), how=st.sampled_from(_REFUND_AMOUNTS))
+    @precondition(lambda self: self._some(is_refundable))
+    @rule(data=st.data(), how=st.sampled_from(REFUND_AMOUNTS))
     def refund(self, data: st.DataObject, how: str) -> None:
         """Refund all that remains of a captured intent, part of it, exactly it, or more."""
-        self._refund(data, self._draw_intent(data, _refundable), how)
+        self._refund(data, self._draw_intent(data, is_refundable), how)
 
     @precondition(lambda self: self.intents)
     @rule(
         data=st.data(),
         action=st.sampled_from(["pay", "pass", "fail", "capture", "cancel", "refund", "unknown"]),
-        how=st.sampled_from(_REFUND_AMOUNTS),
+        how=st.sampled_from(REFUND_AMOUNTS),
     )
     def act_on_any_intent(self, data: st.DataObject, action: str, how: str) -> None:
         """Any call on any intent, whatever its state: the refusals of the table."""
@@ -529,7 +448,7 @@ class PaymentsMachine(RuleBasedStateMachine):
             amount = data.draw(st.integers(1, max(remaining, 1)), label="refund amount")
         if amount is not None and amount <= 0:
             amount = 1
-        refusal = self._refund_refusal(intent, amount)
+        refusal = refund_refusal(intent, amount)
         company, intent_id = self.company_id, intent.id
         refund = self._expect(
             f"refund {amount} of {intent.id}",
@@ -543,7 +462,7 @@ class PaymentsMachine(RuleBasedStateMachine):
         assert refund.amount == want, f"refund of {intent.id} is {refund.amount}, not {want}"
         assert refund.status is RefundStatus.SUCCEEDED
         intent.refunded += want
-        intent.events[_E.REFUND_CREATED] += 1
+        intent.events[E.REFUND_CREATED] += 1
 
     @rule(
         seconds=st.sampled_from(
@@ -692,10 +611,10 @@ class PaymentsMachine(RuleBasedStateMachine):
         have: Counter[tuple[int, EventType]] = Counter()
         for event in events:
             obj = event.data.get("object", {})
-            if event.type in _INTENT_EVENTS:
+            if event.type in INTENT_EVENTS:
                 assert isinstance(obj["id"], str), f"{event.type} carries a non-string id"
                 have[(int(obj["id"]), event.type)] += 1
-            elif event.type in _RECORD_EVENTS:
+            elif event.type in RECORD_EVENTS:
                 have[(obj["payment_intent_id"], event.type)] += 1
         want: Counter[tuple[int, EventType]] = Counter()
         for model in self.intents.values():
@@ -737,11 +656,6 @@ class PaymentsMachine(RuleBasedStateMachine):
 
     # Model moves --------------------------------------------------------------------------------
 
-    def _payable(self, intent: ModelIntent) -> bool:
-        if intent.method is CaptureMethod.AUTOMATIC:
-            return intent.status is IntentStatus.INITIALIZED
-        return intent.status in (IntentStatus.INITIALIZED, IntentStatus.CANCELLED)
-
     def _paid(self, intent: ModelIntent, behaviour: str) -> None:
         """A successful payment: a sale (automatic) or a fresh hold (manual)."""
         intent.behaviour = behaviour
@@ -749,47 +663,15 @@ class PaymentsMachine(RuleBasedStateMachine):
         if intent.method is CaptureMethod.AUTOMATIC:
             intent.status = IntentStatus.PROCESSED
             intent.captured_at = self.now
-            intent.events[_E.PAYMENT_INTENT_SUCCEEDED] += 1
+            intent.events[E.PAYMENT_INTENT_SUCCEEDED] += 1
             return
         intent.status = IntentStatus.AUTHORIZED
         intent.reason = None
         intent.authorized_at = self.now
-        intent.events[_E.PAYMENT_INTENT_AUTHORIZED] += 1
+        intent.events[E.PAYMENT_INTENT_AUTHORIZED] += 1
         stored = self.storage.run_sync(lambda uow: uow.intents.get(intent.id, None), write=False)
         assert stored is not None
         intent.holds.append(ModelHold(stored.hold_pending_ids))
-
-    def _cancelled(
-        self, intent: ModelIntent, reason: CancellationReason, hold: PendingStatus
-    ) -> None:
-        intent.status = IntentStatus.CANCELLED
-        intent.reason = reason
-        intent.holds[-1].expected = hold
-        intent.events[_E.PAYMENT_INTENT_CANCELLED] += 1
-
-    def _capture_refusal(self, intent: ModelIntent) -> Refusal | None:
-        kind = IllegalTransition
-        if intent.status is IntentStatus.PROCESSED:
-            return (kind, "payment_intent_already_captured")
-        expired = intent.expires_at is not None and self.now >= intent.expires_at
-        if intent.status is IntentStatus.CANCELLED and expired:
-            return (kind, "authorization_expired")
-        if intent.status is not IntentStatus.AUTHORIZED:
-            return UNEXPECTED_STATE
-        if expired:
-            return (kind, "authorization_expired")
-        return None
-
-    def _refund_refusal(self, intent: ModelIntent, amount: int | None) -> Refusal | None:
-        kind = IllegalTransition
-        if intent.status is not IntentStatus.PROCESSED:
-            return (kind, "refund_not_allowed")
-        remaining = intent.refundable
-        if remaining <= 0:
-            return (kind, "charge_disputed" if intent.disputed else "charge_already_refunded")
-        if amount is not None and amount > remaining:
-            return (ValidationFailed, "amount_too_large")
-        return None
 
     def _advance(self, seconds: int) -> None:
         """Advance the service and the model; the model runs what falls due."""
@@ -799,34 +681,10 @@ class PaymentsMachine(RuleBasedStateMachine):
         for intent in self.intents.values():
             expires = intent.expires_at
             if intent.status is IntentStatus.AUTHORIZED and expires and self.now >= expires:
-                self._cancelled(intent, CancellationReason.EXPIRED, PendingStatus.EXPIRED)
-            self._chargeback(intent)
-
-    def _chargeback(self, intent: ModelIntent) -> None:
-        """The card network's dispute of a ``0051`` (lost) or ``0077`` (won) card."""
-        if intent.captured_at is None or intent.behaviour not in ("cl", "cw"):
-            return
-        opens = intent.captured_at + self.chargeback_open_delay
-        if intent.chargeback is None and self.now >= opens:
-            if intent.refundable <= 0:
-                intent.chargeback = "none"
-                return
-            intent.chargeback = "open"
-            intent.chargeback_amount = intent.refundable
-            intent.disputed += intent.chargeback_amount
-            intent.events[_E.CHARGEBACK_CREATED] += 1
-        resolves = opens + self.chargeback_resolve_delay
-        if intent.chargeback == "open" and self.now >= resolves:
-            if intent.behaviour == "cl":
-                intent.chargeback = "lost"
-                intent.events[_E.CHARGEBACK_FAILED] += 1
-            else:
-                intent.chargeback = "won"
-                intent.disputed -= intent.chargeback_amount
-                intent.events[_E.CHARGEBACK_COMPLETED] += 1
-                intent.events[_E.CHARGEBACK_REVERSED] += 1
-
-    # Helpers ------------------------------------------------------------------------------------
+                cancelled(intent, CancellationReason.EXPIRED, PendingStatus.EXPIRED)
+            chargeback_step(
+                intent, self.now, self.chargeback_open_delay, self.chargeback_resolve_delay
+            )
 
     def _create_wallet(self, currency: str) -> None:
         request = CreateWalletRequest(name=f"Payouts {currency}", currency_id=currency)
@@ -887,7 +745,7 @@ class PaymentsMachine(RuleBasedStateMachine):
             assert caught.code == code, wrong
             after = self._state()
             assert before is not None
-            _assert_unchanged(before, after, what)
+            assert_unchanged(before, after, what)
             return None
         assert isinstance(caught, CardError), f"{what} raised {caught!r}, not a card error"
         assert caught.failure_reason == declined, (
@@ -913,33 +771,6 @@ class PaymentsMachine(RuleBasedStateMachine):
             )
 
         return ledger, self.storage.run_sync(read, write=False, snapshot=True)
-
-
-def _authorized(intent: ModelIntent) -> bool:
-    return intent.status is IntentStatus.AUTHORIZED
-
-
-def _challenged(intent: ModelIntent) -> bool:
-    return intent.challenge
-
-
-def _refundable(intent: ModelIntent) -> bool:
-    return intent.refundable > 0
-
-
-def _assert_unchanged(
-    before: tuple[LedgerSnapshot, tuple[object, ...]],
-    after: tuple[LedgerSnapshot, tuple[object, ...]],
-    what: str,
-) -> None:
-    """Invariant 8: a refused call wrote nothing."""
-    (ledger_before, rest_before), (ledger_after, rest_after) = before, after
-    assert ledger_after.postings == ledger_before.postings, f"refused {what} wrote postings"
-    assert ledger_after.pendings == ledger_before.pendings, f"refused {what} changed reservations"
-    assert ledger_after.accounts == ledger_before.accounts, f"refused {what} changed accounts"
-    labels = ("intents", "records", "events", "jobs")
-    for label, was, now in zip(labels, rest_before, rest_after, strict=True):
-        assert now == was, f"refused {what} changed the stored {label}"
 
 
 def payments_machine(

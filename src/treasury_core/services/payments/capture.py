@@ -1,0 +1,185 @@
+"""Capturing and voiding a held authorization, and releasing a hold the provider let go."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from treasury_core.errors import (
+    CardError,
+)
+from treasury_core.events import EventType
+from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.ledger import ExpirePending, Leg, PostPending, VoidPending
+from treasury_core.payments.intents import (
+    PaymentIntent,
+)
+from treasury_core.payments.records import (
+    Transaction,
+    TransactionStatus,
+    TransactionType,
+)
+from treasury_core.payments.states import (
+    IllegalTransition,
+    Trigger,
+    check_capturable,
+    transition,
+)
+from treasury_core.ports import UnitOfWork
+from treasury_core.ports.card_provider import (
+    HoldGone,
+)
+from treasury_core.services.idempotency import finish
+from treasury_core.services.payments.common import (
+    intent_job_key,
+)
+from treasury_core.services.payments.core import PaymentCore
+
+
+class CaptureAndVoid(PaymentCore):
+    """Capture and cancel (part of :class:`~treasury_core.services.payments.PaymentService`)."""
+
+    # --- capture and cancel -------------------------------------------------------------------
+
+    async def capture(
+        self,
+        company_id: int,
+        intent_id: int,
+        *,
+        idempotency: IdempotencyTicket[PaymentIntent] | None = None,
+    ) -> PaymentIntent:
+        """Capture the full authorized amount (``AUTHORIZED`` → ``PROCESSED``).
+
+        Refused with the interface's messages (400) unless ``AUTHORIZED`` and before
+        ``authorization_expires_at``, whether or not the expiry job has run. A provider refusal
+        is a 402 :class:`CardError` leaving the intent ``AUTHORIZED``; a hold gone at the
+        provider cancels the intent (reason ``expired``) and raises the 402 too. A card provider
+        that no longer says it captures holds is not asked (400
+        ``provider_capability_unsupported``).
+        """
+        ctx = self._ctx
+        async with self._lock(intent_id):
+            intent = await self.get(company_id, intent_id)
+            now = ctx.clock.now()
+            check_capturable(intent, now)
+            self._check_manual_capture()
+            assert intent.provider_reference is not None  # an AUTHORIZED intent has a charge
+            txn = self._transaction(intent, TransactionType.CAPTURE, TransactionStatus.COMPLETED)
+            try:
+                result = await self.provider.capture(
+                    intent.provider_reference, intent.billing_amount
+                )
+            except HoldGone as gone:
+                await self._capture_refused(intent, txn, gone, Trigger.CAPTURE_HOLD_GONE, now)
+                raise
+            except CardError as refused:
+                await self._capture_refused(intent, txn, refused, Trigger.CAPTURE_DECLINED, now)
+                raise
+
+            def write(uow: UnitOfWork) -> PaymentIntent:
+                current = self._locked(uow, intent)
+                stored = self.record_capture(uow, current, txn, result.reference, now)
+                return finish(uow, idempotency, stored)
+
+            try:
+                return await ctx.storage.run(write)
+            except IllegalTransition:
+                recorded = await self._recorded_elsewhere(intent, result.reference, captured=True)
+                if recorded is not None:
+                    return recorded
+                await self._undo(result.reference, intent.billing_amount)
+                raise
+
+    def record_capture(
+        self,
+        uow: UnitOfWork,
+        current: PaymentIntent,
+        txn: Transaction,
+        reference: str,
+        now: datetime,
+    ) -> PaymentIntent:
+        """Record the capture of the locked ``AUTHORIZED`` intent's hold (``txn``, a completed
+        capture attempt) in the caller's transaction: ``PROCESSED``, the ledger hold posted,
+        the payout (and a known chargeback) scheduled. The intent as stored."""
+        moved = transition(current, Trigger.CAPTURE_SUCCEEDED, now=now)
+        self._ledger(uow, current, (PostPending(p) for p in current.hold_pending_ids), now)
+        stored = moved.intent.model_copy(
+            update={"provider_reference": reference, "hold_pending_ids": (), "captured_at": now}
+        )
+        uow.intents.update(stored)
+        self._transaction_events(uow, txn, EventType.TRANSACTION_COMPLETED)
+        self._intent_events(uow, moved, stored)
+        uow.jobs.finish_for(intent_job_key(current.id))
+        self._after_capture(uow, stored, now)
+        return stored
+
+    async def _capture_refused(
+        self,
+        intent: PaymentIntent,
+        txn: Transaction,
+        error: CardError,
+        trigger: Trigger,
+        now: datetime,
+    ) -> None:
+        failed = txn.failed(error.failure_reason, error.message)
+
+        def write(uow: UnitOfWork) -> None:
+            current = self._locked(uow, intent)
+            transition(current, trigger, now=now)  # still a legal move: raises otherwise
+            self._transaction_events(uow, failed, EventType.TRANSACTION_FAILED)
+            if trigger is Trigger.CAPTURE_HOLD_GONE:
+                self.release_gone_hold(uow, current, now)
+
+        await self._ctx.storage.run(write)
+
+    def release_gone_hold(self, uow: UnitOfWork, current: PaymentIntent, now: datetime) -> None:
+        """The provider no longer holds the money of the ``AUTHORIZED`` intent: ``CANCELLED``
+        with reason ``expired``, the ledger hold released, its jobs finished.
+
+        In the caller's transaction, ``current`` locked. Past ``authorization_expires_at`` it
+        is the expiry the job would have made (the hold's pending movements expire); before,
+        the provider let go early (they are voided).
+        """
+        deadline = current.authorization_expires_at
+        if deadline is not None and now >= deadline:
+            moved = transition(current, Trigger.EXPIRE, now=now)
+            legs: Iterable[Leg] = (ExpirePending(p) for p in current.hold_pending_ids)
+        else:
+            moved = transition(current, Trigger.CAPTURE_HOLD_GONE, now=now)
+            legs = (VoidPending(p) for p in current.hold_pending_ids)
+        self._ledger(uow, current, legs, now)
+        uow.jobs.finish_for(intent_job_key(current.id))
+        stored = moved.intent.model_copy(update={"hold_pending_ids": ()})
+        uow.intents.update(stored)
+        self._intent_events(uow, moved, stored)
+
+    async def cancel(
+        self,
+        company_id: int,
+        intent_id: int,
+        *,
+        idempotency: IdempotencyTicket[PaymentIntent] | None = None,
+    ) -> PaymentIntent:
+        """Void the hold: ``AUTHORIZED`` → ``CANCELLED`` with reason ``voided``."""
+        ctx = self._ctx
+        async with self._lock(intent_id):
+            intent = await self.get(company_id, intent_id)
+            now = ctx.clock.now()
+            # The capture checks: past the deadline the hold is gone (the expiry job will say so).
+            check_capturable(intent, now)
+            assert intent.provider_reference is not None  # an AUTHORIZED intent has a charge
+            result = await self.provider.void(intent.provider_reference)
+
+            def write(uow: UnitOfWork) -> PaymentIntent:
+                current = self._locked(uow, intent)
+                moved = transition(current, Trigger.CANCEL, now=now)
+                self._ledger(uow, current, (VoidPending(p) for p in current.hold_pending_ids), now)
+                stored = moved.intent.model_copy(
+                    update={"provider_reference": result.reference, "hold_pending_ids": ()}
+                )
+                uow.intents.update(stored)
+                uow.jobs.finish_for(intent_job_key(intent_id))
+                self._intent_events(uow, moved, stored)
+                return finish(uow, idempotency, stored)
+
+            return await ctx.storage.run(write)

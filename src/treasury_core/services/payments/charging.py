@@ -1,0 +1,446 @@
+"""Creating an intent and charging a card: the attempt, its decline, success or 3-D Secure
+challenge, as each is recorded."""
+
+from __future__ import annotations
+
+from treasury_core.errors import (
+    CardError,
+    NotFound,
+    ProviderError,
+    ValidationFailed,
+)
+from treasury_core.events import EventType
+from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.ledger import Journal
+from treasury_core.metadata import checked_metadata
+from treasury_core.payments.expiry import check_link_open, link_expiry
+from treasury_core.payments.intents import (
+    CaptureMethod,
+    PaymentIntent,
+    check_create_rules,
+)
+from treasury_core.payments.ledger import card_payment_legs, settlement_account
+from treasury_core.payments.minimums import check_min_amount
+from treasury_core.payments.records import (
+    Transaction,
+    TransactionStatus,
+    TransactionType,
+)
+from treasury_core.payments.requests import CreateIntentRequest
+from treasury_core.payments.states import (
+    IllegalTransition,
+    Trigger,
+    transition,
+)
+from treasury_core.ports import UnitOfWork
+from treasury_core.ports.card_provider import (
+    CardData,
+    CardProviderResult,
+    SavedCardReference,
+    keeps_saved_cards,
+)
+from treasury_core.services.cards import checked_card
+from treasury_core.services.idempotency import finish
+from treasury_core.services.payment_links import schedule_link_expiry
+from treasury_core.services.payments.common import (
+    EXPIRE_AUTHORIZATION,
+    PaymentOutcome,
+    attempt_key,
+    challenge_return_path,
+    check_publishable_create,
+    intent_job_key,
+    new_lookup_id,
+    safe_last4,
+    takes_attempt_keys,
+    takes_return_urls,
+    unsupported,
+)
+from treasury_core.services.payments.core import PaymentCore
+from treasury_core.validation import is_resource_id
+
+
+class Charging(PaymentCore):
+    """Create and pay (part of :class:`~treasury_core.services.payments.PaymentService`)."""
+
+    # --- create -------------------------------------------------------------------------------
+
+    async def create(
+        self,
+        company_id: int,
+        request: CreateIntentRequest,
+        *,
+        publishable: bool = False,
+        idempotency: IdempotencyTicket[PaymentIntent] | None = None,
+    ) -> PaymentIntent:
+        """Create an intent (``INITIALIZED``); with ``card_token``, charge the saved card at once.
+
+        Raises :class:`PermissionDenied` for what a publishable key may not ask
+        (:func:`check_publishable_create`),
+        :class:`ValidationFailed` for manual capture on a non-card type (part 4.1) and bad
+        fields, :class:`InvalidRequestError` (``provider_capability_unsupported``) for manual
+        capture when the card provider cannot capture holds later and for a ``card_token``
+        saved with another kind of provider (the vault or the provider), :class:`NotFound` for
+        another company's account or card token. A saved card that is declined leaves the
+        intent ``INITIALIZED`` and raises the :class:`CardError`.
+        """
+        ctx = self._ctx
+        if publishable:
+            check_publishable_create(request)
+        check_create_rules(request.payment_type, request.capture_method)
+        if request.capture_method is CaptureMethod.MANUAL:
+            self._check_manual_capture(param="capture_method")
+        billing = ctx.currencies.get(request.billing_currency, param="billing_currency").code
+        processing = billing
+        if request.processing_currency is not None:
+            processing = ctx.currencies.get(
+                request.processing_currency, param="processing_currency"
+            ).code
+        ctx.check_amount(request.billing_amount, "billing_amount")
+        check_min_amount(request.billing_amount, billing, ctx.config.min_amounts)
+        card = await self._saved_card(company_id, request.card_token)
+        try:
+            _, processing_amount = await ctx.quote(billing, processing, request.billing_amount)
+        except ValidationFailed as exc:
+            raise ValidationFailed(exc.message, code=exc.code, param="billing_amount") from None
+        now = ctx.clock.now()
+        draft = PaymentIntent(
+            id=0,
+            company_id=company_id,
+            account_id=request.account_id,
+            billing_amount=request.billing_amount,
+            billing_currency=billing,
+            processing_amount=processing_amount,
+            processing_currency=processing,
+            payment_type=request.payment_type,
+            capture_method=request.capture_method,
+            merchant_reference=request.merchant_reference,
+            checkin_date=request.checkin_date,
+            card_token=request.card_token,
+            callback_url=request.callback_url,
+            customer=request.customer,
+            customer_email=request.customer_email,
+            payment_intent_lookup_id=new_lookup_id(now, self._ctx.ids.token(24)),
+            created_at=now,
+            expires_at=link_expiry(request.expires_at, now),
+            metadata=checked_metadata(request.metadata),
+        )
+        # With a saved card the request's answer is the charged intent, so the idempotency
+        # ticket completes with the charge, not here.
+        ticket = None if card is not None else idempotency
+
+        account_key = (company_id, request.account_id)
+        settlement = settlement_account(company_id, processing)
+        known_account = account_key in self._known_accounts
+        known_settlement = settlement.id in self._known_settlements
+
+        def create(uow: UnitOfWork) -> PaymentIntent:
+            if not known_account:
+                accounts = uow.companies.merchant_accounts(company_id)
+                if not any(a.id == request.account_id for a in accounts):
+                    raise NotFound(f"No such account: {request.account_id}", param="account_id")
+            if not known_settlement:
+                uow.ledger.ensure_account(settlement)
+            stored = uow.intents.add(draft)
+            schedule_link_expiry(uow, ctx, stored)
+            moved = transition(stored, Trigger.CREATE, now=now)
+            self._intent_events(uow, moved)
+            return finish(uow, ticket, stored)
+
+        intent = await ctx.storage.run(create)
+        # Remembered only once committed. Neither can become false: merchant accounts never
+        # change company and ledger accounts are never deleted.
+        self._known_accounts.add(account_key)
+        self._known_settlements.add(settlement.id)
+        if card is None:
+            return intent
+        outcome = await self._attempt(intent, card, idempotency=idempotency)
+        return outcome.intent
+
+    async def _saved_card(
+        self, company_id: int, token: str | None
+    ) -> CardData | SavedCardReference | None:
+        if token is None:
+            return None
+        if not is_resource_id(token, "pmt"):
+            raise ValidationFailed(
+                "card_token must be a payment method token (pmt_…)", param="card_token"
+            )
+        card = await self.saved_cards(company_id, token) if self.saved_cards else None
+        if card is None:
+            raise NotFound(f"No such payment method token: {token}", param="card_token")
+        # A token is charged the way it was saved: the provider's reference needs a provider
+        # that keeps cards, and one that does is never handed a number from the vault (its
+        # tokens keep none; a vaulted card from before the switch is saved again).
+        keeps = keeps_saved_cards(self.provider)
+        if isinstance(card, SavedCardReference) and not keeps:
+            raise unsupported(
+                "This card was saved with a card provider that keeps cards itself; the current "
+                "card provider cannot charge it",
+                "card_token",
+            )
+        if isinstance(card, CardData) and keeps:
+            raise unsupported(
+                "This card was saved in the treasury's vault; the current card provider charges "
+                "only cards saved with it, so the card must be saved again",
+                "card_token",
+            )
+        return card
+
+    # --- pay ----------------------------------------------------------------------------------
+
+    async def pay(self, lookup_id: str, card: CardData) -> PaymentOutcome:
+        """The customer pays with ``card``: authorize (manual capture) or charge (automatic).
+
+        A card failing the number, expiry or CVC checks raises :class:`ValidationFailed` and
+        records nothing. A decline is recorded (the intent stays payable, ``payment_failed``
+        fires) and then raised as :class:`CardError`. A 3-D Secure card answers a
+        ``requires_action`` transaction; the intent moves once :meth:`complete_challenge` is
+        called.
+        """
+        intent = await self.get_by_lookup_id(None, lookup_id)
+        # Checked before anything is recorded: a typo is the customer's to fix (400), not a
+        # payment attempt the provider declined.
+        card = checked_card(card, self._ctx.clock.now().date())
+        return await self._attempt(intent, card)
+
+    async def _attempt(
+        self,
+        intent: PaymentIntent,
+        card: CardData | SavedCardReference,
+        *,
+        idempotency: IdempotencyTicket[PaymentIntent] | None = None,
+    ) -> PaymentOutcome:
+        async with self._lock(intent.id):
+            intent = await self.get(intent.company_id, intent.id)
+            self._check_payable(intent)
+            check_link_open(intent, self._ctx.clock.now())
+            capture = intent.capture_method is CaptureMethod.AUTOMATIC
+            if not capture:
+                # An intent made before the provider lost the capability: a hold nobody can
+                # capture would only wait for its expiry.
+                self._check_manual_capture()
+            await self._abandon_challenge(intent)
+            kind = TransactionType.SALE if capture else TransactionType.AUTHORIZATION
+            try:
+                if isinstance(card, SavedCardReference):
+                    if not keeps_saved_cards(self.provider):  # checked by _saved_card
+                        raise unsupported("The card provider cannot charge this saved card")
+                    result = await self.provider.authorize_saved(
+                        card,
+                        intent.billing_amount,
+                        intent.billing_currency,
+                        capture=capture,
+                        attempt_key=attempt_key(intent),
+                    )
+                elif takes_attempt_keys(self.provider):
+                    result = await self.provider.authorize(
+                        card,
+                        intent.billing_amount,
+                        intent.billing_currency,
+                        capture=capture,
+                        attempt_key=attempt_key(intent),
+                        **self._challenge_return(intent),
+                    )
+                else:
+                    result = await self.provider.authorize(
+                        card,
+                        intent.billing_amount,
+                        intent.billing_currency,
+                        capture=capture,
+                        **self._challenge_return(intent),
+                    )
+            except CardError as declined:
+                # Not replayed: the answer is the decline, and a retry is a new attempt.
+                await self._record_decline(intent, kind, declined, card)
+                raise
+            if result.requires_action:
+                if not self.provider.three_d_secure_supported():
+                    # The provider broke its own contract; nothing here could finish the
+                    # challenge (complete_action is not called on such a provider).
+                    await self._undo(result.reference, None)
+                    raise ProviderError(
+                        "The card provider asked for 3-D Secure, which it says it does not support"
+                    )
+                return await self._record_challenge(intent, kind, result, card, idempotency)
+            return await self._record_success(intent, kind, result, card.last4, idempotency)
+
+    async def _record_decline(
+        self,
+        intent: PaymentIntent,
+        kind: TransactionType,
+        declined: CardError,
+        card: CardData | SavedCardReference,
+    ) -> None:
+        now = self._ctx.clock.now()
+        txn = self._transaction(
+            intent, kind, TransactionStatus.FAILED, last4=safe_last4(card), error=declined
+        )
+
+        def write(uow: UnitOfWork) -> None:
+            current = self._locked(uow, intent)
+            moved = transition(current, Trigger.PAY_DECLINED, now=now)
+            stored = moved.intent.model_copy(update={"latest_transaction_id": txn.id})
+            uow.intents.update(stored)
+            self._transaction_events(uow, txn, EventType.TRANSACTION_FAILED)
+            self._intent_events(uow, moved, stored)
+
+        await self._ctx.storage.run(write)
+
+    async def _record_challenge(
+        self,
+        intent: PaymentIntent,
+        kind: TransactionType,
+        result: CardProviderResult,
+        card: CardData | SavedCardReference,
+        idempotency: IdempotencyTicket[PaymentIntent] | None,
+    ) -> PaymentOutcome:
+        txn = self._transaction(
+            intent,
+            kind,
+            TransactionStatus.REQUIRES_ACTION,
+            brand=result.brand,
+            last4=result.last4 or safe_last4(card),
+            reference=result.reference,
+        ).model_copy(update={"action_url": result.action_url})
+
+        def write(uow: UnitOfWork) -> PaymentOutcome:
+            current = self._locked(uow, intent)
+            stored = current.model_copy(update={"latest_transaction_id": txn.id})
+            uow.intents.update(stored)
+            self._transaction_events(uow, txn, EventType.TRANSACTION_REQUIRES_ACTION)
+            self._intent_event(uow, stored, EventType.PAYMENT_INTENT_PROCESSING)
+            finish(uow, idempotency, stored)
+            return PaymentOutcome(stored, txn)
+
+        try:
+            return await self._ctx.storage.run(write)
+        except IllegalTransition:
+            await self._undo(result.reference, None)
+            raise
+
+    async def _record_success(
+        self,
+        intent: PaymentIntent,
+        kind: TransactionType,
+        result: CardProviderResult,
+        last4: str | None,
+        idempotency: IdempotencyTicket[PaymentIntent] | None,
+        *,
+        pending: Transaction | None = None,
+    ) -> PaymentOutcome:
+        ctx = self._ctx
+        now = ctx.clock.now()
+        captured = kind is TransactionType.SALE
+        if pending is not None:
+            txn = pending.model_copy(
+                update={
+                    "status": TransactionStatus.COMPLETED,
+                    "provider_reference": result.reference,
+                }
+            )
+        else:
+            # The charge's reference is kept on the attempt: the provider's later events about
+            # it (a dispute, a refund made at the provider) find the intent through it.
+            txn = self._transaction(
+                intent,
+                kind,
+                TransactionStatus.COMPLETED,
+                brand=result.brand,
+                last4=result.last4 or last4,
+                reference=result.reference,
+            )
+
+        def write(uow: UnitOfWork) -> PaymentOutcome:
+            current = self._locked(uow, intent)
+            moved = transition(current, Trigger.PAY_SUCCEEDED, now=now)
+            hold_until = None if captured else moved.intent.authorization_expires_at
+            journal = Journal(
+                ctx.ids.new_id("jr"),
+                card_payment_legs(
+                    current.company_id,
+                    current.billing_currency,
+                    current.billing_amount,
+                    current.processing_currency,
+                    current.processing_amount,
+                    hold_until=hold_until,
+                ),
+                operation="card_sale" if captured else "card_authorization",
+                company_id=current.company_id,
+            )
+            uow.ledger.apply(journal, now)
+            update: dict[str, object] = {
+                "provider_reference": result.reference,
+                "latest_transaction_id": txn.id,
+                "hold_pending_ids": ()
+                if captured
+                else tuple(journal.leg_id(i) for i in range(len(journal.legs))),
+            }
+            if captured:
+                update["captured_at"] = now
+            stored = moved.intent.model_copy(update=update)
+            uow.intents.update(stored)
+            if pending is not None:
+                uow.records.update(txn)
+                ctx.event(uow, EventType.TRANSACTION_COMPLETED, txn)
+            else:
+                self._transaction_events(uow, txn, EventType.TRANSACTION_COMPLETED)
+            self._intent_events(uow, moved, stored)
+            key = intent_job_key(current.id)
+            if captured:
+                self._after_capture(uow, stored, now)
+            else:
+                assert stored.authorization_expires_at is not None  # just authorized
+                self._schedule(
+                    uow, EXPIRE_AUTHORIZATION, key, stored, stored.authorization_expires_at
+                )
+            finish(uow, idempotency, stored)
+            return PaymentOutcome(stored, txn)
+
+        try:
+            return await ctx.storage.run(write)
+        except IllegalTransition:
+            recorded = await self._recorded_elsewhere(intent, result.reference, captured=captured)
+            if recorded is not None:
+                # The provider's event about this very charge got there first: it is recorded.
+                return PaymentOutcome(recorded, txn)
+            # Another process paid this intent meanwhile: give the customer's money back.
+            await self._undo(result.reference, intent.billing_amount if captured else None)
+            raise
+
+    def _challenge_return(self, intent: PaymentIntent) -> dict[str, str]:
+        """``return_url`` for ``authorize``, for a provider that takes it and a server that
+        knows its public address (config ``public_url``); otherwise nothing."""
+        base = self._ctx.config.public_url
+        if not base or not takes_return_urls(self.provider):
+            return {}
+        return {"return_url": base.rstrip("/") + challenge_return_path(intent)}
+
+    async def _waiting_challenge(self, intent: PaymentIntent) -> Transaction | None:
+        """The intent's latest attempt if it waits for 3-D Secure."""
+        txn_id = intent.latest_transaction_id
+        if txn_id is None:
+            return None
+        txn = await self._ctx.storage.run(
+            lambda uow: uow.records.get(Transaction, txn_id, intent.company_id), write=False
+        )
+        if txn is None or txn.status is not TransactionStatus.REQUIRES_ACTION:
+            return None
+        return txn
+
+    async def _abandon_challenge(self, intent: PaymentIntent) -> None:
+        """A new attempt replaces one still waiting for 3-D Secure: release it at the provider
+        and record it as failed, so no challenge is left open behind the customer's back."""
+        txn = await self._waiting_challenge(intent)
+        if txn is None:
+            return
+        assert txn.provider_reference is not None  # a requires_action attempt keeps one
+        await self._undo(txn.provider_reference, None)
+        failed = txn.failed("superseded", "A newer payment attempt replaced this one")
+
+        def write(uow: UnitOfWork) -> None:
+            current = uow.records.get(Transaction, txn.id, txn.company_id, for_update=True)
+            if current is not None and current.status is TransactionStatus.REQUIRES_ACTION:
+                uow.records.update(failed)
+                self._ctx.event(uow, EventType.TRANSACTION_FAILED, failed)
+
+        await self._ctx.storage.run(write)
