@@ -11,9 +11,9 @@ and CHANGELOG.md's "Performance history" have the figures):
   SQLAlchemy would give. Only for statements with plain bound parameters (an expanding ``IN`` is
   refused at compile time), and only for the ``qmark`` (sqlite3) and ``format``/``pyformat``
   (psycopg) paramstyles. Compiled statements are kept per dialect, driver and paramstyle.
-- :class:`MovementStatements`: the ledger's movement (an account ``UPDATE … RETURNING``, a
-  posting ``INSERT``) and the intent ``INSERT``, rendered as SQL text once per dialect from the
-  same metadata.
+- :class:`MovementStatements` and :class:`StripeStatements`: the ledger's movement (an account
+  ``UPDATE … RETURNING``, a posting ``INSERT``, a stripe's ``INSERT … ON CONFLICT``) and the
+  intent ``INSERT``, rendered as SQL text once per dialect from the same metadata.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from sqlalchemy import Connection, Table
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Select
 
+from treasury_core.ledger import CounterDelta
 from treasury_sqlalchemy import schema as t
 
 _Processor = Callable[[Any], Any] | None
@@ -294,4 +295,48 @@ def movement_statements(dialect: Dialect) -> MovementStatements:
     statements = _MOVEMENT_STATEMENTS.get(dialect.name)
     if statements is None:
         statements = _MOVEMENT_STATEMENTS[dialect.name] = MovementStatements(dialect)
+    return statements
+
+
+# --- striped counters (stripes.py): a movement's delta added to one stripe row -----------------
+
+
+class StripeStatements:
+    """The SQL of striped counters for one dialect (both speak ``ON CONFLICT ... DO UPDATE``)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        mark = "?" if dialect.paramstyle == "qmark" else "%s"
+        columns = ("account_id", "stripe", *LEDGER_COUNTERS)
+        added = ", ".join(
+            f"{c} = ledger_account_stripes.{c} + excluded.{c}" for c in LEDGER_COUNTERS
+        )
+        # Only table and column names from our own metadata are interpolated; values are bound.
+        self.add = (
+            f"INSERT INTO ledger_account_stripes ({', '.join(columns)}) "  # noqa: S608
+            f"VALUES ({', '.join([mark] * len(columns))}) "
+            f"ON CONFLICT (account_id, stripe) DO UPDATE SET {added}"
+        )
+
+    @staticmethod
+    def params(account_id: str, stripe: int, d: CounterDelta) -> tuple[Any, ...]:
+        """The parameters of :attr:`add` for ``d`` on ``stripe`` of ``account_id``."""
+        return (
+            account_id,
+            stripe,
+            d.debits_posted,
+            d.credits_posted,
+            d.debits_pending_holds,
+            d.debits_pending_out,
+            d.credits_pending,
+        )
+
+
+_STRIPE_STATEMENTS: dict[str, StripeStatements] = {}
+
+
+def stripe_statements(dialect: Dialect) -> StripeStatements:
+    """The statements for ``dialect``, built once."""
+    statements = _STRIPE_STATEMENTS.get(dialect.name)
+    if statements is None:
+        statements = _STRIPE_STATEMENTS[dialect.name] = StripeStatements(dialect)
     return statements

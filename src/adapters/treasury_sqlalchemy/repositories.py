@@ -8,12 +8,10 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, Generic, TypeVar, overload
 
-from pydantic_core import from_json, to_json
-from sqlalchemy import Connection, Row, and_, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, and_, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from treasury_core.errors import LedgerInvariantViolation
-from treasury_core.events import Event, EventHead, EventType
 from treasury_core.ledger import (
     Account,
     AccountKind,
@@ -29,33 +27,30 @@ from treasury_core.ledger import (
     plan_journal,
     referenced_pendings,
 )
-from treasury_core.notifications.deliveries import Delivery, DeliveryKind, DeliveryStatus, fair_pick
-from treasury_core.notifications.status import DeliveryBacklog, FailingDestination, OutboxBacklog
 from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.companies import SqlCompanies
-from treasury_sqlalchemy.delivery_claim import claim_candidates
-from treasury_sqlalchemy.delivery_records import UPDATE_DELIVERY, DeliveryRows
+from treasury_sqlalchemy.deliveries import SqlDeliveries
 from treasury_sqlalchemy.history import SqlWalletHistory, record_entries
 from treasury_sqlalchemy.hot import (
     LEDGER_COUNTERS,
-    HotInsert,
     HotQuery,
     movement_statements,
     raw_cursor,
+    stripe_statements,
 )
 from treasury_sqlalchemy.idempotency import SqlIdempotency
 from treasury_sqlalchemy.integrity import is_unique_violation
 from treasury_sqlalchemy.intents import SqlIntents
 from treasury_sqlalchemy.jobs import SqlClockOffset, SqlJobs
 from treasury_sqlalchemy.metadata_filter import metadata_where
+from treasury_sqlalchemy.outbox import SqlOutbox
 from treasury_sqlalchemy.record_lists import newest_first
 from treasury_sqlalchemy.records import SqlRecords
 from treasury_sqlalchemy.stripes import (
     as_ints,
     note_rows,
     qualifies,
-    stripe_statements,
     striped_accounts,
     summed_accounts,
 )
@@ -64,10 +59,6 @@ from treasury_sqlalchemy.wallet_metadata import (
     stored_metadata,
     write_wallet_metadata,
 )
-
-_Events = list[Event]  # spelled here: inside the outbox classes, ``list`` is a method
-_EventHeads = list[EventHead]
-
 
 _PENDING_INSERT = insert(t.ledger_pendings)
 _PENDING_RESOLVE = (
@@ -95,21 +86,6 @@ _WALLET_BY_ID = HotQuery(
         t.wallets.c.id == bindparam("wallet_id"), t.wallets.c.company_id == bindparam("company_id")
     )
 )
-# An event is written undispatched: ``dispatched_at`` stays NULL until the dispatcher sets it.
-_INSERT_EVENT = HotInsert(t.events, omit=("dispatched_at",))
-# A delivery is written at the fan-out, and read and rewritten at its claim and its record:
-# built once each (a statement built per call cost more than running it).
-_INSERT_DELIVERY = HotInsert(t.deliveries)
-_DELIVERY_BY_ID = select(t.deliveries.c.body, t.deliveries.c.lease_until).where(
-    t.deliveries.c.id == bindparam("delivery_id")
-)
-_DELIVERY_QUERIES = {
-    locked: HotQuery(_DELIVERY_BY_ID.with_for_update() if locked else _DELIVERY_BY_ID)
-    for locked in (False, True)
-}
-_UPDATE_DELIVERY = UPDATE_DELIVERY
-#: A claim sets the lease column alone; the column, not the body, is the lease (see _stored).
-_LEASE_DELIVERY = _UPDATE_DELIVERY.values(lease_until=bindparam("lease"))
 
 
 #: Account kinds by stored value: a dict lookup costs a fifth of ``AccountKind(value)``, and
@@ -468,351 +444,6 @@ class SqlLedger(SqlWalletHistory):
     def count_postings(self) -> int:
         count = select(func.count()).select_from(t.ledger_postings)
         return int(self._conn.execute(count).scalar_one())
-
-
-class SqlOutbox:
-    """The events table, written in the business transaction."""
-
-    def __init__(self, conn: Connection, lock_rows: bool = False) -> None:
-        self._conn = conn
-        self._lock_rows = lock_rows
-
-    def add(self, event: Event) -> None:
-        _INSERT_EVENT.execute(
-            self._conn,
-            {
-                "id": event.id,
-                "company_id": event.company_id,
-                "type": event.type.value,
-                "created_at": event.created_at,
-                # pydantic-core's encoder: the same JSON as json.dumps (non-ASCII as UTF-8
-                # rather than escaped) in a fifth of the time, for every event written.
-                "payload": to_json(event.data, fallback=str).decode(),
-            },
-        )
-
-    @staticmethod
-    def _event(row: Row[Any]) -> Event:
-        return Event(
-            id=row.id,
-            type=EventType(row.type),
-            company_id=row.company_id,
-            created_at=row.created_at,
-            data=from_json(row.payload),
-        )
-
-    def list(self, company_id: int | None = None) -> list[Event]:
-        query = select(t.events).order_by(t.events.c.id)
-        if company_id is not None:
-            query = query.where(t.events.c.company_id == company_id)
-        return [self._event(r) for r in self._conn.execute(query)]
-
-    def undispatched(self, limit: int) -> _Events:
-        query = (
-            select(t.events)
-            .where(t.events.c.dispatched_at.is_(None))
-            .order_by(t.events.c.id)
-            .limit(limit)
-        )
-        if self._lock_rows:
-            query = query.with_for_update(skip_locked=True)
-        return [self._event(r) for r in self._conn.execute(query)]
-
-    def undispatched_heads(self, limit: int) -> _EventHeads:
-        events = t.events
-        query = (
-            select(events.c.id, events.c.company_id, events.c.type)
-            .where(events.c.dispatched_at.is_(None))
-            .order_by(events.c.id)
-            .limit(limit)
-        )
-        if self._lock_rows:
-            query = query.with_for_update(skip_locked=True)
-        return [EventHead(i, c, EventType(kind)) for i, c, kind in self._conn.execute(query)]
-
-    def get_many(self, event_ids: Sequence[str]) -> _Events:
-        if not event_ids:
-            return []
-        query = select(t.events).where(t.events.c.id.in_(list(event_ids))).order_by(t.events.c.id)
-        return [self._event(r) for r in self._conn.execute(query)]
-
-    def mark_dispatched(self, event_ids: Sequence[str], at: datetime) -> None:
-        if event_ids:
-            self._conn.execute(
-                update(t.events).where(t.events.c.id.in_(event_ids)).values(dispatched_at=at)
-            )
-
-    def purge(self, created_before: datetime) -> int:
-        events, deliveries = t.events, t.deliveries
-        busy = (
-            select(deliveries.c.id)
-            .where(
-                deliveries.c.event_id == events.c.id,
-                deliveries.c.status == DeliveryStatus.PENDING.value,
-            )
-            .exists()
-        )
-        old = select(events.c.id).where(
-            events.c.created_at < created_before,
-            events.c.dispatched_at.is_not(None),
-            ~busy,
-        )
-        ids = list(self._conn.execute(old).scalars())
-        for start in range(0, len(ids), 500):  # bounded IN lists
-            chunk = ids[start : start + 500]
-            self._conn.execute(delete(deliveries).where(deliveries.c.event_id.in_(chunk)))
-            self._conn.execute(delete(events).where(events.c.id.in_(chunk)))
-        return len(ids)
-
-    def get(self, event_id: str, company_id: int | None) -> Event | None:
-        query = select(t.events).where(t.events.c.id == event_id)
-        if company_id is not None:
-            query = query.where(t.events.c.company_id == company_id)
-        row = self._conn.execute(query).first()
-        return self._event(row) if row is not None else None
-
-    def page(
-        self,
-        company_id: int,
-        *,
-        type_: str | None,
-        created_gte: datetime | None,
-        limit: int,
-        starting_after: str | None,
-    ) -> _Events:
-        events = t.events
-        query = select(events).where(events.c.company_id == company_id)
-        if type_ is not None:
-            query = query.where(events.c.type == type_)
-        if created_gte is not None:
-            query = query.where(events.c.created_at >= created_gte)
-        if starting_after is not None:
-            query = query.where(events.c.id < starting_after)
-        query = query.order_by(events.c.id.desc()).limit(limit)
-        return [self._event(r) for r in self._conn.execute(query)]
-
-    def backlog(self) -> OutboxBacklog:
-        events = t.events
-        # Both over the partial index of undispatched events (plus a row read each).
-        count, oldest = self._conn.execute(
-            select(func.count(), func.min(events.c.created_at)).where(
-                events.c.dispatched_at.is_(None)
-            )
-        ).one()
-        return OutboxBacklog(count, oldest)
-
-
-class SqlDeliveries(DeliveryRows):
-    """Deliveries: indexed columns plus the delivery as JSON; workers skip held rows."""
-
-    def __init__(self, conn: Connection, lock_rows: bool) -> None:
-        self._conn = conn
-        self._lock_rows = lock_rows
-
-    @staticmethod
-    def _stored(body: str, lease_until: datetime | None) -> Delivery:
-        # A claim writes the lease column only (rewriting the whole body, payload included, for
-        # one field cost more than the rest of the claim), so the body's copy may be stale.
-        delivery = Delivery.model_validate_json(body)
-        if delivery.lease_until != lease_until:
-            delivery = delivery.model_copy(update={"lease_until": lease_until})
-        return delivery
-
-    def _lease_all(self, deliveries: Sequence[Delivery]) -> None:
-        self._conn.execute(
-            _LEASE_DELIVERY,
-            [{"delivery_id": d.id, "lease": d.lease_until} for d in deliveries],
-        )
-
-    def add(self, delivery: Delivery) -> None:
-        _INSERT_DELIVERY.execute(self._conn, self._values(delivery))
-
-    def claim_due(
-        self, now: datetime, wall_now: datetime, lease_until: datetime, limit: int
-    ) -> list[Delivery]:
-        rows = t.deliveries
-        query = (
-            select(rows.c.body)
-            .where(
-                rows.c.status == DeliveryStatus.PENDING.value,
-                rows.c.next_attempt_at <= now,
-                or_(rows.c.lease_until.is_(None), rows.c.lease_until <= wall_now),
-            )
-            .order_by(rows.c.next_attempt_at, rows.c.id)
-            .limit(limit)
-        )
-        if self._lock_rows:
-            query = query.with_for_update(skip_locked=True)
-        claimed = [
-            Delivery.model_validate_json(body).model_copy(update={"lease_until": lease_until})
-            for body in self._conn.execute(query).scalars()
-        ]
-        if claimed:
-            self._lease_all(claimed)
-        return claimed
-
-    def claim_batch(
-        self,
-        now: datetime,
-        wall_now: datetime,
-        lease_until: datetime,
-        limit: int,
-        *,
-        per_destination: int,
-        room: Mapping[str, int],
-    ) -> list[Delivery]:
-        full = sorted(d for d, free in room.items() if free <= 0)
-        if self._conn.dialect.name == "postgresql":
-            # One destination at a time through an index, not a sort of the whole backlog.
-            bodies = claim_candidates(
-                self._conn, now, wall_now, limit, per_destination=per_destination, full=full
-            )
-            candidates = [Delivery.model_validate_json(b) for b in bodies]
-        else:
-            candidates = self._ranked_candidates(now, wall_now, limit, per_destination, full)
-        claimed = fair_pick(candidates, limit, per_destination, room, lease_until)
-        if claimed:
-            self._lease_all(claimed)
-        return claimed
-
-    def _ranked_candidates(
-        self,
-        now: datetime,
-        wall_now: datetime,
-        limit: int,
-        per_destination: int,
-        full: Sequence[str],
-    ) -> list[Delivery]:
-        """The claim's candidates on any SQL database (SQLite here): every due delivery
-        numbered within its (company, destination) by a window function."""
-        rows = t.deliveries
-        due = (
-            rows.c.status == DeliveryStatus.PENDING.value,
-            rows.c.next_attempt_at <= now,
-            or_(rows.c.lease_until.is_(None), rows.c.lease_until <= wall_now),
-        )
-        wanted = [*due]
-        if full:
-            wanted.append(or_(rows.c.destination.is_(None), rows.c.destination.not_in(full)))
-        # Each row's place within its (company, destination): taking the first of every pair,
-        # then the second, … is the round robin. The window cannot carry FOR UPDATE on
-        # PostgreSQL, so the rows are locked by the outer query, which checks again that they
-        # are still due (another worker may have leased one since).
-        ranked = (
-            select(
-                rows.c.id,
-                rows.c.next_attempt_at,
-                func.row_number()
-                .over(
-                    partition_by=(rows.c.company_id, rows.c.destination),
-                    order_by=(rows.c.next_attempt_at, rows.c.id),
-                )
-                .label("turn"),
-            )
-            .where(*wanted)
-            .subquery()
-        )
-        chosen = (
-            select(ranked.c.id, ranked.c.turn, ranked.c.next_attempt_at)
-            .where(ranked.c.turn <= per_destination)
-            .order_by(ranked.c.turn, ranked.c.next_attempt_at, ranked.c.id)
-            .limit(limit)
-            .subquery()
-        )
-        query = (
-            select(rows.c.body)
-            .join(chosen, chosen.c.id == rows.c.id)
-            .where(*due)
-            .order_by(chosen.c.turn, chosen.c.next_attempt_at, chosen.c.id)
-        )
-        if self._lock_rows:
-            query = query.with_for_update(skip_locked=True, of=rows)
-        return [Delivery.model_validate_json(b) for b in self._conn.execute(query).scalars()]
-
-    def get(self, delivery_id: str, *, for_update: bool = False) -> Delivery | None:
-        row = _DELIVERY_QUERIES[for_update and self._lock_rows].first(
-            self._conn, {"delivery_id": delivery_id}
-        )
-        return self._stored(row[0], row[1]) if row is not None else None
-
-    def update(self, delivery: Delivery) -> None:
-        values = self._values(delivery)
-        values["delivery_id"] = values.pop("id")
-        self._conn.execute(_UPDATE_DELIVERY, values)
-
-    def for_event(self, event_id: str) -> list[Delivery]:
-        query = (
-            select(t.deliveries.c.body, t.deliveries.c.lease_until)
-            .where(t.deliveries.c.event_id == event_id)
-            .order_by(t.deliveries.c.id)
-        )
-        return [self._stored(body, lease) for body, lease in self._conn.execute(query)]
-
-    def backlog(self, now: datetime, attempted_since: datetime) -> DeliveryBacklog:
-        rows, events = t.deliveries, t.events
-        pending = rows.c.status == DeliveryStatus.PENDING.value
-        # Each over the partial index of pending deliveries (the due one a range of it).
-        count = self._conn.execute(select(func.count()).where(pending)).scalar_one()
-        due = self._conn.execute(
-            select(func.count()).where(pending, rows.c.next_attempt_at <= now)
-        ).scalar_one()
-        oldest = self._conn.execute(
-            select(func.min(events.c.created_at))
-            .select_from(rows.join(events, events.c.id == rows.c.event_id))
-            .where(pending)
-        ).scalar()
-        recent = self._conn.execute(
-            select(func.count()).where(rows.c.last_attempt_at >= attempted_since)
-        ).scalar_one()
-        groups = self._conn.execute(
-            select(
-                rows.c.company_id,
-                rows.c.endpoint_id,
-                func.count(),
-                func.max(rows.c.attempts),
-                func.min(rows.c.next_attempt_at),
-                func.max(rows.c.last_attempt_at),
-            )
-            .where(pending, rows.c.attempts > 0)
-            .group_by(rows.c.company_id, rows.c.endpoint_id)
-        ).all()
-        failing = []
-        for company_id, endpoint_id, failing_count, most, next_at, last_at in groups:
-            # The group's delivery attempted last tells its kind and URL.
-            latest = self._conn.execute(
-                select(rows.c.body)
-                .where(
-                    pending,
-                    rows.c.attempts > 0,
-                    rows.c.company_id == company_id,
-                    rows.c.endpoint_id.is_(None)
-                    if endpoint_id is None
-                    else rows.c.endpoint_id == endpoint_id,
-                )
-                .order_by(rows.c.last_attempt_at.desc(), rows.c.id.desc())
-                .limit(1)
-            ).scalar_one()
-            sample = Delivery.model_validate_json(latest)
-            failing.append(
-                FailingDestination(
-                    company_id=company_id,
-                    endpoint_id=endpoint_id,
-                    kind=DeliveryKind(sample.kind),
-                    url=sample.url,
-                    failing_deliveries=failing_count,
-                    consecutive_failures=most,
-                    next_attempt_at=next_at,
-                    last_attempt_at=last_at,
-                )
-            )
-        failing.sort(key=lambda f: (f.next_attempt_at, f.company_id, f.endpoint_id or ""))
-        return DeliveryBacklog(
-            pending=count,
-            due=due,
-            oldest_event_created_at=oldest,
-            attempted_recently=recent,
-            failing=tuple(failing),
-        )
 
 
 _R = TypeVar("_R")

@@ -34,22 +34,16 @@ import secrets
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Dialect, func, select
+from sqlalchemy import Connection, func, select
 from sqlalchemy.sql import Select
 
-from treasury_core.ledger import Account, AccountKind, CounterDelta
+from treasury_core.ledger import Account, AccountKind
 from treasury_sqlalchemy import schema as t
+from treasury_sqlalchemy.hot import LEDGER_COUNTERS
 
 #: Stripes per hot account on PostgreSQL; SQLite has one writer at a time, so none there.
 POSTGRES_STRIPES = 16
 
-COUNTERS = (
-    "debits_posted",
-    "credits_posted",
-    "debits_pending_holds",
-    "debits_pending_out",
-    "credits_pending",
-)
 
 #: Keys of a pooled connection's ``info`` (they live as long as the DBAPI connection).
 _STRIPE = "treasury_stripe"
@@ -96,49 +90,10 @@ def striped_accounts(conn: Connection) -> tuple[StripedAccounts | None, int | No
     return info.get(_STRIPED), info.get(_STRIPE)
 
 
-class StripeStatements:
-    """The SQL of striped counters for one dialect (both speak ``ON CONFLICT ... DO UPDATE``)."""
-
-    def __init__(self, dialect: Dialect) -> None:
-        mark = "?" if dialect.paramstyle == "qmark" else "%s"
-        columns = ("account_id", "stripe", *COUNTERS)
-        added = ", ".join(f"{c} = ledger_account_stripes.{c} + excluded.{c}" for c in COUNTERS)
-        # Only table and column names from our own metadata are interpolated; values are bound.
-        self.add = (
-            f"INSERT INTO ledger_account_stripes ({', '.join(columns)}) "  # noqa: S608
-            f"VALUES ({', '.join([mark] * len(columns))}) "
-            f"ON CONFLICT (account_id, stripe) DO UPDATE SET {added}"
-        )
-
-    @staticmethod
-    def params(account_id: str, stripe: int, d: CounterDelta) -> tuple[Any, ...]:
-        """The parameters of :attr:`add` for ``d`` on ``stripe`` of ``account_id``."""
-        return (
-            account_id,
-            stripe,
-            d.debits_posted,
-            d.credits_posted,
-            d.debits_pending_holds,
-            d.debits_pending_out,
-            d.credits_pending,
-        )
-
-
-_STATEMENTS: dict[str, StripeStatements] = {}
-
-
-def stripe_statements(dialect: Dialect) -> StripeStatements:
-    """The statements for ``dialect``, built once."""
-    statements = _STATEMENTS.get(dialect.name)
-    if statements is None:
-        statements = _STATEMENTS[dialect.name] = StripeStatements(dialect)
-    return statements
-
-
 def _stripe_sums() -> Any:
     s = t.ledger_account_stripes
     return (
-        select(s.c.account_id, *(func.sum(s.c[c]).label(c) for c in COUNTERS))
+        select(s.c.account_id, *(func.sum(s.c[c]).label(c) for c in LEDGER_COUNTERS))
         .group_by(s.c.account_id)
         .subquery("stripe_sums")
     )
@@ -150,7 +105,9 @@ def summed_accounts() -> Select[Any]:
     a = t.ledger_accounts
     sums = _stripe_sums()
     columns = [
-        (a.c[c.name] + func.coalesce(sums.c[c.name], 0)).label(c.name) if c.name in COUNTERS else c
+        (a.c[c.name] + func.coalesce(sums.c[c.name], 0)).label(c.name)
+        if c.name in LEDGER_COUNTERS
+        else c
         for c in a.columns
     ]
     return select(*columns).select_from(a.outerjoin(sums, sums.c.account_id == a.c.id))
@@ -158,7 +115,7 @@ def summed_accounts() -> Select[Any]:
 
 def as_ints(row: Sequence[Any]) -> tuple[Any, ...]:
     """A summed row with its counters as ``int`` (PostgreSQL's ``SUM`` of a bigint is numeric)."""
-    fixed = len(row) - len(COUNTERS)
+    fixed = len(row) - len(LEDGER_COUNTERS)
     return (*row[:fixed], *(int(v) for v in row[fixed:]))
 
 
