@@ -107,7 +107,7 @@ class HotBench:
                 cid,
                 CreateDepositRequest(wallet_id=source, from_amount=FUNDING, from_currency_id="USD"),
             )
-            await t.deposits.complete(deposit.id)
+            await t.deposits.complete(None, deposit.id)
             companies.append(Company(cid, created.merchant_account.id, source, target, eur))
         return companies
 
@@ -132,7 +132,7 @@ class HotBench:
                 wallet_id=c.target, from_amount=100, from_currency_id="USD"
             )
             created = await t.deposits.create(c.id, request)
-            await t.deposits.complete(created.id)
+            await t.deposits.complete(None, created.id)
 
         async def card(c: Company) -> None:
             request = CreateIntentRequest(
