@@ -12,7 +12,11 @@ a dead endpoint; then, unless the suite is ``all``, whose 10-minute bound they w
 the ``events-drain`` part: standing backlogs drained by one SQLite server against the bare
 client and by one and two ``treasury worker`` processes on PostgreSQL; about 2.5 minutes in
 all), ``events-drain`` (that part alone), ``statements`` (wallet transactions and a month's
-statement at 1k vs 1M postings, SQLite and PostgreSQL; about 2-3 minutes, not part of ``all``).
+statement at 1k vs 1M postings, SQLite and PostgreSQL; about 2-3 minutes, not part of ``all``),
+``hot`` (deposits, card payments, FX and disjoint transfers for 8 companies with 1 and 8
+workers on PostgreSQL: whether shared accounts cap the gain; about 1.5 minutes, not part of
+``all``), ``dashboard`` (server time of each dashboard page over 100k intents and 1M postings;
+not in ``all``).
 ``--quick`` is a smoke run of the chosen suite (about 1-2 minutes for ``all``).
 Peers (localstripe, django-hordak, python-accounting) are installed from PyPI into their own
 venvs under ``build/bench-peers`` on first use; that install time is reported apart and is
@@ -33,10 +37,12 @@ from functools import partial
 from typing import TypeVar
 
 from bench import (
+    dashboard,
     events,
     events_drain,
     fixtures,
     growth,
+    hot,
     http_intents,
     kernel,
     ledger,
@@ -68,6 +74,8 @@ SUITES = {
     "events": ("events", "events-drain"),
     "events-drain": ("events-drain",),
     "statements": ("statements",),
+    "dashboard": ("dashboard",),
+    "hot": ("hot",),
 }
 
 
@@ -106,6 +114,7 @@ class Options:
     statements_reads: int
     statements_reps: int
     events_drain: int
+    dashboard: tuple[int, int, int]  # intents, postings, requests per page
     postgres: bool
     markdown: bool
     quick: bool
@@ -196,6 +205,14 @@ def parse(argv: list[str] | None) -> Options:
         default=events_drain.COUNT,
         help="events: deliveries in each standing backlog drained (0: no drain rows)",
     )
+    parser.add_argument(
+        "--dashboard",
+        type=int,
+        nargs=3,
+        default=(dashboard.INTENTS, dashboard.POSTINGS, dashboard.REQUESTS),
+        metavar=("INTENTS", "POSTINGS", "REQUESTS"),
+        help="dashboard: intents and postings seeded, timed requests per page",
+    )
     parser.add_argument("--no-postgres", action="store_true", help="skip PostgreSQL rows")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--quick", action="store_true", help="a smoke run with small counts")
@@ -244,6 +261,7 @@ def parse(argv: list[str] | None) -> Options:
         statements_reads=args.statements_reads,
         statements_reps=args.statements_reps,
         events_drain=args.events_drain,
+        dashboard=tuple(args.dashboard),
         postgres=not args.no_postgres,
         markdown=args.markdown,
         quick=args.quick,
@@ -277,6 +295,7 @@ def parse(argv: list[str] | None) -> Options:
             statements_reads=5,
             statements_reps=3,
             events_drain=min(opts.events_drain, 300),
+            dashboard=(2_000, 20_000, 5),
         )
     return opts
 
@@ -604,6 +623,15 @@ def _statements(run: Run) -> None:
     run.rows += statements.rows("PostgreSQL", opts.statements_small, opts.statements_large, pg)
 
 
+def _hot(run: Run) -> None:
+    """Hot accounts: 1 and 8 workers through the services (PostgreSQL only)."""
+    if run.pg_problem is not None:
+        run.notes.append(f"Hot-account rows skipped: {run.pg_problem}")
+        return
+    samples = _step("hot accounts, PostgreSQL", hot.bench)
+    run.rows += hot.rows(samples)
+
+
 def _events_drain(run: Run) -> None:
     opts = run.opts
     if opts.events_drain <= 0:
@@ -619,6 +647,12 @@ def _events_drain(run: Run) -> None:
         run.notes.append(f"Events drain PostgreSQL rows skipped: {result.postgres_problem}")
 
 
+def _dashboard(run: Run) -> None:
+    rows, note = dashboard.bench(*run.opts.dashboard, step=_step)
+    run.rows += rows
+    run.notes.append(note)
+
+
 PARTS: dict[str, Callable[[Run], None]] = {
     "micro": _micro,
     "reads": _reads,
@@ -629,6 +663,8 @@ PARTS: dict[str, Callable[[Run], None]] = {
     "events": _events,
     "statements": _statements,
     "events-drain": _events_drain,
+    "dashboard": _dashboard,
+    "hot": _hot,
 }
 
 
@@ -710,6 +746,8 @@ def _settings(opts: Options) -> list[str]:
             " PostgreSQL; the bare client posts as many bodies; rates over first to last"
             " arrival; loopback."
         )
+    if "dashboard" in opts.parts:
+        out.append(dashboard.settings(*opts.dashboard))
     return out
 
 

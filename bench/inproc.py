@@ -113,7 +113,7 @@ async def _measure(
         company,
         CreateDepositRequest(wallet_id=source, from_amount=99_999_999_999, from_currency_id="USD"),
     )
-    await treasury.deposits.complete(deposit.id)
+    await treasury.deposits.complete(None, deposit.id)
     makers: dict[str, Callable[[], web.Request]] = {
         "get": lambda: request(
             "GET", f"/api/v1/payments/intent?payment_intent_lookup_id={lookup_id}"

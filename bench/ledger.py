@@ -184,7 +184,7 @@ async def _setup(t: Treasury) -> LedgerWallets:
                 wallet_id=wallet_id, from_amount=ledger_plan.FUNDING, from_currency_id="USD"
             ),
         )
-        await t.deposits.complete(deposit.id)
+        await t.deposits.complete(None, deposit.id)
         return wallet_id
 
     # Concurrently (untimed setup; on PostgreSQL each of the 300 commits waits for the disk).

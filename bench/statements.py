@@ -237,8 +237,10 @@ def _index_ddl(dialect: Dialect) -> tuple[list[str], list[str]]:
     return drops, creates
 
 
-def seed_sqlite(path: str, count: int) -> History:
-    """Write a ``count``-posting history into the migrated SQLite file at ``path``."""
+def seed_sqlite(path: str, count: int, wallet_id: str = WALLET.id) -> History:
+    """Write a ``count``-posting history into the migrated SQLite file at ``path``, of the
+    wallet ``wallet_id`` (a USD wallet whose ledger account exists, as do ``world:USD`` and
+    ``fees:USD``; :data:`WALLET`'s by default); the returned counters are keyed by account."""
     drops, creates = _index_ddl(sqlite_dialect.dialect())
     conn = sqlite3.connect(path, isolation_level=None)
     try:
@@ -265,6 +267,9 @@ def seed_sqlite(path: str, count: int) -> History:
         def sink(posting: tuple[Any, ...], entry: tuple[Any, ...]) -> None:
             # SQLAlchemy's SQLite text for a UTC timestamp (what UtcDateTime stores).
             at = entry[-1].replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+            if wallet_id != WALLET.id:
+                posting = tuple(wallet_id if v == WALLET.id else v for v in posting)
+                entry = (wallet_id, *entry[1:])
             postings.append((*posting, 0, at))
             entries.append((*entry[:-1], at))
             if len(postings) >= 50_000:
@@ -274,6 +279,8 @@ def seed_sqlite(path: str, count: int) -> History:
         flush()
         for ddl in creates:
             conn.execute(ddl)
+        if wallet_id != WALLET.id:
+            history.counters[wallet_id] = history.counters.pop(WALLET.id)
         _set_counters(conn.execute, "?", history)
         conn.execute("COMMIT")
         conn.execute("ANALYZE")

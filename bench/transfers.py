@@ -57,7 +57,7 @@ async def _setup(t: Treasury) -> tuple[TransferWallets, FxQuote]:
         company_id,
         CreateDepositRequest(wallet_id=source, from_amount=FUNDING, from_currency_id="USD"),
     )
-    await t.deposits.complete(deposit.id)
+    await t.deposits.complete(None, deposit.id)
     # The raw side converts with the rate and amount the service quoted for this transfer.
     first = await t.transfers.create(
         company_id,

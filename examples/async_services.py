@@ -46,7 +46,7 @@ async def main(treasury: Treasury) -> None:
     )
     pending = await treasury.wallets.balance(company_id, usd.id)
     print(f"deposit {deposit.status}: USD pending_in={pending.pending_in}")
-    deposit = await treasury.deposits.complete(deposit.id, company_id=company_id)
+    deposit = await treasury.deposits.complete(company_id, deposit.id)
     assert deposit.status is MovementStatus.COMPLETED
 
     # Wallets of different currencies: the amount is converted at the current rate. The source

@@ -77,7 +77,7 @@ def make_app(treasury: BlockingTreasury, company_id: int, wallet_id: str) -> WSG
                         wallet_id=wallet_id, from_amount=amount, from_currency_id="USD"
                     ),
                 )
-                deposit = treasury.deposits.complete(deposit.id, company_id=company_id)
+                deposit = treasury.deposits.complete(company_id, deposit.id)
                 return _json(start_response, 201, deposit.record().model_dump(mode="json"))
             found = _BALANCE.match(path)
             if method == "GET" and found:

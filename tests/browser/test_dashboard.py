@@ -187,7 +187,7 @@ async def test_every_page_at_desktop_and_phone_width(
             company,
             CreateDepositRequest(wallet_id=wallet.id, from_amount=amount, from_currency_id="USD"),
         )
-        await t.deposits.complete(deposit.id, company_id=company)
+        await t.deposits.complete(company, deposit.id)
     account = CreateVirtualAccountRequest(wallet_id=wallet.id, source_currency="USD")
     await t.virtual_accounts.create(company, account)
     pending = CreateDepositRequest(wallet_id=wallet.id, from_amount=9_900, from_currency_id="USD")

@@ -12,6 +12,8 @@ from aiohttp.test_utils import TestClient
 
 from tests.e2e.conftest import Tenant
 from tests.e2e.test_cards_api import CARD, create_pmti
+from treasury_aiohttp.hosted_pages import SANDBOX_TEST_CARDS
+from treasury_core import Treasury
 
 Client = TestClient[Any, Any]
 HTML = {"Accept": "text/html,application/xhtml+xml"}
@@ -262,3 +264,59 @@ async def test_hostile_form_values_are_400s(client: Client, tenant: Tenant) -> N
     for bad_token in ("².x", "9" * 5000 + ".x"):
         response = await client.post(path, data=form(CARD, bad_token), headers=HTML)
         assert response.status == 403
+
+
+async def test_the_pages_name_the_company_being_paid_escaped(
+    client: Client, treasury: Treasury
+) -> None:
+    created = await treasury.companies.create_company("Ada & <Sons>")
+    shop = Tenant(
+        created.company.id, created.merchant_account.id, created.secret_key, created.publishable_key
+    )
+    intent = await create_intent(client, shop)
+    html = await page(client, f"/pay/{intent['payment_intent_lookup_id']}")
+    assert '<p class="merchant" id="merchant">Ada &amp; &lt;Sons&gt;</p>' in html
+    assert "<title>Pay · Ada &amp; &lt;Sons&gt;</title>" in html
+    assert "<Sons>" not in html
+    pmti = await create_pmti(client, shop)
+    html = await page(client, urlsplit(pmti["latest_version"]["provider_tokenization_url"]).path)
+    assert 'id="merchant">Ada &amp; &lt;Sons&gt;</p>' in html
+    # A page that belongs to no company names none.
+    assert 'id="merchant"' not in await page(client, "/pay/pil_nope", status=404)
+
+
+async def test_sandbox_pages_carry_the_badge_and_the_test_cards(
+    client: Client, tenant: Tenant
+) -> None:
+    intent = await create_intent(client, tenant)
+    html = await page(client, f"/pay/{intent['payment_intent_lookup_id']}")
+    assert 'id="test-mode"' in html
+    for number, outcome in SANDBOX_TEST_CARDS:
+        assert f"<code>{number}</code></dt><dd>{outcome}</dd>" in html
+    assert "<script" not in html  # still no script under the strict CSP
+
+
+async def test_each_listed_test_card_does_what_the_page_says(
+    client: Client, tenant: Tenant
+) -> None:
+    """The table on the page is typed out, not read from the provider: check it against the
+    sandbox card provider by paying with every card as a customer would."""
+    expected = {
+        "Approved": (303, "payment is complete"),
+        "Asks for 3-D Secure": (303, "Confirm your payment"),
+        "Declined": (402, "Your card was declined"),
+        "Declined: insufficient funds": (402, "Your card has insufficient funds"),
+    }
+    assert {outcome for _, outcome in SANDBOX_TEST_CARDS} == set(expected)
+    for number, outcome in SANDBOX_TEST_CARDS:
+        intent = await create_intent(client, tenant)
+        path = f"/pay/{intent['payment_intent_lookup_id']}"
+        card = form({**CARD, "card_number": number}, token_of(await page(client, path)))
+        response = await client.post(path, data=card, headers=HTML, allow_redirects=False)
+        status, shown = expected[outcome]
+        assert response.status == status, (number, await response.text())
+        if status == 303:
+            shown_html = await page(client, response.headers["Location"])
+        else:
+            shown_html = await response.text()
+        assert shown in shown_html, number

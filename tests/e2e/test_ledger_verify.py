@@ -95,7 +95,7 @@ async def _movements(treasury: Treasury) -> tuple[str, str]:
         deposit = await treasury.deposits.create(
             company, CreateDepositRequest(wallet_id=usd, from_amount=amount, from_currency_id="USD")
         )
-        await treasury.deposits.complete(deposit.id)
+        await treasury.deposits.complete(None, deposit.id)
     # Still pending: the wallet shows it as pending_in.
     await treasury.deposits.create(
         company, CreateDepositRequest(wallet_id=usd2, from_amount=900, from_currency_id="USD")
@@ -106,7 +106,7 @@ async def _movements(treasury: Treasury) -> tuple[str, str]:
     settled = await treasury.transfers.create(
         company, CreateTransferRequest(from_wallet_id=usd, to_wallet_id=eur, from_amount=500)
     )
-    await treasury.transfers.complete(settled.id)
+    await treasury.transfers.complete(None, settled.id)
     await treasury.transfers.create(  # reserved until the conversion settles
         company, CreateTransferRequest(from_wallet_id=usd, to_wallet_id=eur, from_amount=300)
     )

@@ -19,6 +19,12 @@ from treasury_core import TreasuryConfig, bootstrap
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
 
 
+async def _line_containing(process: asyncio.subprocess.Process, marker: bytes) -> None:
+    assert process.stdout is not None
+    while marker not in (line := await process.stdout.readline()):
+        assert line, "the server exited before it logged its shutdown"
+
+
 async def test_sigterm_lets_the_request_in_flight_finish(tmp_path: Path) -> None:
     arrived, release = asyncio.Event(), asyncio.Event()
 
@@ -68,7 +74,8 @@ async def test_sigterm_lets_the_request_in_flight_finish(tmp_path: Path) -> None
             )
             await asyncio.wait_for(arrived.wait(), 30)
             server.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0)  # the signal is on its way; the request is still running
+            # The server has begun stopping while the request is still running.
+            await asyncio.wait_for(_line_containing(server, b"stopping:"), 30)
             release.set()
             answered = await asyncio.wait_for(advance, 30)
             assert answered.status == 200

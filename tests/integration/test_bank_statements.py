@@ -84,7 +84,7 @@ async def test_only_an_exact_unambiguous_match_moves_money(treasury: Treasury) -
             Entry("L5", credit=False, amount="5.00", end_to_end="wdr_01JNOSUCHWITHDRAWAL00000"),
         ]
     )
-    result = await treasury.bank.import_statement(statement)
+    result = await treasury.bank.import_statement(None, statement)
     outcomes = {line.entry_reference: line for line in result.lines}
     assert outcomes["L1"].outcome.value == "deposit_completed"
     assert outcomes["L1"].matched_id == exact
@@ -113,7 +113,7 @@ async def test_a_malformed_statement_applies_nothing(treasury: Treasury) -> None
         (Entry("L2", credit=True, amount="1.001"), "more decimals than EUR allows"),
     ):
         with pytest.raises(ValidationFailed) as refused:
-            await treasury.bank.import_statement(camt053([good, bad]))
+            await treasury.bank.import_statement(None, camt053([good, bad]))
         assert refused.value.code == "statement_invalid"
         assert "entry 2" in refused.value.message and why in refused.value.message
     assert await _status(treasury, company, deposit) == "pending"
@@ -131,13 +131,13 @@ async def test_a_company_import_sees_only_that_company(treasury: Treasury) -> No
         [Entry("L1", credit=True, amount="40.00", creditor_iban=account.iban)],
         account=DEBTOR_IBAN,
     )
-    theirs = await treasury.bank.import_statement(statement, company_id=other)
+    theirs = await treasury.bank.import_statement(other, statement)
     assert theirs.lines[0].outcome.value == "unmatched"
     assert (await treasury.wallets.balance(company, wallet)).balance == 0
-    ours = await treasury.bank.import_statement(statement, company_id=company)
+    ours = await treasury.bank.import_statement(company, statement)
     assert ours.lines[0].outcome.value == "virtual_account_credited"
     assert (await treasury.wallets.balance(company, wallet)).balance == 4_000
-    again = await treasury.bank.import_statement(statement, company_id=company)
+    again = await treasury.bank.import_statement(company, statement)
     assert (again.imported, again.already_imported) == (0, 1)
     assert (await treasury.wallets.balance(company, wallet)).balance == 4_000
 
@@ -147,7 +147,7 @@ async def test_an_mt940_statement_books_an_exported_withdrawal(treasury: Treasur
     account = await treasury.virtual_accounts.create(
         company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
     )
-    await treasury.virtual_accounts.incoming(account.id, 10_000)
+    await treasury.virtual_accounts.incoming(None, account.id, 10_000)
     bank = await treasury.bank_accounts.register(
         company,
         RegisterBankAccountRequest(
@@ -168,12 +168,12 @@ async def test_an_mt940_statement_books_an_exported_withdrawal(treasury: Treasur
         f":61:2601020102D25,00NTRFNONREF//B-{{n}}\n:86:EREF+{withdrawal.id}\n"
         ":62F:C260102EUR75,00\n"
     )
-    early = await treasury.bank.import_statement(mt940.format(n=1).encode())
+    early = await treasury.bank.import_statement(None, mt940.format(n=1).encode())
     assert "was never exported" in (early.lines[0].reason or "")
     exported = await treasury.bank.export()
     assert exported.export is not None and exported.export.withdrawal_ids == (withdrawal.id,)
     assert (await treasury.bank.export()).export is None  # never twice
-    booked = await treasury.bank.import_statement(mt940.format(n=2).encode())
+    booked = await treasury.bank.import_statement(None, mt940.format(n=2).encode())
     assert booked.lines[0].outcome.value == "withdrawal_completed"
     assert booked.lines[0].booking_date == date(2026, 1, 2)
     done = await treasury.withdrawals.get(company, withdrawal.id)
@@ -185,7 +185,7 @@ async def test_a_line_key_is_stored_once(treasury: Treasury) -> None:
     by the storage itself (what a concurrent second import of a statement runs into)."""
     await _company(treasury)
     statement = camt053([Entry("L1", credit=True, amount="1.00", remittance="nobody")])
-    await treasury.bank.import_statement(statement)
+    await treasury.bank.import_statement(None, statement)
     [stored] = await treasury.bank.unmatched()
     key = line_key(OPERATOR, DEBTOR_IBAN, "L1")
 
@@ -203,7 +203,7 @@ async def test_other_rails_exchange_no_files(storage: Storage) -> None:
     treasury = bootstrap(TreasuryConfig(database_url="memory://"), storage=storage)
     try:
         with pytest.raises(InvalidRequestError) as refused:
-            await treasury.bank.import_statement(camt053([]))
+            await treasury.bank.import_statement(None, camt053([]))
         assert refused.value.code == "bank_files_unavailable"
     finally:
         treasury.close()
@@ -220,7 +220,8 @@ async def test_two_imports_of_one_statement_at_once_apply_it_once(treasury: Trea
     assert account.iban is not None
     statement = camt053([Entry("L1", credit=True, amount="25.00", creditor_iban=account.iban)])
     first, second = await asyncio.gather(
-        treasury.bank.import_statement(statement), treasury.bank.import_statement(statement)
+        treasury.bank.import_statement(None, statement),
+        treasury.bank.import_statement(None, statement),
     )
     assert sorted([first.imported, second.imported]) == [0, 1]
     assert (await treasury.wallets.balance(company, wallet)).balance == 2_500

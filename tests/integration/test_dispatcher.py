@@ -8,6 +8,7 @@ import json
 from collections import Counter
 from collections.abc import Generator, Mapping
 from datetime import timedelta
+from typing import Literal
 
 import pytest
 from sqlalchemy import text
@@ -31,9 +32,23 @@ class CountingSender:
         self.sent: Counter[str] = Counter()
 
     async def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> int:
-        await asyncio.sleep(0)  # let the other worker run between claim and answer
         self.sent[headers["webhook-id"]] += 1
         return 200
+
+
+class PairedSender(CountingSender):
+    """One of two workers' senders, counting into a shared tally: each send waits until the
+    other worker is sending too (or has finished), so both hold claimed, unanswered
+    deliveries at the same time, where a double claim would show."""
+
+    def __init__(self, sent: Counter[str], mine: asyncio.Event, other: asyncio.Event) -> None:
+        super().__init__()
+        self.sent, self.mine, self.other = sent, mine, other
+
+    async def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> int:
+        self.mine.set()
+        await self.other.wait()
+        return await super().send(url, body, headers)
 
 
 async def make_events(
@@ -75,13 +90,21 @@ async def test_two_workers_on_postgres_send_each_event_once(
     second = bootstrap(config, clock=clock, wall_clock=clock, migrate=False)
     try:
         company, _ = await make_events(first, 60)
-        sender = CountingSender()
-        first.notifications.sender = sender
-        second.notifications.sender = sender
-        await asyncio.gather(first.notifications.run_due(), second.notifications.run_due())
+        sent: Counter[str] = Counter()
+        busy = asyncio.Event(), asyncio.Event()
+        first.notifications.sender = PairedSender(sent, busy[0], busy[1])
+        second.notifications.sender = PairedSender(sent, busy[1], busy[0])
+
+        async def work(treasury: Treasury, done: asyncio.Event) -> None:
+            try:
+                await treasury.notifications.run_due()
+            finally:
+                done.set()  # a worker left with nothing to send no longer holds the other
+
+        await asyncio.gather(work(first, busy[0]), work(second, busy[1]))
         events = await first.storage.run(lambda uow: uow.outbox.list(company), write=False)
         assert len(events) == 60
-        assert sender.sent == Counter({e.id: 1 for e in events})
+        assert sent == Counter({e.id: 1 for e in events})
     finally:
         first.close()
         second.close()
@@ -494,7 +517,22 @@ class HeldSender:
         return 500
 
 
-async def test_the_sandbox_clock_waits_for_a_delivery_in_flight(clock: FakeClock) -> None:
+class ContendedLock(asyncio.Lock):
+    """The pass lock, telling when someone asks for it while it is held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contended = asyncio.Event()
+
+    async def acquire(self) -> Literal[True]:
+        if self.locked():
+            self.contended.set()
+        return await super().acquire()
+
+
+async def test_the_sandbox_clock_waits_for_a_delivery_in_flight(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Otherwise the attempt in flight is recorded after the advance, its retry is scheduled
     # from the new time, and the advance meant to reach the retry misses it.
     treasury = bootstrap(TreasuryConfig(database_url="memory://"), clock=clock, wall_clock=clock)
@@ -503,11 +541,14 @@ async def test_the_sandbox_clock_waits_for_a_delivery_in_flight(clock: FakeClock
     await make_events(treasury, 1)
     before = clock.now()
 
+    lock = ContendedLock()
+    monkeypatch.setattr(treasury.notifications, "exclusive", lambda: lock)
+
     worker = asyncio.create_task(treasury.notifications.run_due())
     await sender.started.wait()
     advance = asyncio.create_task(treasury.sandbox.advance(RETRY_DELAYS[0].seconds))
-    for _ in range(20):  # every chance to run: it must still be waiting for the worker's pass
-        await asyncio.sleep(0)
+    # The advance reaches the pass lock the worker holds (a deadline only for the failure).
+    await asyncio.wait_for(lock.contended.wait(), 30)
     assert not advance.done()
     assert clock.now() == before
 

@@ -109,7 +109,7 @@ async def funded(treasury: Treasury) -> tuple[int, str, str, str]:
         company,
         CreateDepositRequest(wallet_id=usd.id, from_amount=100_000, from_currency_id="USD"),
     )
-    await treasury.deposits.complete(deposit.id)
+    await treasury.deposits.complete(None, deposit.id)
     return company, usd.id, gbp.id, kwd.id
 
 

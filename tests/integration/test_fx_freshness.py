@@ -37,7 +37,7 @@ def test_stale_rate_refuses_cross_currency_movements() -> None:
             company,
             CreateDepositRequest(wallet_id=usd.id, from_amount=5_000, from_currency_id="USD"),
         )
-        await treasury.deposits.complete(deposit.id)
+        await treasury.deposits.complete(None, deposit.id)
         before = await treasury.wallets.balances(company)
         events = treasury.storage.run_sync(lambda uow: len(uow.outbox.list()), write=False)
 

@@ -208,8 +208,16 @@ class _HeldWriter:
         """Hold the writer, then submit ``writes``: they wait behind the held write, to be taken
         as one group once it is released. The held write's task, and theirs."""
         first = await self.hold(storage)
-        queued = [asyncio.ensure_future(storage.run(w)) for w in writes]
-        await asyncio.sleep(0)  # every write reaches the writer's queue
+        started = [asyncio.Event() for _ in writes]
+
+        async def submit(write: Callable[[UnitOfWork], int], started: asyncio.Event) -> int:
+            started.set()
+            # No suspension point between the signal and the write entering the writer's
+            # queue: ``run`` submits before its first await.
+            return await storage.run(write)
+
+        queued = [asyncio.ensure_future(submit(w, e)) for w, e in zip(writes, started, strict=True)]
+        await asyncio.gather(*(e.wait() for e in started))  # every write is in the queue
         return first, queued
 
 

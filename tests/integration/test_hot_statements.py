@@ -289,6 +289,32 @@ def _compare_inserts(
     assert written == hot  # every value as given; timestamps the same instant
 
 
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_rows_inserted_in_one_statement_read_back_as_inserted_by_sqlalchemy(
+    storage: SqlStorage, count: int
+) -> None:
+    hot = [{**_records(("x", "y"), lookup_key=None)[0], "id": f"tr_hot_{n}"} for n in range(count)]
+    plain = [{**row, "id": row["id"].replace("hot", "plain")} for row in hot]
+    statement = HotInsert(t.treasury_records)
+
+    def write(conn: Connection) -> None:
+        statement.execute_rows(conn, hot)
+        if plain:
+            conn.execute(insert(t.treasury_records), plain)
+
+    _in_transaction(storage, write)
+
+    def read(conn: Connection) -> dict[str, dict[str, Any]]:
+        rows = conn.execute(select(t.treasury_records)).mappings().all()
+        return {row["id"]: dict(row) for row in rows}
+
+    rows = _in_transaction(storage, read)
+    assert len(rows) == 2 * count
+    for row in hot:
+        written = rows[row["id"]]
+        assert written == {**rows[row["id"].replace("hot", "plain")], "id": row["id"]} == row
+
+
 def test_a_hot_insert_refuses_a_naive_datetime(storage: SqlStorage) -> None:
     statement = HotInsert(t.jobs)
     job = {

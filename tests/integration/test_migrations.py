@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, inspect
+from sqlalchemy import Engine, create_engine, inspect, text
 
 from treasury_sqlalchemy.migrate import current_revision, head_revision, upgrade
 from treasury_sqlalchemy.schema import metadata
@@ -34,10 +34,42 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage = SqlStorage(database_url)
     storage.migrate()
     storage.migrate()
-    # 0012 was written beside 0013 and re-chained after it at the merge.
-    assert current_revision(storage.engine) == head_revision() == "0012"
+    # 0012 was written beside 0013 and re-chained after it at the merge; 0014 (striped counters)
+    # follows 0012, 0015 (the delivery claim's index) 0014, and 0016 (the intent filters'
+    # indexes) 0015.
+    assert current_revision(storage.engine) == head_revision() == "0016"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
+    storage.close()
+
+
+def test_0014_downgrade_folds_the_stripes_into_the_accounts(database_url: str) -> None:
+    """Going back before the stripes table loses no movement: its sums join the account rows."""
+    from alembic import command
+
+    from treasury_core.ledger import Journal, Move
+    from treasury_core.testing.contract import account, apply, open_accounts, wallet_account
+    from treasury_core.testing.contract import world as world_account
+    from treasury_sqlalchemy.migrate import alembic_config
+
+    storage = SqlStorage(database_url, pool_size=2, hot_stripes=2)
+    storage.migrate()
+    open_accounts(storage, world_account(), wallet_account("wal_a"))
+    for n in range(4):
+        apply(storage, Journal(f"j{n}", (Move("world:USD", "wal_a", "USD", 10),)))
+    with storage.engine.connect() as conn:
+        striped = conn.execute(text("SELECT SUM(debits_posted) FROM ledger_account_stripes"))
+        assert striped.scalar_one() == 30  # the first movement went through the account row
+    config = alembic_config()
+    with storage.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0012")
+    with storage.engine.connect() as conn:
+        row = conn.execute(text("SELECT debits_posted FROM ledger_accounts WHERE id = 'world:USD'"))
+        assert row.scalar_one() == 40
+        assert "ledger_account_stripes" not in inspect(conn).get_table_names()
+    storage.migrate()
+    assert account(storage, "world:USD").debits_posted == 40
     storage.close()
 
 
@@ -362,5 +394,37 @@ def test_0013_indexes_the_metadata_filter_on_postgresql(postgres_url: str) -> No
             sql = query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True})
             plan = conn.exec_driver_sql(f"EXPLAIN {sql}").all()
         assert "ix_payment_intents_metadata" in " ".join(str(row[0]) for row in plan)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("member", ["merchant_reference", "customer_email"])
+def test_0016_indexes_the_intent_field_filters(database_url: str, member: str) -> None:
+    # As for 0013: the index only helps if the list filter's expression is the index's, so the
+    # filter's own query, as the storage writes it, must plan through it on both databases.
+    from sqlalchemy import select
+
+    from treasury_core.payments.intents import IntentFilter
+    from treasury_sqlalchemy.record_lists import intent_field_where
+    from treasury_sqlalchemy.schema import payment_intents
+
+    index = f"ix_payment_intents_company_id_{member}"
+    engine = create_engine(normalize_url(database_url))
+    try:
+        upgrade(engine)
+        # The condition alone: on an empty table PostgreSQL would rather walk the id index
+        # backwards for a LIMIT, which says nothing about this index.
+        query = select(payment_intents.c.id).where(
+            payment_intents.c.company_id == 7,
+            *intent_field_where(IntentFilter(**{member: "order-7@example.com"})),
+        )
+        sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+        with engine.connect() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET enable_seqscan = off")
+                plan = conn.exec_driver_sql(f"EXPLAIN {sql}").all()
+            else:
+                plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()
+        assert index in " ".join(str(cell) for row in plan for cell in row), plan
     finally:
         engine.dispose()

@@ -80,7 +80,7 @@ async def _setup(t: Treasury) -> World:
             company_id,
             CreateDepositRequest(wallet_id=wallet_id, from_amount=amount, from_currency_id="USD"),
         )
-        await t.deposits.complete(deposit.id)
+        await t.deposits.complete(None, deposit.id)
 
     a, b = await company("A"), await company("B")
     world = World(
@@ -192,7 +192,7 @@ def test_repeated_cross_currency_transfers_reserve_then_settle(
     assert _completed_events(t, w.company) == []
 
     for tr in made:
-        done = _run(loop, t.transfers.complete(tr.id, company_id=w.company))
+        done = _run(loop, t.transfers.complete(w.company, tr.id))
         assert done.status is MovementStatus.COMPLETED
     balances = _run(loop, _balances(t, w))
     assert balances[w.usd] == (FUNDING - 4_000, 0, FUNDING - 4_000)

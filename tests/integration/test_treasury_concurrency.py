@@ -139,13 +139,13 @@ async def _fund(t: Treasury, company_id: int, rng: random.Random) -> dict[str, W
                     from_currency_id=currency,
                 ),
             )
-            await t.deposits.complete(deposit.id)
+            await t.deposits.complete(None, deposit.id)
             if n == 0:  # one wallet per currency is also topped up through a virtual account
                 va = await t.virtual_accounts.create(
                     company_id,
                     CreateVirtualAccountRequest(wallet_id=wallet.id, source_currency=currency),
                 )
-                await t.virtual_accounts.incoming(va.id, rng.randint(100_000, 500_000))
+                await t.virtual_accounts.incoming(None, va.id, rng.randint(100_000, 500_000))
     return wallets
 
 
@@ -199,7 +199,7 @@ async def _worker(
             out.failures.append(f"{transfer.id} came back {transfer.status}, expected {want}")
         if cross and rng.random() < 0.5:
             try:
-                done = await t.transfers.complete(transfer.id, company_id=company_id)
+                done = await t.transfers.complete(company_id, transfer.id)
             except Exception as exc:
                 out.failures.append(f"complete {transfer.id}: {exc!r}")
                 continue

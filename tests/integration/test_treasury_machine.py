@@ -99,9 +99,9 @@ class CreditsTheAnnouncedAmount(DepositService):
     """A service bug: completing a deposit ignores the amount the bank actually delivered."""
 
     async def complete(
-        self, deposit_id: str, *, company_id: int | None = None, amount: int | None = None
+        self, company_id: int | None, deposit_id: str, *, amount: int | None = None
     ) -> Deposit:
-        return await super().complete(deposit_id, company_id=company_id)
+        return await super().complete(company_id, deposit_id)
 
 
 def test_the_machine_catches_a_storage_that_settles_late() -> None:

@@ -105,7 +105,7 @@ async def _history(t: Treasury) -> History:
         a, CreateDepositRequest(wallet_id=usd, from_amount=10_000, from_currency_id="USD")
     )
     clock.advance(3600)
-    await t.deposits.complete(deposit.id)
+    await t.deposits.complete(None, deposit.id)
     # Day 2: a withdrawal with its fee, paid out; another refused by the bank.
     clock.advance(DAY)
     fmt = next(f for f in SandboxBankRail().account_formats() if f.currency == "USD")
@@ -129,8 +129,8 @@ async def _history(t: Treasury) -> History:
     paid = await t.withdrawals.create(a, withdrawal(1_000))
     failed = await t.withdrawals.create(a, withdrawal(2_000))
     clock.advance(3600)
-    await t.withdrawals.complete(paid.id)
-    await t.withdrawals.fail(failed.id)
+    await t.withdrawals.complete(None, paid.id)
+    await t.withdrawals.fail(None, failed.id)
     # Day 3: a transfer to the other USD wallet, and one into EUR (settled later that day).
     clock.advance(DAY)
     transfer = await t.transfers.create(
@@ -140,7 +140,7 @@ async def _history(t: Treasury) -> History:
         a, CreateTransferRequest(from_wallet_id=usd, to_wallet_id=eur, from_amount=300)
     )
     clock.advance(3600)
-    await t.transfers.complete(fx.id)
+    await t.transfers.complete(None, fx.id)
     return History(a, b, usd, usd2, eur, deposit.id, paid.id, failed.id, transfer.id, fx.id)
 
 
@@ -346,7 +346,7 @@ def test_concurrent_movements_keep_each_history_chained(treasury: Treasury) -> N
                 wallet_id=wallet_id, from_amount=5_000, from_currency_id="USD"
             )
             deposit = await t.deposits.create(company, request)
-            await t.deposits.complete(deposit.id)
+            await t.deposits.complete(None, deposit.id)
         moves = [
             CreateTransferRequest(from_wallet_id=x, to_wallet_id=y, from_amount=amount)
             for amount in range(1, 21)

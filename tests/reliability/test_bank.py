@@ -1,11 +1,14 @@
 """The bank test, after Jepsen's: concurrent money movement over real servers, checked exactly.
 
-Real ``treasury serve`` processes (two over one PostgreSQL schema; one over an SQLite file) serve
-one company with wallets in USD, EUR and GBP. Writer tasks, spread over the servers, issue
-:data:`OPERATIONS` random operations: transfers in one currency and across currencies, deposits
-(some in a foreign currency) and withdrawals; and, in between, settle pending movements through
-the sandbox endpoints (complete or fail). Reader tasks meanwhile read every balance
-(``GET /api/v1/wallets/balances``). Every request is recorded with its start and end time.
+Real ``treasury serve`` processes serve one company with wallets in USD, EUR and GBP: on
+PostgreSQL three servers and two ``treasury worker`` processes over one schema, deployed as
+docs/guides/operations.md describes (every process runs the background loop: due jobs and event
+fan-out race across all five); on SQLite one server over a file. Writer tasks, spread over the
+servers, issue :data:`OPERATIONS` random operations: transfers in one currency and across
+currencies, deposits (some in a foreign currency) and withdrawals; and, in between, settle
+pending movements through the sandbox endpoints (complete or fail). Reader tasks meanwhile read
+every balance (``GET /api/v1/wallets/balances``). Every request is recorded with its start and
+end time.
 
 What is checked, and why it is exact:
 
@@ -26,7 +29,8 @@ What is checked, and why it is exact:
   read back by id (present, same figures, status consistent with what the API answered), the
   transfer and withdrawal lists hold exactly the acknowledged ones, and the final balances equal
   the history's sums exactly, with nothing pending.
-- Finally the servers stop cleanly and :func:`treasury_core.testing.check_invariants` checks the
+- Finally the servers and workers, each still running, stop cleanly (exit status 0, no error
+  logged) and :func:`treasury_core.testing.check_invariants` checks the
   ledger through the library on the same database.
 
 4xx answers are expected (``insufficient_funds`` above all) and move nothing. 5xx answers are
@@ -81,6 +85,8 @@ ATTEMPTS = 8  # tries of one request answered 409/429/5xx or not at all, where s
 #: all of them: the load would halve).
 IDEMPOTENT_EVERY = 4
 SEED = 20240607
+#: TREASURY_POOL_SIZE of each ``treasury worker`` process.
+WORKER_POOL_SIZE = 2
 INF = math.inf
 #: What a movement's record never changes after it is acknowledged.
 FIXED_FIELDS = (
@@ -114,42 +120,33 @@ def server_env() -> dict[str, str]:
     return env
 
 
-class Server:
-    """One ``treasury serve`` process; its output goes to a file (a pipe would fill and block)."""
+class Process:
+    """One ``treasury`` process; its output goes to a file (a pipe would fill and block)."""
 
-    def __init__(self, database_url: str, log: Path) -> None:
-        self.port = free_port()
+    def __init__(self, arguments: list[str], log: Path, env: dict[str, str]) -> None:
         self.log = log
         self._output = log.open("wb")
         self.process = subprocess.Popen(
-            [*TREASURY, "serve", "--port", str(self.port), "--database", database_url],
-            env=server_env(),
-            stdout=self._output,
-            stderr=subprocess.STDOUT,
+            [*TREASURY, *arguments], env=env, stdout=self._output, stderr=subprocess.STDOUT
         )
-        self._wait_until_listening()
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _wait_until_listening(self) -> None:
-        # Readiness, not a race fix: the port accepts connections once the app is serving.
+    def _wait_until(self, ready: Callable[[], bool], what: str) -> None:
+        # Readiness, not a race fix: the process says (or shows) when it is serving.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"server exited:\n{self.tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise TimeoutError(f"server did not start:\n{self.tail()}")
+                raise RuntimeError(f"{what} exited:\n{self.tail()}")
+            if ready():
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"{what} did not start:\n{self.tail()}")
 
-    def stop(self) -> int:
-        """SIGINT (graceful shutdown); the exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+    def stop(self) -> int | None:
+        """SIGINT (graceful shutdown); the exit status (``None``: it had exited before)."""
+        if self.process.poll() is not None:
+            self._output.close()
+            return None
+        self.process.send_signal(signal.SIGINT)
         try:
             return self.process.wait(timeout=30)
         finally:
@@ -162,7 +159,8 @@ class Server:
         self._output.close()
 
     def tail(self, lines: int = 40) -> str:
-        self._output.flush()
+        if not self._output.closed:
+            self._output.flush()
         text = self.log.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
@@ -172,16 +170,65 @@ class Server:
         return [line for line in text if " ERROR " in line or line.startswith("Traceback")]
 
 
+class Server(Process):
+    """``treasury serve`` on a free loopback port."""
+
+    def __init__(self, database_url: str, log: Path) -> None:
+        self.port = free_port()
+        super().__init__(
+            ["serve", "--port", str(self.port), "--database", database_url], log, server_env()
+        )
+
+    def wait_until_ready(self) -> None:
+        self._wait_until(self._listening, "server")
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _listening(self) -> bool:
+        # The port accepts connections once the app is serving.
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+
+class Worker(Process):
+    """``treasury worker``: the background loop alone, beside the servers' own loops."""
+
+    def __init__(self, database_url: str, log: Path) -> None:
+        env = server_env()
+        # Here it runs jobs and event fan-outs (no webhook endpoint), one transaction at a
+        # time: a small pool is plenty, and five processes at the default's 2 x 8 would come
+        # near the 100 connections of a default PostgreSQL shared with other tests.
+        env["TREASURY_POOL_SIZE"] = str(WORKER_POOL_SIZE)
+        super().__init__(["worker", "--database", database_url], log, env)
+
+    def wait_until_ready(self) -> None:
+        self._wait_until(self._started, "worker")
+
+    def _started(self) -> bool:
+        # It prints this line once migrations are checked, just before its loop starts.
+        return "treasury-core worker on" in self.log.read_text(errors="replace")
+
+
 @dataclass
 class Deployment:
     database_url: str
     secret_key: str
     servers: list[Server]
     workdir: Path
+    workers: list[Worker] = field(default_factory=list)
 
 
 @contextmanager
-def deployment(database_url: str, servers: int, workdir: Path) -> Iterator[Deployment]:
+def deployment(
+    database_url: str, servers: int, workdir: Path, *, workers: int = 0
+) -> Iterator[Deployment]:
+    """``servers`` ``treasury serve`` and ``workers`` ``treasury worker`` processes over
+    ``database_url``, as the operations guide deploys them, with one company."""
     created = subprocess.run(
         [*TREASURY, "companies", "create", "Bank", "--database", database_url],
         env=server_env(),
@@ -192,14 +239,21 @@ def deployment(database_url: str, servers: int, workdir: Path) -> Iterator[Deplo
     )
     assert created.returncode == 0, created.stderr
     key = json.loads(created.stdout)["secret_key"]
-    started: list[Server] = []
+    running: list[Server] = []
+    looping: list[Worker] = []
     try:
-        for n in range(servers):  # one after another: each applies migrations on start
-            started.append(Server(database_url, workdir / f"server-{n}.log"))
-        yield Deployment(database_url, key, started, workdir)
+        # All at once, as a deploy starts them: the database is migrated already (by the
+        # command above), and a migration would be taken by one process at a time anyway.
+        for n in range(servers):
+            running.append(Server(database_url, workdir / f"server-{n}.log"))
+        for n in range(workers):
+            looping.append(Worker(database_url, workdir / f"worker-{n}.log"))
+        for process in [*running, *looping]:
+            process.wait_until_ready()
+        yield Deployment(database_url, key, running, workdir, looping)
     finally:
-        for server in started:
-            server.kill()
+        for process in [*running, *looping]:
+            process.kill()
 
 
 @pytest.fixture
@@ -695,8 +749,10 @@ async def run_bank_test(deployment: Deployment) -> None:
         if total != expected[currency]:
             bank.violations.append(f"{currency} total {total}, history says {expected[currency]}")
 
-    exits = [server.stop() for server in deployment.servers]
-    logged_errors = [line for server in deployment.servers for line in server.errors()]
+    # The workers ran beside the servers for the whole run: each must still be running now.
+    processes = [*deployment.servers, *deployment.workers]
+    exits = [process.stop() for process in processes]
+    logged_errors = [line for process in processes for line in process.errors()]
     treasury = bootstrap(TreasuryConfig(database_url=deployment.database_url, pool_size=2))
     try:
         check_invariants(treasury.storage)
@@ -710,6 +766,7 @@ async def run_bank_test(deployment: Deployment) -> None:
     )
     summary = {
         "servers": len(deployment.servers),
+        "workers": len(deployment.workers),
         "operations_started": dict(bank.started),
         "acknowledged": dict(acknowledged),
         "completed": dict(completed),
@@ -721,8 +778,8 @@ async def run_bank_test(deployment: Deployment) -> None:
         "reads_with_exact_bounds": exact,
         "load_seconds": round(load_seconds, 1),
         "total_seconds": round(time.monotonic() - began, 1),
-        "server_exit_codes": exits,
-        "server_log_errors": len(logged_errors),
+        "exit_codes": exits,
+        "log_errors": len(logged_errors),
     }
     (deployment.workdir / "summary.json").write_text(json.dumps(summary, indent=2))
     with (deployment.workdir / "history.jsonl").open("w") as out:
@@ -737,7 +794,7 @@ async def run_bank_test(deployment: Deployment) -> None:
     # and the retry with the same key settled the outcome): counted in the summary.
     hard = {k: n for k, n in server_errors.items() if k[3] != "storage_busy"}
     assert not hard, hard
-    assert exits == [0] * len(exits), [s.tail() for s in deployment.servers]
+    assert exits == [0] * len(exits), [p.tail() for p in processes]
     assert not logged_errors, logged_errors[:20]
 
 

@@ -58,10 +58,12 @@ class _GatedReads(MemoryStorage):
     def __init__(self) -> None:
         super().__init__()
         self.gate: asyncio.Event | None = None
+        self.at_gate = asyncio.Event()
 
     async def run(self, fn, *, write=True, snapshot=False):  # type: ignore[no-untyped-def]
         result = await super().run(fn, write=write, snapshot=snapshot)
         if not write and self.gate is not None:
+            self.at_gate.set()
             await self.gate.wait()
         return result
 
@@ -77,8 +79,7 @@ def test_a_lookup_that_straddles_a_revocation_is_not_cached() -> None:
         storage.gate = asyncio.Event()
         # A lookup reads the key while it is live and is held up before it finishes...
         in_flight = asyncio.create_task(service.authenticate(created.secret_key))
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await storage.at_gate.wait()
         # ...while a revocation commits.
         await service.revoke_api_key(key.id)
         storage.gate.set()

@@ -1,4 +1,5 @@
-"""An intent's record JSON is rendered once per intent instance and never answered stale."""
+"""The server renders an intent's record JSON once per intent instance and never answers it
+stale; the core's own ``record_json`` remembers nothing."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from treasury_core.memo import InstanceMemo
+from treasury_aiohttp import rendering
+from treasury_aiohttp.memo import InstanceMemo
+from treasury_aiohttp.rendering import intent_json
 from treasury_core.payments import IntentStatus, PaymentIntent
-from treasury_core.payments import intents as intents_module
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -18,7 +20,7 @@ T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 def empty_memo(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each test starts from an empty memo: one left nearly full by earlier tests would be
     # cleared half way through a test.
-    monkeypatch.setattr(intents_module, "_RENDERED", InstanceMemo())
+    monkeypatch.setattr(rendering, "_INTENTS", InstanceMemo())
 
 
 def intent(lookup_id: str = "pil_abcdefgh", **fields: object) -> PaymentIntent:
@@ -38,32 +40,38 @@ def intent(lookup_id: str = "pil_abcdefgh", **fields: object) -> PaymentIntent:
 
 def test_the_json_is_the_records_json() -> None:
     one = intent(merchant_reference="booking-17")
-    assert one.record_json() == one.record().model_dump_json().encode()
-    assert json.loads(one.record_json())["merchant_reference"] == "booking-17"
+    assert intent_json(one) == one.record().model_dump_json().encode()
+    assert one.record_json() == intent_json(one)
+    assert json.loads(intent_json(one))["merchant_reference"] == "booking-17"
 
 
 def test_one_instance_is_rendered_once() -> None:
     one = intent()
-    assert one.record_json() is one.record_json()
+    assert intent_json(one) is intent_json(one)
 
 
 def test_a_changed_intent_renders_its_change() -> None:
     before = intent(status=IntentStatus.PROCESSED)
-    rendered_before = before.record_json()
+    rendered_before = intent_json(before)
     after = before.model_copy(update={"amount_refunded": 500})
-    assert json.loads(after.record_json())["amount_refunded"] == 500
-    assert json.loads(before.record_json())["amount_refunded"] == 0
-    assert before.record_json() is rendered_before
+    assert json.loads(intent_json(after))["amount_refunded"] == 500
+    assert json.loads(intent_json(before))["amount_refunded"] == 0
+    assert intent_json(before) is rendered_before
 
 
 def test_the_memo_is_bounded_and_stays_right() -> None:
-    bound = intents_module._RENDERED.max_entries
+    bound = rendering._INTENTS.max_entries
     many = [intent(f"pil_{n:08d}") for n in range(bound + 10)]
     for one in many:
-        assert json.loads(one.record_json())["payment_intent_lookup_id"] == (
+        assert json.loads(intent_json(one))["payment_intent_lookup_id"] == (
             one.payment_intent_lookup_id
         )
-        assert len(intents_module._RENDERED) <= bound
+        assert len(rendering._INTENTS) <= bound
     # Whatever was dropped renders again, the same.
     first = many[0]
-    assert json.loads(first.record_json())["payment_intent_lookup_id"] == "pil_00000000"
+    assert json.loads(intent_json(first))["payment_intent_lookup_id"] == "pil_00000000"
+
+
+def test_the_core_remembers_no_rendering() -> None:
+    one = intent()
+    assert one.record_json() is not one.record_json()

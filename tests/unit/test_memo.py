@@ -1,16 +1,16 @@
-"""The identity memo: an answer per instance, never another instance's, and bounded."""
+"""The identity memo (an answer per instance, never another instance's, and bounded) and the
+server's rendering of polled records through it."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from pydantic import ConfigDict
 
+from treasury_aiohttp import rendering
+from treasury_aiohttp.memo import InstanceMemo
 from treasury_core.ledger import BalanceRecord
-from treasury_core.ledger import balance as balance_module
 from treasury_core.ledger.accounts import Account, AccountKind
-from treasury_core.memo import InstanceMemo
 
 
 def wallet(credits: int = 1_000, holds: int = 0) -> Account:
@@ -51,56 +51,23 @@ def test_an_empty_memo_is_refused() -> None:
         InstanceMemo(max_entries=0)
 
 
-@pytest.fixture
-def empty_records(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(balance_module, "_RECORDS", InstanceMemo())
-
-
-@pytest.mark.usefixtures("empty_records")
-def test_a_balance_record_is_made_once_per_account_instance() -> None:
-    one = wallet(1_000, holds=300)
-    record = BalanceRecord.of(one)
-    assert BalanceRecord.of(one) is record
+def test_a_balance_record_is_made_of_its_account() -> None:
+    record = BalanceRecord.of(wallet(1_000, holds=300))
     assert (record.balance, record.pending_holds, record.available_balance) == (1_000, 300, 700)
+    assert record.record_json() == record.model_dump_json().encode()
 
 
-@pytest.mark.usefixtures("empty_records")
-def test_a_changed_account_gets_its_own_record() -> None:
-    before = wallet(1_000)
-    BalanceRecord.of(before)
-    after = wallet(1_500)
-    assert BalanceRecord.of(after).available_balance == 1_500
-    assert BalanceRecord.of(before).available_balance == 1_000
-
-
-@pytest.mark.usefixtures("empty_records")
 def test_a_subclass_gets_instances_of_itself() -> None:
     class Annotated(BalanceRecord):
         note: str = "mine"
 
-    one = wallet()
-    BalanceRecord.of(one)
-    mine = Annotated.of(one)
+    mine = Annotated.of(wallet())
     assert type(mine) is Annotated
-    assert type(BalanceRecord.of(one)) is BalanceRecord
+    assert json.loads(mine.record_json())["note"] == "mine"
 
 
-@pytest.mark.usefixtures("empty_records")
-def test_a_balance_record_renders_once_and_as_itself(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(balance_module, "_RENDERED", InstanceMemo())
-    record = BalanceRecord.of(wallet(1_000, holds=250))
-    assert record.record_json() is record.record_json()
-    assert record.record_json() == record.model_dump_json().encode()
-    other = BalanceRecord.of(wallet(2_000))
-    assert json.loads(other.record_json())["available_balance"] == 2_000
-    assert json.loads(record.record_json())["available_balance"] == 750
-
-
-def test_a_subclass_renders_every_time() -> None:
-    class Loose(BalanceRecord):
-        model_config = ConfigDict(frozen=False)
-
-    loose = Loose.of(wallet(1_000))
-    assert json.loads(loose.record_json())["balance"] == 1_000
-    loose.balance = 5
-    assert json.loads(loose.record_json())["balance"] == 5
+def test_the_core_keeps_no_rendered_balance() -> None:
+    # The memo is the server's (for intents); balance records render afresh on every call.
+    balance = BalanceRecord.of(wallet())
+    assert balance.record_json() is not balance.record_json()
+    assert rendering.balance_json(balance) == balance.record_json()

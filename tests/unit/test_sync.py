@@ -52,7 +52,7 @@ def _funded_wallets(blocking: BlockingTreasury, amount: int) -> tuple[int, Walle
         company_id,
         CreateDepositRequest(wallet_id=source.id, from_amount=amount, from_currency_id="USD"),
     )
-    blocking.deposits.complete(deposit.id, company_id=company_id)
+    blocking.deposits.complete(company_id, deposit.id)
     return company_id, source, target
 
 

@@ -46,7 +46,7 @@ async def main() -> None:
         account = await treasury.virtual_accounts.create(
             company, CreateVirtualAccountRequest(wallet_id=wallet.id, source_currency="EUR")
         )
-        await treasury.virtual_accounts.incoming(account.id, 5_000)
+        await treasury.virtual_accounts.incoming(None, account.id, 5_000)
         bank = await treasury.bank_accounts.register(
             company,
             RegisterBankAccountRequest(
@@ -70,7 +70,7 @@ async def main() -> None:
         assert outcome.export is not None
         assert withdrawal.id in outcome.export.content
         statement = STATEMENT.format(withdrawal=withdrawal.id).encode()
-        result = await treasury.bank.import_statement(statement)
+        result = await treasury.bank.import_statement(None, statement)
         assert result.imported == 1, result
         assert result.unmatched == 0, result
         done = await treasury.withdrawals.get(company, withdrawal.id)

@@ -43,7 +43,7 @@ async def main(database_url: str) -> None:
             company_id,
             CreateDepositRequest(wallet_id=usd.id, from_amount=100_000, from_currency_id="USD"),
         )
-        deposit = await treasury.deposits.complete(deposit.id, company_id=company_id)
+        deposit = await treasury.deposits.complete(company_id, deposit.id)
         assert deposit.status is MovementStatus.COMPLETED, deposit.status
         # An IBAN and a BIC: the checks the sandbox rail runs through schwifty.
         bank_account = await treasury.bank_accounts.register(

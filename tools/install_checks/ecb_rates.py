@@ -44,7 +44,7 @@ async def main() -> None:
             company,
             CreateDepositRequest(wallet_id=usd.id, from_amount=1_000, from_currency_id="USD"),
         )
-        await treasury.deposits.complete(deposit.id)
+        await treasury.deposits.complete(None, deposit.id)
         transfer = await treasury.transfers.create(
             company,
             CreateTransferRequest(from_wallet_id=usd.id, to_wallet_id=gbp.id, from_amount=1_000),

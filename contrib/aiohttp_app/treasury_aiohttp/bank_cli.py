@@ -137,7 +137,7 @@ def commands(run_on: RunOn[Any], database_help: str) -> list[click.Command]:
         """
         data = file.read_bytes()
         result: ImportResult = run_on(
-            database, lambda treasury: treasury.bank.import_statement(data)
+            database, lambda treasury: treasury.bank.import_statement(None, data)
         )
         for line in _import_summary(result):
             click.echo(line)

@@ -35,9 +35,7 @@ async def import_statement(request: web.Request) -> web.StreamResponse:
             param="statement",
             code="statement_invalid",
         )
-    result = await treasury(request).bank.import_statement(
-        data, company_id=principal(request).company_id
-    )
+    result = await treasury(request).bank.import_statement(principal(request).company_id, data)
     return json_response(result)
 
 

@@ -157,7 +157,7 @@ async def settle(request: web.Request, session: Session) -> web.StreamResponse:
     _sandbox_only(request)
     kind, action = request.match_info["kind"], request.match_info["action"]
     service = getattr(treasury(request), _MOVEMENTS[kind][0])
-    await getattr(service, action)(request.match_info["record_id"], company_id=session.company_id)
+    await getattr(service, action)(session.company_id, request.match_info["record_id"])
     return redirect(f"{session.prefix}/dashboard/sandbox")
 
 
@@ -173,7 +173,7 @@ async def incoming(request: web.Request, session: Session) -> web.StreamResponse
     text = pages.checked_text(
         reference.strip()[:140] if isinstance(reference, str) else None, "reference"
     )
-    await t.virtual_accounts.incoming(account_id, amount, text, company_id=company)
+    await t.virtual_accounts.incoming(company, account_id, amount, text)
     return redirect(f"{session.prefix}/dashboard/sandbox")
 
 

@@ -13,6 +13,7 @@ from treasury_aiohttp.io import (
     principal,
     treasury,
 )
+from treasury_aiohttp.rendering import balance_json
 from treasury_aiohttp.routing import METADATA_QUERY, Auth, Route
 from treasury_core.currency import CurrencyRecord
 from treasury_core.ledger import BalanceRecord
@@ -43,7 +44,7 @@ async def get_wallet_balance(request: web.Request) -> web.StreamResponse:
     """A wallet's balance record."""
     wallet_id = request.match_info["wallet_id"]
     balance = await treasury(request).wallets.balance(principal(request).company_id, wallet_id)
-    return json_response(balance.record_json())
+    return json_response(balance_json(balance))
 
 
 def _paged(request: web.Request) -> bool:

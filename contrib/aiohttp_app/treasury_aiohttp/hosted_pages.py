@@ -52,15 +52,42 @@ _templates = jinja2.Environment(
 )
 _STYLESHEET = (files("treasury_aiohttp") / "static" / "hosted.css").read_bytes()
 
+#: The sandbox card provider's test cards the forms list in sandbox mode: the documented table
+#: (docs/payments.md), a few rows a tester needs most. A test checks each against the provider.
+SANDBOX_TEST_CARDS: tuple[tuple[str, str], ...] = (
+    ("4242 4242 4242 4242", "Approved"),
+    ("4000 0000 0000 3220", "Asks for 3-D Secure"),
+    ("4000 0000 0000 0002", "Declined"),
+    ("4000 0000 0000 9995", "Declined: insufficient funds"),
+)
+
 
 # --- rendering -----------------------------------------------------------------------------------
 
 
 def render(
-    request: web.Request, template: str, prefix: str, *, status: int = 200, **context: Any
+    request: web.Request,
+    template: str,
+    prefix: str,
+    *,
+    status: int = 200,
+    merchant: str | None = None,
+    **context: Any,
 ) -> web.Response:
-    """A hosted page with its security headers."""
-    html = _templates.get_template(template).render(static_prefix=prefix + _STATIC_PATH, **context)
+    """A hosted page with its security headers.
+
+    In sandbox mode every page carries the test-mode badge; the card forms also list the test
+    cards when the card provider is the sandbox's (Stripe's test mode has its own cards).
+    """
+    config = treasury(request).config
+    test_cards = SANDBOX_TEST_CARDS if config.sandbox and config.card_provider == "sandbox" else ()
+    html = _templates.get_template(template).render(
+        static_prefix=prefix + _STATIC_PATH,
+        test_mode=config.sandbox,
+        test_cards=test_cards,
+        merchant=merchant,
+        **context,
+    )
     response = web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
     response.headers.update(page_headers(treasury(request).config))
     return response
@@ -99,6 +126,11 @@ def format_amount(request: web.Request, amount: int, currency: str) -> str:
     return str(format_currency(value, currency, locale=_locale(request)))
 
 
+async def merchant_name(request: web.Request, company_id: int) -> str:
+    """The name the customer is shown for the company being paid: the company's own name."""
+    return (await treasury(request).companies.get_company(company_id)).name
+
+
 def _form_key(request: web.Request) -> FormKey:
     return request.app[FORM_KEY]
 
@@ -124,7 +156,7 @@ def _link_closed(request: web.Request, intent: PaymentIntent) -> bool:
     return intent.status in OPEN_STATES and is_expired(intent, now)
 
 
-def _pay_view(
+async def _pay_view(
     request: web.Request,
     intent: PaymentIntent,
     route_path: str,
@@ -137,20 +169,23 @@ def _pay_view(
     lookup_id = intent.payment_intent_lookup_id
     prefix, page, _ = _pay_urls(request, lookup_id, route_path)
     amount = format_amount(request, intent.billing_amount, intent.billing_currency)
+    merchant = await merchant_name(request, intent.company_id)
     if intent.status is IntentStatus.PROCESSED:
         return render(
-            request, "result.html", prefix, title="Payment complete", tone="ok",
+            request, "result.html", prefix, merchant=merchant, title="Payment complete", tone="ok",
             message="Thank you: your payment is complete.", amount=amount, detail=None,
         )  # fmt: skip
     if intent.status is IntentStatus.AUTHORIZED:
         return render(
-            request, "result.html", prefix, title="Payment authorized", tone="ok",
+            request, "result.html", prefix, merchant=merchant,
+            title="Payment authorized", tone="ok",
             message="Thank you: your payment is authorized.", amount=amount,
             detail="Your card is charged when the merchant completes the order.",
         )  # fmt: skip
     if _link_closed(request, intent):
         return render(
-            request, "result.html", prefix, status=410, title="Link expired", tone="bad",
+            request, "result.html", prefix, merchant=merchant,
+            status=410, title="Link expired", tone="bad",
             message="This payment link has expired.", amount=amount,
             detail="Ask the merchant for a new link.",
         )  # fmt: skip
@@ -158,7 +193,7 @@ def _pay_view(
     if intent.status is IntentStatus.CANCELLED:
         notice = "The earlier authorization of this payment was cancelled; you can pay again."
     return render(
-        request, "pay.html", prefix, status=status, title="Pay", amount=amount,
+        request, "pay.html", prefix, merchant=merchant, status=status, title="Pay", amount=amount,
         reference=intent.merchant_reference, notice=notice, action=page,
         button=f"Pay {amount}", error=error, error_param=error_param,
         values=values or {}, csrf_token=_form_key(request).token(f"pay:{lookup_id}"),
@@ -194,7 +229,7 @@ async def pay_page(request: web.Request) -> web.StreamResponse:
     intent = await _intent_or_404(request, request.match_info["payment_intent_lookup_id"], _PAY)
     if isinstance(intent, web.Response):
         return intent
-    return _pay_view(request, intent, _PAY)
+    return await _pay_view(request, intent, _PAY)
 
 
 def _kept_values(form: FormData) -> dict[str, str]:
@@ -228,7 +263,7 @@ async def pay_from_form(request: web.Request) -> web.StreamResponse:
         return intent
     _, page, challenge = _pay_urls(request, lookup_id, _PAY)
     if _link_closed(request, intent):
-        return _pay_view(request, intent, _PAY)  # the page saying so (410)
+        return await _pay_view(request, intent, _PAY)  # the page saying so (410)
     form = await _posted_form(request, f"pay:{lookup_id}", _PAY)
     if isinstance(form, web.Response):
         return form
@@ -237,18 +272,18 @@ async def pay_from_form(request: web.Request) -> web.StreamResponse:
         body = form_model(form, PayRequest, int_fields=CARD_INT_FIELDS)
         outcome = await payments.pay(lookup_id, card_data(body))
     except ValidationFailed as invalid:
-        return _pay_view(
+        return await _pay_view(
             request, intent, _PAY, status=400, error=invalid.message,
             error_param=invalid.param, values=values,
         )  # fmt: skip
     except CardError as declined:
         intent = await payments.get_by_lookup_id(None, lookup_id)
-        return _pay_view(
+        return await _pay_view(
             request, intent, _PAY, status=402, error=declined.message,
             error_param="card_number", values=values,
         )  # fmt: skip
     except ProviderError:
-        return _pay_view(
+        return await _pay_view(
             request, intent, _PAY, status=502, values=values,
             error=_PROVIDER_DOWN,
         )  # fmt: skip
@@ -259,7 +294,7 @@ async def pay_from_form(request: web.Request) -> web.StreamResponse:
     return _redirect(page)
 
 
-def _challenge_view(
+async def _challenge_view(
     request: web.Request,
     intent: PaymentIntent,
     waiting: Transaction,
@@ -270,11 +305,13 @@ def _challenge_view(
 ) -> web.Response:
     lookup_id = intent.payment_intent_lookup_id
     prefix, _, challenge = _pay_urls(request, lookup_id, route_path)
+    merchant = await merchant_name(request, intent.company_id)
     # With the provider's own page (action_url) the customer authenticates there and comes
     # back to the return route; otherwise the page answers pass or fail itself (in sandbox
     # mode it says it is a test page: outside it, a provider may have had no page to link).
     return render(
-        request, "challenge.html", prefix, status=status, title="Confirm your payment",
+        request, "challenge.html", prefix, merchant=merchant,
+        status=status, title="Confirm your payment",
         amount=format_amount(request, intent.billing_amount, intent.billing_currency),
         action=challenge, csrf_token=_form_key(request).token(f"challenge:{lookup_id}"),
         action_url=waiting.action_url, notice=notice, sandbox=treasury(request).config.sandbox,
@@ -293,7 +330,7 @@ async def challenge_page(request: web.Request) -> web.StreamResponse:
     waiting = await payments.waiting_challenge(intent)
     if waiting is None or _link_closed(request, intent):
         return _redirect(page)
-    return _challenge_view(request, intent, waiting, _CHALLENGE)
+    return await _challenge_view(request, intent, waiting, _CHALLENGE)
 
 
 async def _answer_challenge(
@@ -307,7 +344,7 @@ async def _answer_challenge(
         await payments.complete_challenge(lookup_id, passed=passed)
     except CardError as failed:
         intent = await payments.get_by_lookup_id(None, lookup_id)
-        return _pay_view(request, intent, route_path, status=402, error=failed.message)
+        return await _pay_view(request, intent, route_path, status=402, error=failed.message)
     except IllegalTransition:
         return _redirect(page)  # finished meanwhile: the page shows where it stands
     except InvalidRequestError as refused:
@@ -318,11 +355,11 @@ async def _answer_challenge(
         waiting = await payments.waiting_challenge(intent)
         if waiting is None:
             return _redirect(page)
-        return _challenge_view(
+        return await _challenge_view(
             request, intent, waiting, route_path, status=400, notice=_NOT_CONFIRMED
         )
     except ProviderError:
-        return _pay_view(
+        return await _pay_view(
             request, intent, route_path, status=502,
             error=_PROVIDER_DOWN,
         )  # fmt: skip
@@ -363,7 +400,7 @@ _TOKENIZE = "/tokenize/{pmti_id}/{secret}"
 _NOT_A_FORM = "This card form link is not valid"
 
 
-def _tokenize_view(
+async def _tokenize_view(
     request: web.Request,
     intent: TokenIntent,
     *,
@@ -373,29 +410,31 @@ def _tokenize_view(
     values: dict[str, Any] | None = None,
 ) -> web.Response:
     prefix = mount_prefix(request, _TOKENIZE)
+    merchant = await merchant_name(request, intent.company_id)
     if intent.status is TokenIntentStatus.SUCCEEDED:
         assert intent.card is not None  # a succeeded PMTI has its card
         card = intent.card
         return render(
-            request, "result.html", prefix, title="Card saved", tone="ok",
+            request, "result.html", prefix, merchant=merchant, title="Card saved", tone="ok",
             message=f"Your card {card.brand.title()} •••• {card.last4} is saved.", amount=None,
             detail=f"Expires {card.expiry_month:02d}/{card.expiry_year}. You can close this page.",
         )  # fmt: skip
     if intent.status is TokenIntentStatus.FAILED:
         reason = intent.error.message if intent.error else "The card was declined"
         return render(
-            request, "result.html", prefix, title="Card not saved", tone="bad",
+            request, "result.html", prefix, merchant=merchant, title="Card not saved", tone="bad",
             message=f"{reason}.".replace("..", "."), amount=None,
             detail="Ask the merchant for a new link to try another card.",
         )  # fmt: skip
     if treasury(request).clock.now() >= intent.expires_at:
         return render(
-            request, "result.html", prefix, status=410, title="Link expired", tone="bad",
+            request, "result.html", prefix, merchant=merchant,
+            status=410, title="Link expired", tone="bad",
             message="This card form link has expired.", amount=None,
             detail="Ask the merchant for a new link.",
         )  # fmt: skip
     return render(
-        request, "tokenize.html", prefix, status=status, title="Save your card",
+        request, "tokenize.html", prefix, merchant=merchant, status=status, title="Save your card",
         customer_email=intent.customer_email, action=request.path, error=error,
         error_param=error_param, values=values or {},
         csrf_token=_form_key(request).token(f"tokenize:{intent.id}"),
@@ -410,7 +449,7 @@ async def tokenize_page(request: web.Request) -> web.StreamResponse:
         )
     except NotFound:
         return _not_a_link(request, _TOKENIZE, _NOT_A_FORM)
-    return _tokenize_view(request, intent)
+    return await _tokenize_view(request, intent)
 
 
 async def tokenize_from_form(request: web.Request) -> web.StreamResponse:
@@ -429,19 +468,21 @@ async def tokenize_from_form(request: web.Request) -> web.StreamResponse:
         card = form_model(form, CardSubmission, int_fields=CARD_INT_FIELDS)
         await cards.submit(pmti_id, secret, card, form=True)
     except ValidationFailed as invalid:
-        return _tokenize_view(
+        return await _tokenize_view(
             request, intent, status=400, error=invalid.message, error_param=invalid.param,
             values=values,
         )  # fmt: skip
     except ProviderError:
-        return _tokenize_view(
+        return await _tokenize_view(
             request, intent, status=502, values=values,
             error="The card could not be checked right now; please try again.",
         )  # fmt: skip
     except InvalidRequestError as refused:
         if refused.code == "payment_attempt_in_doubt":
             # Still open: an earlier try of this card may have reached the provider.
-            return _tokenize_view(request, intent, status=400, values=values, error=refused.message)
+            return await _tokenize_view(
+                request, intent, status=400, values=values, error=refused.message
+            )
         # Otherwise finished or expired meanwhile: the page says which.
     return _redirect(request.path)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from treasury_aiohttp.io import Responder, parse_body, principal, treasury
+from treasury_aiohttp.rendering import intent_json
 from treasury_aiohttp.routing import Route
 from treasury_core.errors import NotFound
 from treasury_core.payments import PaymentIntent, PaymentIntentRecord
@@ -19,7 +20,7 @@ _MAX_INTENT_ID = 2**63 - 1
 
 
 def _intent_record(intent: PaymentIntent) -> bytes:
-    return intent.record_json()
+    return intent_json(intent)
 
 
 def path_intent_id(request: web.Request) -> int:

@@ -29,6 +29,7 @@ from treasury_aiohttp.io import (
 )
 from treasury_aiohttp.query import currency, filters, text
 from treasury_aiohttp.record_handlers import render_refund
+from treasury_aiohttp.rendering import intent_json
 from treasury_aiohttp.routing import Auth, Param, Route
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
@@ -72,7 +73,7 @@ class PaymentAttemptRecord(BaseModel):
 
 
 def _intent_record(intent: PaymentIntent) -> bytes:
-    return intent.record_json()
+    return intent_json(intent)
 
 
 async def create_intent(request: web.Request) -> web.StreamResponse:
@@ -115,7 +116,7 @@ async def get_intent(request: web.Request) -> web.StreamResponse:
     intent = await treasury(request).payments.get_by_lookup_id(
         principal(request).company_id, lookup_id
     )
-    return json_response(intent.record_json())
+    return json_response(intent_json(intent))
 
 
 async def capture_intent(request: web.Request) -> web.StreamResponse:

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from treasury_aiohttp.io import json_response, list_response, page_request, principal, treasury
 from treasury_aiohttp.query import filters, record_filter, text
+from treasury_aiohttp.rendering import intent_json
 from treasury_aiohttp.routing import Param, Route
 from treasury_core.cards.tokens import PaymentMethodToken, PaymentMethodTokenRecord
 from treasury_core.errors import NotFound, ValidationFailed
@@ -153,7 +154,7 @@ async def get_intent_by_id(request: web.Request) -> web.StreamResponse:
             param="payment_intent_id",
         )
     intent = await treasury(request).payments.get(principal(request).company_id, intent_id)
-    return json_response(intent.record_json())
+    return json_response(intent_json(intent))
 
 
 async def list_payment_method_tokens(request: web.Request) -> web.StreamResponse:

@@ -66,8 +66,8 @@ def _settle(noun: str, action: str, param: str, body_model: type[BaseModel], doc
         responder: Responder[TreasuryRecord] = Responder(request, record_of)
         service = getattr(treasury(request), f"{noun}s")
         result = await getattr(service, action)(
+            principal(request).company_id,
             request.match_info[param],
-            company_id=principal(request).company_id,
             idempotency=responder.ticket(),
             **_extra(body),
         )
@@ -123,10 +123,10 @@ async def virtual_account_incoming(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, SandboxIncomingRequest)
     responder: Responder[Deposit] = Responder(request, record_of)
     result = await treasury(request).virtual_accounts.incoming(
+        principal(request).company_id,
         request.match_info["virtual_account_id"],
         body.amount,
         body.reference,
-        company_id=principal(request).company_id,
         idempotency=responder.ticket(),
     )
     return responder.respond(result)

@@ -126,6 +126,8 @@ async def serve(
         for sock in sockets:
             await web.SockSite(runner, sock).start()
         await stop.wait()
+        # Operators (and the shutdown test) see when the server stopped taking work.
+        log.info("stopping: no new connections; answering the requests in flight")
     finally:
         await runner.cleanup()
         for signum in (signal.SIGINT, signal.SIGTERM):

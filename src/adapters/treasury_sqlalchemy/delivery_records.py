@@ -1,6 +1,6 @@
 """Writing deliveries' rows: the values of a row, and the record of a batch's attempts.
 
-Kept apart from ``repositories.py`` (``SqlDeliveries`` takes these from :class:`DeliveryRows`).
+Kept apart from ``deliveries.py`` (``SqlDeliveries`` takes these from :class:`DeliveryRows`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 See :mod:`treasury_core.ledger.history` for what an entry is. Writing one costs, per wallet a
 journal touches, one index probe for the wallet's latest entry (under the account row lock the
-journal already holds, so the sequence cannot race) and one insert per entry. Every read is a
+journal already holds, so the sequence cannot race; a transfer's two wallets in one statement)
+and one insert for all of a journal's entries. Every read is a
 range of ``ix_wallet_entries_wallet_id_created_at_seq`` (or of the type-led index), walked from
 its newest end and stopped after ``limit`` rows, so it costs the same whatever the history's
 length.
@@ -40,6 +41,26 @@ _LATEST = HotQuery(
     .order_by(_E.created_at.desc(), _E.seq.desc())
     .limit(1)
 )
+
+
+def _latest(name: str, column: Any) -> Any:
+    return (
+        select(column)
+        .where(_E.wallet_id == bindparam(name))
+        .order_by(_E.created_at.desc(), _E.seq.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+_LATEST_OF_TWO = HotQuery(
+    select(
+        _latest("first", _E.created_at),
+        _latest("first", _E.seq),
+        _latest("second", _E.created_at),
+        _latest("second", _E.seq),
+    )
+)
 _BY_ID = HotQuery(
     select(t.wallet_entries).where(
         _E.wallet_id == bindparam("wallet_id"), _E.id == bindparam("entry_id")
@@ -49,16 +70,24 @@ _BY_ID = HotQuery(
 
 def record_entries(conn: Connection, plan: LedgerPlan, after: Mapping[str, Account]) -> None:
     """Write the history entries of ``plan``; ``after`` holds the touched accounts as updated
-    (and locked) by it."""
+    (and locked) by it, but for striped accounts (stripes.py), which only a wallet's
+    counterparty can be and whose identity alone is used."""
+    wallets = [a for a, account in after.items() if account.kind is AccountKind.WALLET]
     last: dict[str, EntryPosition | None] = {}
-    for account_id, account in after.items():
-        if account.kind is AccountKind.WALLET:
-            row = _LATEST.first(conn, {"wallet_id": account_id})
-            last[account_id] = EntryPosition(row[0], row[1]) if row else None
+    if len(wallets) == 2:
+        # A transfer's two wallets in one round trip (four index probes, one statement).
+        row = _LATEST_OF_TWO.first(conn, {"first": wallets[0], "second": wallets[1]})
+        assert row is not None  # a SELECT without FROM gives one row
+        for n, wallet_id in enumerate(wallets):
+            created_at, seq = row[2 * n], row[2 * n + 1]
+            last[wallet_id] = EntryPosition(created_at, seq) if seq is not None else None
+    else:
+        for wallet_id in wallets:
+            found = _LATEST.first(conn, {"wallet_id": wallet_id})
+            last[wallet_id] = EntryPosition(found[0], found[1]) if found else None
     if not last:
         return
-    for entry in wallet_entries(plan, after, last):
-        _INSERT.execute(conn, _values(entry))
+    _INSERT.execute_rows(conn, [_values(e) for e in wallet_entries(plan, after, last)])
 
 
 def _values(entry: WalletEntry) -> dict[str, Any]:

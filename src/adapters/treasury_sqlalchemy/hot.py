@@ -1,26 +1,35 @@
-"""Statements on the request path, compiled once per dialect and run on the DBAPI cursor.
+"""Every statement of the SQL adapter that bypasses SQLAlchemy's execution: one place for raw SQL.
 
-A primary-key ``SELECT`` through SQLAlchemy's ``Connection.execute`` cost about 40 µs of client
-time on SQLite (compiled-cache lookup, execution context, result metadata) against 9 µs for the
-same SQL on the driver's cursor, and every API request makes one or more of them. A
-:class:`HotQuery` keeps the statement as SQLAlchemy Core (so the SQL still comes from the table
-metadata and the dialect), compiles it once per dialect, and converts parameters and results
-with the column types' own processors, so the values are the ones SQLAlchemy would give.
+Two kinds, both run on the DBAPI cursor of the transaction's connection, because on the request
+path SQLAlchemy's execution machinery (compiled-cache lookup, execution context, result
+metadata) cost more client time than the database spent on the statement (docs/performance.md
+and CHANGELOG.md's "Performance history" have the figures):
 
-Only for statements with plain bound parameters (an expanding ``IN`` is refused at compile
-time), and only for the ``qmark`` (sqlite3) and ``format``/``pyformat`` (psycopg) paramstyles.
-Compiled statements are kept per dialect, driver and paramstyle.
+- :class:`HotQuery` and :class:`HotInsert` keep a statement as SQLAlchemy Core (so the SQL
+  still comes from the table metadata and the dialect), compile it once per dialect, and convert
+  parameters and results with the column types' own processors, so the values are the ones
+  SQLAlchemy would give. Only for statements with plain bound parameters (an expanding ``IN`` is
+  refused at compile time), and only for the ``qmark`` (sqlite3) and ``format``/``pyformat``
+  (psycopg) paramstyles. Compiled statements are kept per dialect, driver and paramstyle.
+- :class:`MovementStatements` and :class:`StripeStatements`: the ledger's movement (an account
+  ``UPDATE … RETURNING``, a posting ``INSERT``, a stripe's ``INSERT … ON CONFLICT``) and the
+  intent ``INSERT``, rendered as SQL text once per dialect from the same metadata.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Table
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Select
+
+from treasury_core.ledger import CounterDelta
+from treasury_sqlalchemy import schema as t
 
 _Processor = Callable[[Any], Any] | None
 
@@ -167,6 +176,38 @@ class HotInsert:
         binds = tuple(c.type.dialect_impl(dialect).bind_processor(dialect) for c in columns)
         return _CompiledInsert(sql, tuple(c.name for c in columns), binds)
 
+    def execute_rows(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert ``rows`` with one statement (one round trip), however many there are."""
+        if len(rows) <= 1:
+            for values in rows:
+                self.execute(conn, values)
+            return
+        dialect = conn.dialect
+        compiled = self._compiled_for(dialect)
+        one = compiled.sql[compiled.sql.index(" VALUES ") + len(" VALUES ") :]
+        sql = compiled.sql + ", " + ", ".join([one] * (len(rows) - 1))
+        params: list[Any] = []
+        for values in rows:
+            params.extend(self._row(compiled, values))
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.execute(sql, params)
+        finally:
+            cursor.close()
+
+    def _compiled_for(self, dialect: Dialect) -> _CompiledInsert:
+        compiled = self._compiled.get(_key(dialect))
+        if compiled is None:
+            compiled = self._compiled[_key(dialect)] = self._compile(dialect)
+        return compiled
+
+    @staticmethod
+    def _row(compiled: _CompiledInsert, values: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(
+            values[name] if processor is None else processor(values[name])
+            for name, processor in zip(compiled.columns, compiled.binds, strict=True)
+        )
+
     def execute(self, conn: Connection, values: dict[str, Any]) -> None:
         """Insert one row; ``values`` must name every column the statement writes."""
         dialect = conn.dialect
@@ -182,3 +223,120 @@ class HotInsert:
             cursor.execute(compiled.sql, row)
         finally:
             cursor.close()
+
+
+# --- the ledger's movements, rendered as SQL text --------------------------------------------
+
+#: The counters of a ledger account row, in the order the statements bind them.
+LEDGER_COUNTERS = (
+    "debits_posted",
+    "credits_posted",
+    "debits_pending_holds",
+    "debits_pending_out",
+    "credits_pending",
+)
+
+_ACCOUNT_COLUMNS = tuple(c.name for c in t.ledger_accounts.c)
+_POSTING_COLUMNS = tuple(c.name for c in t.ledger_postings.c)
+INTENT_WRITE_COLUMNS = tuple(c.name for c in t.payment_intents.c if c.name != "id")
+
+
+class MovementStatements:
+    """The ledger's hot path, rendered once per dialect and run on the DBAPI cursor.
+
+    A movement is two account UPDATEs and one posting INSERT; through SQLAlchemy's execution
+    machinery each statement cost more client time than the database spent on it (see
+    CHANGELOG.md, "Performance history"). The SQL is built from the same table metadata, and
+    timestamps are bound through the column type's own bind processor, so the rows are
+    identical to what SQLAlchemy would write.
+    """
+
+    def __init__(self, dialect: Dialect) -> None:
+        # Only table and column names from our own metadata are interpolated; values are bound.
+        mark = "?" if dialect.paramstyle == "qmark" else "%s"
+        bump = ", ".join(f"{c} = {c} + {mark}" for c in LEDGER_COUNTERS)
+        self.bump = (
+            f"UPDATE ledger_accounts SET {bump} WHERE id = {mark} "  # noqa: S608
+            f"RETURNING {', '.join(_ACCOUNT_COLUMNS)}"
+        )
+        self.insert_posting = (
+            f"INSERT INTO ledger_postings ({', '.join(_POSTING_COLUMNS)}) "  # noqa: S608
+            f"VALUES ({', '.join([mark] * len(_POSTING_COLUMNS))})"
+        )
+        # Each create of an intent writes one intent row (CHANGELOG.md, "Performance history": the
+        # create-intent path); it goes the same way, with the id the database assigns.
+        self.insert_intent = (
+            f"INSERT INTO payment_intents ({', '.join(INTENT_WRITE_COLUMNS)}) "  # noqa: S608
+            f"VALUES ({', '.join([mark] * len(INTENT_WRITE_COLUMNS))}) RETURNING id"
+        )
+        # dialect_impl: the type as this dialect stores it (SQLite: SQLAlchemy's own text format,
+        # not sqlite3's deprecated default adapter). Every timestamp column has the same type.
+        column_type = t.ledger_postings.c.created_at.type
+        processor = column_type.dialect_impl(dialect).bind_processor(dialect)
+        self.bind_time: Callable[[datetime | None], Any] = processor or (lambda value: value)
+
+
+_MOVEMENT_STATEMENTS: dict[str, MovementStatements] = {}
+
+
+@contextmanager
+def raw_cursor(conn: Connection) -> Iterator[Any]:
+    """A DBAPI cursor on the transaction's connection, for the statements of
+    :class:`MovementStatements`; closed on the way out."""
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        yield cursor
+    finally:
+        cursor.close()
+
+
+def movement_statements(dialect: Dialect) -> MovementStatements:
+    """The movement statements of ``dialect``, rendered once."""
+    statements = _MOVEMENT_STATEMENTS.get(dialect.name)
+    if statements is None:
+        statements = _MOVEMENT_STATEMENTS[dialect.name] = MovementStatements(dialect)
+    return statements
+
+
+# --- striped counters (stripes.py): a movement's delta added to one stripe row -----------------
+
+
+class StripeStatements:
+    """The SQL of striped counters for one dialect (both speak ``ON CONFLICT ... DO UPDATE``)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        mark = "?" if dialect.paramstyle == "qmark" else "%s"
+        columns = ("account_id", "stripe", *LEDGER_COUNTERS)
+        added = ", ".join(
+            f"{c} = ledger_account_stripes.{c} + excluded.{c}" for c in LEDGER_COUNTERS
+        )
+        # Only table and column names from our own metadata are interpolated; values are bound.
+        self.add = (
+            f"INSERT INTO ledger_account_stripes ({', '.join(columns)}) "  # noqa: S608
+            f"VALUES ({', '.join([mark] * len(columns))}) "
+            f"ON CONFLICT (account_id, stripe) DO UPDATE SET {added}"
+        )
+
+    @staticmethod
+    def params(account_id: str, stripe: int, d: CounterDelta) -> tuple[Any, ...]:
+        """The parameters of :attr:`add` for ``d`` on ``stripe`` of ``account_id``."""
+        return (
+            account_id,
+            stripe,
+            d.debits_posted,
+            d.credits_posted,
+            d.debits_pending_holds,
+            d.debits_pending_out,
+            d.credits_pending,
+        )
+
+
+_STRIPE_STATEMENTS: dict[str, StripeStatements] = {}
+
+
+def stripe_statements(dialect: Dialect) -> StripeStatements:
+    """The statements for ``dialect``, built once."""
+    statements = _STRIPE_STATEMENTS.get(dialect.name)
+    if statements is None:
+        statements = _STRIPE_STATEMENTS[dialect.name] = StripeStatements(dialect)
+    return statements

@@ -11,49 +11,17 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, String, Text, false, literal, or_, select
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy import Connection, false, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from treasury_core.listing import DELETED, FILTER_FIELDS, RecordFilter
 from treasury_core.payments.intents import IntentFilter
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_sqlalchemy import schema as t
+from treasury_sqlalchemy.document_field import DocumentField
 from treasury_sqlalchemy.metadata_filter import metadata_where
 
 R = TypeVar("R", bound=TreasuryRecord)
-
-
-class DocumentField(ColumnElement[str]):
-    """The text of member ``name`` of the JSON document in ``column`` (``NULL`` when absent).
-
-    Spelled per dialect: SQLite's ``CAST`` to ``JSON`` would be a numeric cast, and PostgreSQL
-    has no JSON operator on ``TEXT``.
-    """
-
-    type = String()
-    # Built per request with its own member name: not worth a compiled-statement cache entry.
-    inherit_cache = False
-
-    def __init__(self, column: ColumnElement[Any], name: str) -> None:
-        self.column = column
-        self.name = name
-
-
-@compiles(DocumentField, "postgresql")
-def _postgresql(element: DocumentField, compiler: SQLCompiler, **kw: Any) -> str:
-    column = compiler.process(element.column, **kw)
-    name = compiler.process(literal(element.name, Text), **kw)
-    return f"(CAST({column} AS JSON) ->> {name})"
-
-
-@compiles(DocumentField)
-def _sqlite(element: DocumentField, compiler: SQLCompiler, **kw: Any) -> str:
-    column = compiler.process(element.column, **kw)
-    path = compiler.process(literal(f'$."{element.name}"', Text), **kw)
-    # json_extract answers an integer member as an integer: compared as text, like PostgreSQL.
-    return f"CAST(json_extract({column}, {path}) AS TEXT)"
 
 
 def _field_equals(
@@ -106,3 +74,10 @@ def intent_field_where(filters: IntentFilter) -> list[ColumnElement[bool]]:
     """The WHERE of an intent filter's document fields (``merchant_reference`` and the like)."""
     body = t.payment_intents.c.body
     return [_field_equals(name, value, body) for name, value in filters.field_filters().items()]
+
+
+def newest_first(statement: Any, id_column: Any, limit: int, starting_after: str | None) -> Any:
+    """``statement`` ordered newest id first, ``limit`` rows below ``starting_after``."""
+    if starting_after is not None:
+        statement = statement.where(id_column < starting_after)
+    return statement.order_by(id_column.desc()).limit(limit)

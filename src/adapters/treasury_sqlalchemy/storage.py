@@ -53,6 +53,7 @@ from sqlalchemy.exc import DBAPIError
 
 from treasury_core.ports.storage import Storage, UnitOfWork, in_background
 from treasury_sqlalchemy.repositories import SqlUnitOfWork
+from treasury_sqlalchemy.stripes import POSTGRES_STRIPES, StripedAccounts
 
 T = TypeVar("T")
 
@@ -93,9 +94,13 @@ class SqlStorage(Storage):
         echo: bool = False,
         busy_timeout: float = 30.0,
         group_commit: bool = True,
+        hot_stripes: int | None = None,
     ) -> None:
         """``busy_timeout``: how long an SQLite writer waits for another process's lock;
-        ``group_commit``: let concurrent SQLite writes share commits (see the module)."""
+        ``group_commit``: let concurrent SQLite writes share commits (see the module);
+        ``hot_stripes``: stripes per account never checked for funds (see stripes.py; default
+        :data:`~treasury_sqlalchemy.stripes.POSTGRES_STRIPES` on PostgreSQL, none on SQLite,
+        whose one writer at a time gains nothing from them)."""
         super().__init__()
         self._group_commit = group_commit
         self._busy_timeout = busy_timeout
@@ -142,6 +147,10 @@ class SqlStorage(Storage):
                 ) from exc
         else:
             raise ValueError(f"unsupported database: {self.dialect} (use sqlite or postgresql)")
+        if hot_stripes is None:
+            hot_stripes = POSTGRES_STRIPES if self.dialect == "postgresql" else 0
+        self.striped = StripedAccounts(hot_stripes)
+        event.listen(self.engine, "connect", self.striped.on_connect)
 
     @property
     def worker_threads(self) -> int:

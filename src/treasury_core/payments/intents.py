@@ -29,7 +29,6 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from treasury_core.errors import ValidationFailed
-from treasury_core.memo import InstanceMemo
 from treasury_core.metadata import MetadataField, metadata_matches
 from treasury_core.serialization import Timestamp
 
@@ -189,10 +188,6 @@ def _aware(value: datetime | None, name: str) -> None:
         raise ValueError(f"{name} must be timezone-aware")
 
 
-#: Intents' rendered records (see ``record_json``).
-_RENDERED: InstanceMemo[PaymentIntent, bytes] = InstanceMemo()
-
-
 class PaymentIntent(PaymentIntentRecord):
     """A stored payment intent: the interface record plus the rules in this module's docstring.
 
@@ -287,20 +282,10 @@ class PaymentIntent(PaymentIntentRecord):
 
     def record_json(self) -> bytes:
         """The interface's record as JSON: the bytes ``record()`` serializes to, without
-        building the record (a quarter of the cost; this is on every response's path).
-
-        Rendered once per intent instance: an intent is frozen and holds only immutable
-        values, and the SQL storage hands out one instance per stored version, so polling an
-        unchanged intent renders nothing.
-        """
-        rendered = _RENDERED.get(self)
-        if rendered is None:
-            # An intent is a PaymentIntentRecord, and pydantic serializes by the schema it is
-            # given, not by the instance's class: the record's serializer writes exactly its own
-            # fields.
-            serializer = PaymentIntentRecord.__pydantic_serializer__
-            rendered = _RENDERED.put(self, serializer.to_json(self))
-        return rendered
+        building the record (this is on every response's path)."""
+        # An intent is a PaymentIntentRecord, and pydantic serializes by the schema it is given,
+        # not by the instance's class: the record's serializer writes exactly its own fields.
+        return PaymentIntentRecord.__pydantic_serializer__.to_json(self)
 
     def api(self) -> dict[str, Any]:
         """The interface's record, JSON-ready (also the ``data.object`` of intent events)."""

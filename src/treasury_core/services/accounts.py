@@ -190,11 +190,11 @@ class VirtualAccountService:
 
     async def incoming(
         self,
+        company_id: int | None,
         account_id: str,
         amount: int,
         reference: str | None = None,
         *,
-        company_id: int | None = None,
         idempotency: IdempotencyTicket[Deposit] | None = None,
     ) -> Deposit:
         """Funds arrived at a virtual account: a completed deposit credits its wallet at once."""

@@ -62,7 +62,7 @@ class BankFilesService:
         statement, _ = bank_statements.read(self._ctx, self.files(), data, None)
         return statement
 
-    async def import_statement(self, data: bytes, *, company_id: int | None = None) -> ImportResult:
+    async def import_statement(self, company_id: int | None, data: bytes) -> ImportResult:
         """Apply a camt.053 or MT940 statement: each new line settles what it matches, all in
         one transaction; lines imported before are skipped. ``company_id`` limits matching to
         one company's records (a statement pushed with its key); ``None`` is the operator's

@@ -169,6 +169,16 @@ class CompanyService:
         """Every company, oldest first."""
         return await self._storage.run(lambda uow: uow.companies.list_companies(), write=False)
 
+    async def get_company(self, company_id: int) -> Company:
+        """The company with this id (its ``name`` is the name shown to its customers), or
+        :class:`NotFound`."""
+        found = await self._storage.run(
+            lambda uow: uow.companies.get_company(company_id), write=False
+        )
+        if found is None:
+            raise NotFound(f"No such company: {company_id}", param="company_id")
+        return found
+
     async def api_keys(self, company_id: int) -> list[ApiKey]:
         """A company's keys, revoked ones too, oldest first: ids, kinds and prefixes, no
         secrets (only their digests are stored)."""

@@ -90,9 +90,9 @@ class DepositService:
 
     async def complete(
         self,
+        company_id: int | None,
         deposit_id: str,
         *,
-        company_id: int | None = None,
         amount: int | None = None,
         idempotency: IdempotencyTicket[Deposit] | None = None,
     ) -> Deposit:
@@ -113,9 +113,9 @@ class DepositService:
 
     async def fail(
         self,
+        company_id: int | None,
         deposit_id: str,
         *,
-        company_id: int | None = None,
         code: str = "deposit_failed",
         message: str = "The funds did not arrive",
         idempotency: IdempotencyTicket[Deposit] | None = None,

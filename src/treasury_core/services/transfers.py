@@ -156,9 +156,9 @@ class TransferService:
 
     async def complete(
         self,
+        company_id: int | None,
         transfer_id: str,
         *,
-        company_id: int | None = None,
         idempotency: IdempotencyTicket[Transfer] | None = None,
     ) -> Transfer:
         """The conversion settled: post both legs."""
@@ -175,9 +175,9 @@ class TransferService:
 
     async def fail(
         self,
+        company_id: int | None,
         transfer_id: str,
         *,
-        company_id: int | None = None,
         code: str = "transfer_failed",
         message: str = "The currency conversion did not settle",
         idempotency: IdempotencyTicket[Transfer] | None = None,

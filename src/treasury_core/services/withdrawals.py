@@ -140,9 +140,9 @@ class WithdrawalService:
 
     async def complete(
         self,
+        company_id: int | None,
         withdraw_id: str,
         *,
-        company_id: int | None = None,
         idempotency: IdempotencyTicket[Withdrawal] | None = None,
     ) -> Withdrawal:
         """The bank paid out: post the amount and the fee."""
@@ -159,9 +159,9 @@ class WithdrawalService:
 
     async def fail(
         self,
+        company_id: int | None,
         withdraw_id: str,
         *,
-        company_id: int | None = None,
         code: str = "withdrawal_failed",
         message: str = "The bank rejected the payout",
         idempotency: IdempotencyTicket[Withdrawal] | None = None,

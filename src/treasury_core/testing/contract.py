@@ -95,6 +95,7 @@ from treasury_core.testing.contract_support import (
     wallet_account,
     world,
 )
+from treasury_core.testing.hot_accounts_contract import HotAccountContract
 from treasury_core.testing.metadata_contract import MetadataContract
 
 __all__ = [
@@ -115,7 +116,12 @@ __all__ = [
 
 
 class StorageContract(
-    WalletHistoryContract, MetadataContract, LedgerContract, PaymentIntentContract, OutboxContract
+    WalletHistoryContract,
+    MetadataContract,
+    LedgerContract,
+    PaymentIntentContract,
+    OutboxContract,
+    HotAccountContract,
 ):
     """The storage contract as pytest tests; subclass it to run them on your storage.
 

@@ -417,7 +417,7 @@ class TreasuryOperations(RuleBasedStateMachine):
             lambda: (
                 service.credit_by_details(account.key, account.currency, amount, "incoming")
                 if by_details
-                else service.incoming(account_id, amount, "incoming")
+                else service.incoming(None, account_id, amount, "incoming")
             ),
             expected,
             must_refuse=must_refuse,
@@ -472,17 +472,17 @@ class TreasuryOperations(RuleBasedStateMachine):
         call: Callable[[], Coroutine[Any, Any, TreasuryRecord]]
         t, key = self.treasury, movement.id
         if movement.kind == "deposit" and action == "complete":
-            call = partial(t.deposits.complete, key, company_id=company, amount=received)
+            call = partial(t.deposits.complete, company, key, amount=received)
         elif movement.kind == "deposit":
-            call = partial(t.deposits.fail, key, company_id=company)
+            call = partial(t.deposits.fail, company, key)
         elif movement.kind == "withdrawal" and action == "complete":
-            call = partial(t.withdrawals.complete, key, company_id=company)
+            call = partial(t.withdrawals.complete, company, key)
         elif movement.kind == "withdrawal":
-            call = partial(t.withdrawals.fail, key, company_id=company)
+            call = partial(t.withdrawals.fail, company, key)
         elif action == "complete":
-            call = partial(t.transfers.complete, key, company_id=company)
+            call = partial(t.transfers.complete, company, key)
         else:
-            call = partial(t.transfers.fail, key, company_id=company)
+            call = partial(t.transfers.fail, company, key)
         what = f"{action} {movement.kind} {movement.id} (received {received}, company {company})"
         record = self._attempt(what, call, expected, must_refuse=must_refuse)
         if record is None:

@@ -1,8 +1,8 @@
 """A bounded memo of what was derived from immutable instances, by identity.
 
-The request path derives the same things from the same objects again and again: a polled intent
-renders to the same JSON, a polled balance to the same record. The SQL storage hands out one
-instance per stored version of a row, so remembering the result per instance turns those
+The server's request path derives the same things from the same objects again and again: a
+polled intent renders to the same JSON. The SQL storage hands out one instance per stored
+version of a row, so remembering the result per instance turns those
 repeats into a dictionary lookup. Keyed by identity, not equality: hashing a model by value
 costs about as much as deriving from it, and an instance that was changed is a new instance.
 
