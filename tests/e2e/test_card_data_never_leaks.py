@@ -42,6 +42,15 @@ NUMBERS = (
 )
 
 
+#: The sandbox's card forms list its published test cards (the same numbers for every visitor);
+#: what a customer typed must appear nowhere else in a page.
+_TEST_CARDS = re.compile(r'<section class="test-cards".*?</section>', re.DOTALL)
+
+
+def _without_published_test_cards(body: str) -> str:
+    return _TEST_CARDS.sub("", body)
+
+
 def spellings(number: str) -> list[str]:
     groups = [number[i : i + 4] for i in range(0, len(number), 4)]
     return [number, " ".join(groups), "-".join(groups), number.encode().hex()]
@@ -210,7 +219,7 @@ async def test_card_data_never_leaks(
             assert spelled not in logs, f"{number} in the logs"
             assert spelled.encode() not in raw, f"{number} in the database file"
             assert spelled not in event_text, f"{number} in an event"
-            for body in bodies:
+            for body in map(_without_published_test_cards, bodies):
                 assert spelled not in body, f"{number} in a response"
     for cvc in (CVC, AMEX_CVC):
         for leak in (f'"cvc":"{cvc}"', f'"cvc": "{cvc}"', f"'cvc': '{cvc}'", f"cvc={cvc}"):
