@@ -337,7 +337,7 @@ async def test_another_company_cannot_settle_this_ones_withdrawals_or_transfers(
     funded = await treasury.deposits.create(
         company, CreateDepositRequest(wallet_id=usd.id, from_amount=5_000, from_currency_id="USD")
     )
-    await treasury.deposits.complete(funded.id)
+    await treasury.deposits.complete(None, funded.id)
     fmt = next(f for f in SandboxBankRail().account_formats() if f.currency == "USD")
     fields = {f.name: f.example for f in fmt.fields}
     bank = await treasury.bank_accounts.register(
