@@ -21,6 +21,7 @@ from treasury_aiohttp.dashboard_auth import Session, posted, redirect, render
 from treasury_aiohttp.dashboard_charts import bar_chart, line_chart
 from treasury_aiohttp.hosted_pages import format_amount
 from treasury_aiohttp.io import page_request, timestamp_query, treasury
+from treasury_aiohttp.query import intent_status
 from treasury_core.errors import NotFound, ValidationFailed
 from treasury_core.listing import RecordFilter
 from treasury_core.pagination import PageRequest
@@ -170,16 +171,9 @@ async def _volume(
 
 
 def _intent_filter(request: web.Request) -> IntentFilter:
-    raw = request.query.get("status") or None
-    status = None
-    if raw is not None:
-        try:
-            status = IntentStatus(raw)
-        except ValueError:
-            allowed = ", ".join(s.value for s in IntentStatus)
-            raise ValidationFailed(f"status must be one of {allowed}", param="status") from None
+    # The filter form sends an empty status for "any".
     return IntentFilter(
-        status=status,
+        status=intent_status(request.query.get("status") or None),
         created_gte=_day_or_time(request, "created_gte"),
         created_lt=_day_or_time(request, "created_lt"),
         merchant_reference=checked_text(

@@ -27,7 +27,7 @@ from treasury_aiohttp.io import (
     timestamp_query,
     treasury,
 )
-from treasury_aiohttp.query import currency, filters, text
+from treasury_aiohttp.query import currency, filters, intent_status, text
 from treasury_aiohttp.record_handlers import render_refund
 from treasury_aiohttp.rendering import intent_json
 from treasury_aiohttp.routing import Auth, Param, Route
@@ -165,16 +165,8 @@ def _positive_int(request: web.Request, name: str, maximum: int = _MAX_INTENT_ID
 
 
 def _filters(request: web.Request) -> IntentFilter:
-    raw_status = request.query.get("status")
-    status = None
-    if raw_status is not None:
-        try:
-            status = IntentStatus(raw_status)
-        except ValueError:
-            allowed = ", ".join(s.value for s in IntentStatus)
-            raise ValidationFailed(f"status must be one of {allowed}", param="status") from None
     return IntentFilter(
-        status=status,
+        status=intent_status(request.query.get("status")),
         account_id=_positive_int(request, "account_id"),
         created_gte=timestamp_query(request, "created_gte"),
         created_lt=timestamp_query(request, "created_lt"),

@@ -21,6 +21,7 @@ from treasury_aiohttp.routing import METADATA_QUERY, Param, Route
 from treasury_core.errors import ValidationFailed
 from treasury_core.listing import RecordFilter
 from treasury_core.metadata import metadata_filter
+from treasury_core.payments.intents import IntentStatus
 from treasury_core.payments.requests import Reference
 from treasury_core.validation import CurrencyCode, Email, ResourceId, whole_number
 
@@ -131,6 +132,17 @@ def text(request: web.Request, name: str) -> str | None:
     if raw is not None and not raw:
         raise ValidationFailed(f"{name} must not be empty", param=name)
     return raw
+
+
+def intent_status(raw: str | None) -> IntentStatus | None:
+    """``raw`` as a payment intent's status (``None`` when absent); 400 naming the statuses."""
+    if raw is None:
+        return None
+    try:
+        return IntentStatus(raw)
+    except ValueError:
+        allowed = ", ".join(s.value for s in IntentStatus)
+        raise ValidationFailed(f"status must be one of {allowed}", param="status") from None
 
 
 def currency(request: web.Request) -> str | None:
