@@ -736,6 +736,12 @@ async def test_list_and_count(
     assert await get(client, tenant, "/api/v1/payments/intents/count?status=INITIALIZED") == {
         "count": 3
     }
+    for path in ("/api/v1/payments/intents?status=paid", "/api/v1/payments/intents?status="):
+        refused = await get(client, tenant, path, status=400)
+        assert refused["error"]["param"] == "status"
+        assert refused["error"]["message"] == (
+            "status must be one of INITIALIZED, AUTHORIZED, PROCESSED, CANCELLED"
+        )
     got = await get(client, tenant, f"/api/v1/payments/intents?account_id={tenant.account_id}")
     assert len(got) == 5
     unknown = other_tenant.account_id
