@@ -109,6 +109,34 @@ async def test_the_cookie_is_secure_outside_the_local_machine(
     assert "; Secure" in response.headers["Set-Cookie"]
 
 
+async def test_behind_a_proxy_an_https_public_url_keeps_the_cookie_secure(
+    tmp_path: Any, clock: FakeClock
+) -> None:
+    # A reverse proxy that forwards Host: 127.0.0.1 must not make the cookie plain-HTTP.
+    config = config_from_env(
+        {
+            "TREASURY_DATABASE_URL": f"sqlite:///{tmp_path / 'proxied.db'}",
+            "TREASURY_PUBLIC_URL": "https://pay.example",
+        }
+    )
+    treasury = bootstrap(config, clock=clock, wall_clock=clock)
+    created = await treasury.companies.create_company("Proxied")
+    app = create_app(treasury, close_treasury=True)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as proxied:
+        login = await proxied.get("/dashboard/login")
+        response = await proxied.post(
+            "/dashboard/login",
+            data={
+                "secret_key": created.secret_key,
+                "csrf_token": csrf_of(await login.text()),
+            },
+            headers=SAME_ORIGIN,
+            allow_redirects=False,
+        )
+        assert response.status == 303
+        assert "; Secure" in response.headers["Set-Cookie"]
+
+
 async def test_a_wrong_key_a_publishable_key_or_no_csrf_token_do_not_sign_in(
     client: Client, tenant: Tenant
 ) -> None:

@@ -156,7 +156,12 @@ def _prefix(request: web.Request, path: str) -> str:
 
 
 def _secure(request: web.Request) -> bool:
-    # Secure everywhere but the local machine, where a developer serves plain HTTP.
+    # Secure everywhere but the local machine, where a developer serves plain HTTP. A server
+    # whose public address is https (TREASURY_PUBLIC_URL) is never that machine, whatever Host
+    # its reverse proxy forwards (nginx sends 127.0.0.1 unless told otherwise).
+    public = treasury(request).config.public_url
+    if request.secure or (public is not None and public.lower().startswith("https://")):
+        return True
     host = (request.url.host or "").lower()
     return host not in _LOCAL_HOSTS
 
