@@ -26,33 +26,26 @@ from tests.browser.conftest import (
     LiveServer,
     Screenshot,
 )
+from tests.e2e.dashboard_client import paid_intent
 from treasury_core.events import EventType
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
 from treasury_core.payments import PaymentIntent
-from treasury_core.payments.requests import CreateIntentRequest
-from treasury_core.ports.card_provider import CardData
 from treasury_core.treasury.requests import CreateDepositRequest, CreateVirtualAccountRequest
 from treasury_core.wallets import CreateWalletRequest
 
 DOC_IMAGES = REPO_ROOT / "docs" / "images" / "dashboard"
-CARD = CardData("4242424242424242", 12, 2045, "123")
 
 
 async def paid(server: LiveServer, reference: str, *, manual: bool = True) -> PaymentIntent:
-    t, tenant = server.treasury, server.tenant
-    intent = await t.payments.create(
+    tenant = server.tenant
+    return await paid_intent(
+        server.treasury,
         tenant.company_id,
-        CreateIntentRequest(
-            account_id=tenant.account_id,
-            billing_amount=2_500,
-            billing_currency="USD",
-            payment_type="Card Payment",
-            capture_method="manual" if manual else "automatic",
-            merchant_reference=reference,
-            customer_email="ada@example.com",
-        ),
+        tenant.account_id,
+        reference=reference,
+        amount=2_500,
+        manual=manual,
     )
-    return (await t.payments.pay(intent.payment_intent_lookup_id, CARD)).intent
 
 
 async def sign_in(page: Page, server: LiveServer) -> None:

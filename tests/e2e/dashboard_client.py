@@ -9,7 +9,14 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
+from treasury_core import Treasury
+from treasury_core.payments import PaymentIntent
+from treasury_core.payments.requests import CreateIntentRequest
+from treasury_core.ports.card_provider import CardData
+
 Client = TestClient[Any, Any]
+#: An approved sandbox card.
+CARD = CardData("4242424242424242", 12, 2045, "123")
 
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
@@ -49,3 +56,28 @@ async def post_form(
         headers=SAME_ORIGIN,
         allow_redirects=False,
     )
+
+
+async def paid_intent(
+    treasury: Treasury,
+    company_id: int,
+    account_id: int,
+    *,
+    reference: str,
+    amount: int = 1_000,
+    manual: bool = True,
+) -> PaymentIntent:
+    """An intent of the company paid with :data:`CARD` (authorized when ``manual``)."""
+    intent = await treasury.payments.create(
+        company_id,
+        CreateIntentRequest(
+            account_id=account_id,
+            billing_amount=amount,
+            billing_currency="USD",
+            payment_type="Card Payment",
+            capture_method="manual" if manual else "automatic",
+            merchant_reference=reference,
+            customer_email="ada@example.com",
+        ),
+    )
+    return (await treasury.payments.pay(intent.payment_intent_lookup_id, CARD)).intent

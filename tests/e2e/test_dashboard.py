@@ -16,14 +16,13 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.e2e.conftest import Tenant
 from tests.e2e.dashboard_client import SAME_ORIGIN, csrf_of, post_form, sign_in
+from tests.e2e.dashboard_client import paid_intent as client_paid_intent
 from treasury_aiohttp import create_app, dashboard_ops
 from treasury_aiohttp.dashboard_auth import SESSION_CIPHER, SESSION_SECONDS
 from treasury_core import Treasury, bootstrap, config_from_env
 from treasury_core.events import EventType
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
 from treasury_core.payments import IntentStatus, PaymentIntent
-from treasury_core.payments.requests import CreateIntentRequest
-from treasury_core.ports.card_provider import CardData
 from treasury_core.testing.clock import FakeClock
 from treasury_core.treasury.requests import (
     CreateDepositRequest,
@@ -36,26 +35,15 @@ from treasury_core.wallets import CreateWalletRequest
 from treasury_sandbox.bank_rail import SandboxBankRail
 
 Client = TestClient[Any, Any]
-CARD = CardData("4242424242424242", 12, 2045, "123")
 
 
 async def paid_intent(
     treasury: Treasury, tenant: Tenant, *, reference: str, manual: bool = True
 ) -> PaymentIntent:
     """An intent of ``tenant`` paid with an approved card (authorized when ``manual``)."""
-    intent = await treasury.payments.create(
-        tenant.company_id,
-        CreateIntentRequest(
-            account_id=tenant.account_id,
-            billing_amount=1_000,
-            billing_currency="USD",
-            payment_type="Card Payment",
-            capture_method="manual" if manual else "automatic",
-            merchant_reference=reference,
-            customer_email="ada@example.com",
-        ),
+    return await client_paid_intent(
+        treasury, tenant.company_id, tenant.account_id, reference=reference, manual=manual
     )
-    return (await treasury.payments.pay(intent.payment_intent_lookup_id, CARD)).intent
 
 
 def second_client(client: Client) -> Any:
