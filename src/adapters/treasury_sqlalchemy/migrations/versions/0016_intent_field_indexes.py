@@ -3,9 +3,9 @@
 ``merchant_reference`` and ``customer_email`` live in each intent's JSON ``body``; the list
 filter compares ``CAST(json_extract(body, '$."merchant_reference"') AS TEXT)`` (SQLite) or
 ``(CAST(body AS JSON) ->> 'merchant_reference')`` (PostgreSQL) with the wanted value. Without an
-index on that same expression the filter read every intent body of the company: with 100k
-intents a dashboard page filtered by reference took about 200 ms of server time (median; see
-docs/performance.md). One index per field, ``(company_id, <field>)``.
+index on that same expression the filter read every intent body of the company, so its cost
+grew with the company's intents (docs/performance.md, "Dashboard pages at volume", has the
+figures). One index per field, ``(company_id, <field>)``.
 
 On PostgreSQL a plain ``CREATE INDEX`` blocks writes to the table while it builds. On a large
 table build them by hand first, without blocking::
