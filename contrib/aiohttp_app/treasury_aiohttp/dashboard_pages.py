@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal, DecimalException, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from aiohttp import web
@@ -88,18 +88,14 @@ def minor_units(request: web.Request, raw: object, currency: str, param: str) ->
     if not isinstance(raw, str) or not raw.strip():
         raise ValidationFailed(f"{param} is required", param=param)
     places = treasury(request).currencies.get(currency).decimal_places
-    try:
-        # Bounded text: no exponent arithmetic on a number of a thousand digits. Plain ASCII
-        # digits only: Decimal also reads "1e-2" and other scripts' digits ("١" is 1), which
-        # a person typing an amount of money does not mean.
-        if len(raw.strip()) > 32 or _PLAIN_NUMBER.fullmatch(raw.strip().replace(",", "")) is None:
-            raise InvalidOperation
-        value = Decimal(raw.strip().replace(",", ""))
-        scaled = value.scaleb(places) if value.is_finite() else Decimal(0)
-        whole = scaled == scaled.to_integral_value()
-    except DecimalException:
-        raise ValidationFailed(f"{param} must be a number, such as 12.50", param=param) from None
-    if not value.is_finite() or not whole or scaled <= 0:
+    text = raw.strip()
+    # Bounded text: no exponent arithmetic on a number of a thousand digits. Plain ASCII digits
+    # only: Decimal also reads "1e-2" and other scripts' digits ("١" is 1), which a person
+    # typing an amount of money does not mean. What passes is a finite Decimal.
+    if len(text) > 32 or _PLAIN_NUMBER.fullmatch(text.replace(",", "")) is None:
+        raise ValidationFailed(f"{param} must be a number, such as 12.50", param=param)
+    scaled = Decimal(text.replace(",", "")).scaleb(places)
+    if scaled != scaled.to_integral_value() or scaled <= 0:
         raise ValidationFailed(
             f"{param} must be a positive amount with at most {places} decimal places",
             param=param,
