@@ -1,8 +1,9 @@
 """Transfers once the wallets' currencies are known (one write transaction per transfer).
 
-After a first transfer the service remembers each wallet's currency per company and quotes
-without a read transaction; the write transaction still reads both wallets of the company, so
-everything a transfer refused before it still refuses, and what it moves is still right.
+After a first transfer the service remembers each wallet's currency per company, and quotes and
+moves money without reading the wallets again (a wallet never changes company or currency and is
+never deleted); everything a transfer refused before it still refuses, and what it moves is still
+right.
 """
 
 from __future__ import annotations

@@ -49,11 +49,13 @@ class TreasuryContext:
         self._wallet_currencies: dict[tuple[int, str], str] = {}
 
     def known_currency(self, company_id: int, wallet_id: str) -> str | None:
-        """The currency of the company's wallet if a transaction has seen it, else ``None``.
+        """The currency of the company's wallet if a committed transaction has read it, else
+        ``None``.
 
-        Only a hint for quoting: the transaction that moves money reads the wallet again and
-        checks the currency is the one quoted. Keyed by company, so another company's wallet id
-        is never known and is refused by the read, as before.
+        A fact, not a hint: wallets are never deleted and never change company or currency, so
+        a transfer between known wallets quotes and moves money without reading them again (the
+        ledger still locks each wallet's account and checks its currency). Keyed by company, so
+        another company's wallet id is never known and is refused by the read, as before.
         """
         return self._wallet_currencies.get((company_id, wallet_id))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from treasury_core.errors import InsufficientFunds, LedgerInvariantViolation, ValidationFailed
+from treasury_core.errors import InsufficientFunds, ValidationFailed
 from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.ledger import Journal
@@ -56,20 +56,22 @@ class TransferService:
         )
         cross = from_currency != to_currency
 
+        # Both wallets are known to be the company's, in these currencies: read by a committed
+        # transaction (``_currencies``), and a wallet is never deleted and never changes company
+        # or currency. So the write transaction does not read them again; the ledger still
+        # locks each wallet's account and refuses one whose currency is not the journal's.
+        source_id, target_id = request.from_wallet_id, request.to_wallet_id
+
         def create(uow: UnitOfWork) -> Transfer:
-            source = wallet_of(uow, company_id, request.from_wallet_id, "from_wallet_id")
-            target = wallet_of(uow, company_id, request.to_wallet_id, "to_wallet_id")
-            if (source.currency, target.currency) != (from_currency, to_currency):
-                raise LedgerInvariantViolation("a wallet's currency changed after it was quoted")
             now = ctx.clock.now()
             journal = Journal(
                 ctx.ids.new_id("jr"),
                 transfer_legs(
-                    source.id,
-                    source.currency,
+                    source_id,
+                    from_currency,
                     request.from_amount,
-                    target.id,
-                    target.currency,
+                    target_id,
+                    to_currency,
                     to_amount,
                 ),
                 operation="transfer",
@@ -78,12 +80,12 @@ class TransferService:
             transfer = Transfer(
                 id=ctx.ids.new_id(Transfer.prefix),
                 company_id=company_id,
-                from_wallet_id=source.id,
-                to_wallet_id=target.id,
+                from_wallet_id=source_id,
+                to_wallet_id=target_id,
                 from_amount=request.from_amount,
-                from_currency_id=source.currency,
+                from_currency_id=from_currency,
                 to_amount=to_amount,
-                to_currency_id=target.currency,
+                to_currency_id=to_currency,
                 exchange_rate_from_to=rate,
                 exchange_rate_date=rate_date,
                 reference=request.reference,
