@@ -46,6 +46,7 @@ from treasury_core import (
     TreasuryConfig,
     bootstrap,
 )
+from treasury_core.ledger import EntryCounter, EntryPosition, EntryQuery, WalletEntry
 from treasury_core.ports import UnitOfWork
 from treasury_core.testing.clock import FakeClock
 from treasury_core.testing.invariants import check_invariants
@@ -382,3 +383,29 @@ async def test_concurrent_transfers_conserve_every_currency(
         assert wallet_total[currency] == funded_total[currency] + fx_legs[currency], currency
 
     check_invariants(t.storage)
+    # Every wallet's history is one unbroken chain in write order: each entry's position was
+    # read under the wallet's row lock, so concurrent journals never share or skip a number.
+    for wallet_id in wallets:
+        _check_history_chain(t, wallet_id, balances[wallet_id].balance)
+
+
+def _check_history_chain(t: Treasury, wallet_id: str, balance: int) -> None:
+    def read(uow: UnitOfWork) -> list[WalletEntry]:
+        entries: list[WalletEntry] = []
+        before: EntryPosition | None = None
+        while True:
+            page = uow.ledger.wallet_entries(EntryQuery(wallet_id, limit=200, before=before))
+            entries.extend(page)
+            if len(page) < 200:
+                return entries[::-1]
+            before = EntryPosition(page[-1].created_at, page[-1].seq)
+
+    entries = t.storage.run_sync(read, write=False)
+    assert [e.seq for e in entries] == list(range(1, len(entries) + 1)), wallet_id
+    assert all(a.created_at <= b.created_at for a, b in zip(entries, entries[1:])), wallet_id
+    running = 0
+    for entry in entries:
+        if entry.counter is EntryCounter.BALANCE:
+            running += entry.amount
+        assert entry.balance_after == running, (wallet_id, entry)
+    assert running == balance, wallet_id

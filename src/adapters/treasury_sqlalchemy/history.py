@@ -2,8 +2,9 @@
 
 See :mod:`treasury_core.ledger.history` for what an entry is. Writing one costs, per wallet a
 journal touches, one index probe for the wallet's latest entry (under the account row lock the
-journal already holds, so the sequence cannot race; a transfer's two wallets in one statement)
-and one insert for all of a journal's entries. Every read is a
+journal already holds, so the sequence cannot race; sent with the journal's first posting, see
+``MovementStatements.insert_posting_with_heads``) and one insert for all of a journal's
+entries. Every read is a
 range of ``ix_wallet_entries_wallet_id_created_at_seq`` (or of the type-led index), walked from
 its newest end and stopped after ``limit`` rows, so it costs the same whatever the history's
 length.
@@ -20,7 +21,6 @@ from sqlalchemy.sql import ColumnElement
 
 from treasury_core.ledger import (
     Account,
-    AccountKind,
     EntryCounter,
     EntryPosition,
     EntryQuery,
@@ -35,32 +35,6 @@ from treasury_sqlalchemy.hot import HotInsert, HotQuery
 _E = t.wallet_entries.c
 _COLUMNS = tuple(c.name for c in t.wallet_entries.c)
 _INSERT = HotInsert(t.wallet_entries)
-_LATEST = HotQuery(
-    select(_E.created_at, _E.seq)
-    .where(_E.wallet_id == bindparam("wallet_id"))
-    .order_by(_E.created_at.desc(), _E.seq.desc())
-    .limit(1)
-)
-
-
-def _latest(name: str, column: Any) -> Any:
-    return (
-        select(column)
-        .where(_E.wallet_id == bindparam(name))
-        .order_by(_E.created_at.desc(), _E.seq.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
-
-
-_LATEST_OF_TWO = HotQuery(
-    select(
-        _latest("first", _E.created_at),
-        _latest("first", _E.seq),
-        _latest("second", _E.created_at),
-        _latest("second", _E.seq),
-    )
-)
 _BY_ID = HotQuery(
     select(t.wallet_entries).where(
         _E.wallet_id == bindparam("wallet_id"), _E.id == bindparam("entry_id")
@@ -68,26 +42,19 @@ _BY_ID = HotQuery(
 )
 
 
-def record_entries(conn: Connection, plan: LedgerPlan, after: Mapping[str, Account]) -> None:
+def record_entries(
+    conn: Connection,
+    plan: LedgerPlan,
+    after: Mapping[str, Account],
+    last: Mapping[str, EntryPosition | None],
+) -> None:
     """Write the history entries of ``plan``; ``after`` holds the touched accounts as updated
     (and locked) by it, but for striped accounts (stripes.py), which only a wallet's
-    counterparty can be and whose identity alone is used."""
-    wallets = [a for a, account in after.items() if account.kind is AccountKind.WALLET]
-    last: dict[str, EntryPosition | None] = {}
-    if len(wallets) == 2:
-        # A transfer's two wallets in one round trip (four index probes, one statement).
-        row = _LATEST_OF_TWO.first(conn, {"first": wallets[0], "second": wallets[1]})
-        assert row is not None  # a SELECT without FROM gives one row
-        for n, wallet_id in enumerate(wallets):
-            created_at, seq = row[2 * n], row[2 * n + 1]
-            last[wallet_id] = EntryPosition(created_at, seq) if seq is not None else None
-    else:
-        for wallet_id in wallets:
-            found = _LATEST.first(conn, {"wallet_id": wallet_id})
-            last[wallet_id] = EntryPosition(found[0], found[1]) if found else None
-    if not last:
-        return
-    _INSERT.execute_rows(conn, [_values(e) for e in wallet_entries(plan, after, last)])
+    counterparty can be and whose identity alone is used; ``last`` the position of each
+    touched wallet's latest entry, read under those locks (``None``: no history yet)."""
+    entries = wallet_entries(plan, after, last)
+    if entries:
+        _INSERT.execute_rows(conn, [_values(e) for e in entries])
 
 
 def _values(entry: WalletEntry) -> dict[str, Any]:

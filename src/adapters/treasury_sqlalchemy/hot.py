@@ -271,9 +271,41 @@ class MovementStatements:
         )
         # dialect_impl: the type as this dialect stores it (SQLite: SQLAlchemy's own text format,
         # not sqlite3's deprecated default adapter). Every timestamp column has the same type.
-        column_type = t.ledger_postings.c.created_at.type
-        processor = column_type.dialect_impl(dialect).bind_processor(dialect)
+        column_type = t.ledger_postings.c.created_at.type.dialect_impl(dialect)
+        processor = column_type.bind_processor(dialect)
         self.bind_time: Callable[[datetime | None], Any] = processor or (lambda value: value)
+        read = column_type.result_processor(dialect, None)
+        self.read_time: Callable[[Any], datetime | None] = read or (lambda value: value)
+        self._mark = mark
+        self._with_heads: dict[int, str] = {}
+
+    def insert_posting_with_heads(self, wallets: int) -> str:
+        """:attr:`insert_posting` that also returns the history position (``created_at``,
+        ``seq``) of the latest entry of each of ``wallets`` wallets, bound after the posting's
+        values: ``NULL`` for a wallet without history.
+
+        The journal's first posting carries this read so that it costs no round trip of its
+        own. It must run after the accounts' ``UPDATE``: a statement started once the wallets'
+        rows are locked sees every entry committed before (each was written under that lock),
+        and no other can be added until this transaction ends.
+        """
+        statement = self._with_heads.get(wallets)
+        if statement is None:
+            mark = self._mark
+            latest = (
+                "(SELECT {column} FROM wallet_entries WHERE wallet_id = "  # noqa: S608
+                f"{mark} ORDER BY created_at DESC, seq DESC LIMIT 1)"
+            )
+            heads = ", ".join(
+                f"{latest.format(column='created_at')}, {latest.format(column='seq')}"
+                for _ in range(wallets)
+            )
+            statement = self._with_heads[wallets] = f"{self.insert_posting} RETURNING {heads}"
+        return statement
+
+    def heads_params(self, wallet_ids: Sequence[str]) -> tuple[str, ...]:
+        """The parameters :meth:`insert_posting_with_heads` binds after the posting's values."""
+        return tuple(w for wallet_id in wallet_ids for w in (wallet_id, wallet_id))
 
 
 _MOVEMENT_STATEMENTS: dict[str, MovementStatements] = {}

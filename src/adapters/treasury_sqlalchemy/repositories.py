@@ -15,6 +15,7 @@ from treasury_core.errors import LedgerInvariantViolation
 from treasury_core.ledger import (
     Account,
     AccountKind,
+    EntryPosition,
     Journal,
     LedgerPlan,
     PendingCategory,
@@ -121,6 +122,19 @@ def _account_of_row(row: tuple[Any, ...]) -> Account:
     (``guarded`` comes back as ``0``/``1`` from SQLite and as a bool from PostgreSQL; equal
     keys either way, and ``bool()`` of both.)"""
     return _account(row)
+
+
+def _heads(
+    wallet_ids: Sequence[str], row: Sequence[Any] | None, read_time: Callable[[Any], Any]
+) -> dict[str, EntryPosition | None]:
+    """Each wallet's latest history position from a row of ``insert_posting_with_heads``."""
+    if row is None:  # pragma: no cover - an INSERT ... RETURNING of one row gives one row
+        raise LedgerInvariantViolation("the posting insert returned no row")
+    heads: dict[str, EntryPosition | None] = {}
+    for n, wallet_id in enumerate(wallet_ids):
+        created_at, seq = row[2 * n], row[2 * n + 1]
+        heads[wallet_id] = EntryPosition(read_time(created_at), seq) if seq is not None else None
+    return heads
 
 
 def _pending(row: Row[Any]) -> PendingMovement:
@@ -344,28 +358,37 @@ class SqlLedger(SqlWalletHistory):
                     continue
                 after[account_id] = _account(row)
                 check_account(after[account_id], plan)
+            # The wallets' history positions come back with the first posting (no round trip
+            # of their own; see insert_posting_with_heads), now that their rows are locked.
+            wallets = [a for a, account in after.items() if account.kind is AccountKind.WALLET]
+            last: dict[str, EntryPosition | None] = {}
             # One execute per posting: psycopg's executemany enters pipeline mode, which costs
             # more than it saves for the one or two postings a journal usually has.
             try:
                 for p in plan.postings:
-                    cursor.execute(
-                        sql.insert_posting,
-                        (
-                            p.id,
-                            p.journal_id,
-                            journal.operation,
-                            p.kind.value,
-                            p.debit_account_id,
-                            p.credit_account_id,
-                            p.currency,
-                            p.amount,
-                            p.released,
-                            p.category.value if p.category else None,
-                            p.pending_id,
-                            sql.bind_time(p.deadline),
-                            sql.bind_time(p.created_at),
-                        ),
+                    params = (
+                        p.id,
+                        p.journal_id,
+                        journal.operation,
+                        p.kind.value,
+                        p.debit_account_id,
+                        p.credit_account_id,
+                        p.currency,
+                        p.amount,
+                        p.released,
+                        p.category.value if p.category else None,
+                        p.pending_id,
+                        sql.bind_time(p.deadline),
+                        sql.bind_time(p.created_at),
                     )
+                    if wallets and not last:
+                        cursor.execute(
+                            sql.insert_posting_with_heads(len(wallets)),
+                            params + sql.heads_params(wallets),
+                        )
+                        last = _heads(wallets, cursor.fetchone(), sql.read_time)
+                    else:
+                        cursor.execute(sql.insert_posting, params)
             except Exception as exc:
                 if is_unique_violation(exc):
                     raise duplicate_journal(journal) from exc
@@ -399,7 +422,7 @@ class SqlLedger(SqlWalletHistory):
             )
             if result.rowcount != 1:  # pragma: no cover - the row was locked above
                 raise LedgerInvariantViolation(f"pending movement {resolved.id} changed underneath")
-        record_entries(self._conn, plan, after)
+        record_entries(self._conn, plan, after, last)
         return plan
 
     def get_pending(self, pending_id: str) -> PendingMovement | None:
