@@ -61,6 +61,36 @@ class _Compiled:
     results: tuple[tuple[int, Callable[[Any], Any]], ...]
 
 
+#: Where a psycopg connection's kept cursor lives: the pool's record of the DBAPI connection,
+#: whose ``info`` lasts as long as that connection and is dropped with it.
+_KEPT_CURSOR = "treasury_hot_cursor"
+
+
+@contextmanager
+def raw_cursor(conn: Connection) -> Iterator[Any]:
+    """A DBAPI cursor on the transaction's connection, for the statements of this module.
+
+    psycopg: one cursor per connection, kept and reused (a statement's results are read before
+    the next statement runs). Making a cursor builds its adapters map, a measurable share of
+    each statement's client time when several workers share the GIL (docs/performance.md).
+    sqlite3: a cursor per statement, closed on the way out, because closing is what finalizes
+    a statement whose rows were not all read, and an unfinalized one can hold SQLite's locks.
+    """
+    record = conn.connection
+    dbapi = record.dbapi_connection
+    if conn.dialect.name != "postgresql":
+        cursor = dbapi.cursor()  # type: ignore[union-attr]
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+        return
+    kept = record.info.get(_KEPT_CURSOR)
+    if kept is None or kept[0] is not dbapi:
+        kept = record.info[_KEPT_CURSOR] = (dbapi, dbapi.cursor())  # type: ignore[union-attr]
+    yield kept[1]
+
+
 class HotQuery:
     """A ``SELECT`` run on the DBAPI cursor of the connection's current transaction."""
 
@@ -116,16 +146,13 @@ class HotQuery:
             for name, processor in compiled.binds.items():
                 if name in values:
                     values[name] = processor(values[name])
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
+        with raw_cursor(conn) as cursor:
             if compiled.names is not None:
                 cursor.execute(compiled.sql, [values[name] for name in compiled.names])
             else:
                 cursor.execute(compiled.sql, values)
             # A list from both drivers (the DBAPI types promise only a sequence).
-            rows: list[Sequence[Any]] = cursor.fetchall()  # type: ignore[assignment]
-        finally:
-            cursor.close()
+            rows: list[Sequence[Any]] = cursor.fetchall()
         results = compiled.results
         if not results:
             return rows
@@ -189,11 +216,8 @@ class HotInsert:
         params: list[Any] = []
         for values in rows:
             params.extend(self._row(compiled, values))
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
+        with raw_cursor(conn) as cursor:
             cursor.execute(sql, params)
-        finally:
-            cursor.close()
 
     def _compiled_for(self, dialect: Dialect) -> _CompiledInsert:
         compiled = self._compiled.get(_key(dialect))
@@ -218,11 +242,8 @@ class HotInsert:
             values[name] if processor is None else processor(values[name])
             for name, processor in zip(compiled.columns, compiled.binds, strict=True)
         )
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
+        with raw_cursor(conn) as cursor:
             cursor.execute(compiled.sql, row)
-        finally:
-            cursor.close()
 
 
 # --- the ledger's movements, rendered as SQL text --------------------------------------------
@@ -309,17 +330,6 @@ class MovementStatements:
 
 
 _MOVEMENT_STATEMENTS: dict[str, MovementStatements] = {}
-
-
-@contextmanager
-def raw_cursor(conn: Connection) -> Iterator[Any]:
-    """A DBAPI cursor on the transaction's connection, for the statements of
-    :class:`MovementStatements`; closed on the way out."""
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        yield cursor
-    finally:
-        cursor.close()
 
 
 def movement_statements(dialect: Dialect) -> MovementStatements:
