@@ -66,29 +66,36 @@ class _Compiled:
 _KEPT_CURSOR = "treasury_hot_cursor"
 
 
-@contextmanager
-def raw_cursor(conn: Connection) -> Iterator[Any]:
-    """A DBAPI cursor on the transaction's connection, for the statements of this module.
+def open_cursor(conn: Connection) -> tuple[Any, bool]:
+    """A DBAPI cursor on the transaction's connection, for the statements of this module, and
+    whether the caller must close it.
 
     psycopg: one cursor per connection, kept and reused (a statement's results are read before
     the next statement runs). Making a cursor builds its adapters map, a measurable share of
     each statement's client time when several workers share the GIL (docs/performance.md).
-    sqlite3: a cursor per statement, closed on the way out, because closing is what finalizes
-    a statement whose rows were not all read, and an unfinalized one can hold SQLite's locks.
+    sqlite3: a cursor per statement, to be closed after it, because closing is what finalizes a
+    statement whose rows were not all read, and an unfinalized one can hold SQLite's locks.
+    (A function, not a context manager: on this path the manager's own cost showed.)
     """
     record = conn.connection
     dbapi = record.dbapi_connection
     if conn.dialect.name != "postgresql":
-        cursor = dbapi.cursor()  # type: ignore[union-attr]
-        try:
-            yield cursor
-        finally:
-            cursor.close()
-        return
+        return dbapi.cursor(), True  # type: ignore[union-attr]
     kept = record.info.get(_KEPT_CURSOR)
     if kept is None or kept[0] is not dbapi:
         kept = record.info[_KEPT_CURSOR] = (dbapi, dbapi.cursor())  # type: ignore[union-attr]
-    yield kept[1]
+    return kept[1], False
+
+
+@contextmanager
+def raw_cursor(conn: Connection) -> Iterator[Any]:
+    """:func:`open_cursor` as a context manager, closing the cursor if it must be."""
+    cursor, owned = open_cursor(conn)
+    try:
+        yield cursor
+    finally:
+        if owned:
+            cursor.close()
 
 
 class HotQuery:
@@ -146,13 +153,17 @@ class HotQuery:
             for name, processor in compiled.binds.items():
                 if name in values:
                     values[name] = processor(values[name])
-        with raw_cursor(conn) as cursor:
+        cursor, owned = open_cursor(conn)
+        try:
             if compiled.names is not None:
                 cursor.execute(compiled.sql, [values[name] for name in compiled.names])
             else:
                 cursor.execute(compiled.sql, values)
             # A list from both drivers (the DBAPI types promise only a sequence).
             rows: list[Sequence[Any]] = cursor.fetchall()
+        finally:
+            if owned:
+                cursor.close()
         results = compiled.results
         if not results:
             return rows
@@ -216,8 +227,12 @@ class HotInsert:
         params: list[Any] = []
         for values in rows:
             params.extend(self._row(compiled, values))
-        with raw_cursor(conn) as cursor:
+        cursor, owned = open_cursor(conn)
+        try:
             cursor.execute(sql, params)
+        finally:
+            if owned:
+                cursor.close()
 
     def _compiled_for(self, dialect: Dialect) -> _CompiledInsert:
         compiled = self._compiled.get(_key(dialect))
@@ -242,8 +257,12 @@ class HotInsert:
             values[name] if processor is None else processor(values[name])
             for name, processor in zip(compiled.columns, compiled.binds, strict=True)
         )
-        with raw_cursor(conn) as cursor:
+        cursor, owned = open_cursor(conn)
+        try:
             cursor.execute(compiled.sql, row)
+        finally:
+            if owned:
+                cursor.close()
 
 
 # --- the ledger's movements, rendered as SQL text --------------------------------------------
