@@ -19,11 +19,9 @@ Rules:
 from __future__ import annotations
 
 import abc
-import asyncio
 import builtins
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from datetime import datetime, timedelta
@@ -49,6 +47,7 @@ from treasury_core.notifications.status import DeliveryBacklog, OutboxBacklog
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
+from treasury_core.worker_threads import WorkerThreads
 
 T = TypeVar("T")
 R = TypeVar("R", bound=TreasuryRecord)
@@ -606,8 +605,8 @@ class Storage(abc.ABC):
     offload: bool = True
 
     def __init__(self) -> None:
-        self._executor: ThreadPoolExecutor | None = None
-        self._executor_lock = threading.Lock()
+        self._threads: WorkerThreads | None = None
+        self._threads_lock = threading.Lock()
 
     @abc.abstractmethod
     def transaction(
@@ -628,9 +627,9 @@ class Storage(abc.ABC):
 
     def close(self) -> None:
         """Release connections and threads."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        if self._threads is not None:
+            self._threads.shutdown()
+            self._threads = None
 
     def _worker_started(self) -> None:  # noqa: B027 - a no-op default is the point
         """Called on each of :meth:`run`'s worker threads as it starts (adapters keep state)."""
@@ -675,15 +674,10 @@ class Storage(abc.ABC):
         (adapters may choose otherwise: see the module's rules)."""
         if not self.offload:
             return self.run_sync(fn, write=write, snapshot=snapshot)
-        if self._executor is None:
-            with self._executor_lock:
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(
-                        max_workers=self.worker_threads,
-                        thread_name_prefix="treasury-storage",
-                        initializer=self._worker_started,
+        if self._threads is None:
+            with self._threads_lock:
+                if self._threads is None:
+                    self._threads = WorkerThreads(
+                        self.worker_threads, "treasury-storage", self._worker_started
                     )
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._executor, lambda: self.run_sync(fn, write=write, snapshot=snapshot)
-        )
+        return await self._threads.run(lambda: self.run_sync(fn, write=write, snapshot=snapshot))
