@@ -1,9 +1,9 @@
-"""Transfers once the wallets' currencies are known (one write transaction per transfer).
+"""Transfers and deposits once the wallets' currencies are known (one write transaction each).
 
 After a first transfer the service remembers each wallet's currency per company, and quotes and
 moves money without reading the wallets again (a wallet never changes company or currency and is
-never deleted); everything a transfer refused before it still refuses, and what it moves is still
-right.
+never deleted); a deposit into a known wallet quotes without a read transaction too. Everything
+refused before is still refused, and what moves is still right.
 """
 
 from __future__ import annotations
@@ -147,7 +147,9 @@ def test_repeated_same_currency_transfers_complete_with_right_balances(
 ) -> None:
     t = treasury
     w = _run(loop, _setup(t))
-    assert t.context.known_currency(w.company, w.usd) is None
+    # usd was read when it was funded; usd2 has not been seen yet.
+    assert t.context.known_currency(w.company, w.usd) == "USD"
+    assert t.context.known_currency(w.company, w.usd2) is None
     made: list[Transfer] = []
     for amount in (100, 250, 400, 1):
         made.append(_run(loop, t.transfers.create(w.company, _transfer(w.usd, w.usd2, amount))))
@@ -278,3 +280,41 @@ def test_insufficient_funds_once_the_currencies_are_known(
     last = _run(loop, t.transfers.create(w.company, _transfer(w.usd, target, available)))
     assert last.status is (MovementStatus.PENDING if cross else MovementStatus.COMPLETED)
     assert _run(loop, _balances(t, w))[w.usd][2] == 0
+
+
+def test_deposits_into_a_known_wallet_quote_from_its_remembered_currency(
+    treasury: Treasury, loop: asyncio.AbstractEventLoop
+) -> None:
+    t = treasury
+    w = _run(loop, _setup(t))
+    assert t.context.known_currency(w.company, w.eur) is None
+    made = []
+    for amount in (1_000, 1_000):
+        request = CreateDepositRequest(wallet_id=w.eur, from_amount=amount, from_currency_id="USD")
+        made.append(_run(loop, t.deposits.create(w.company, request)))
+        assert t.context.known_currency(w.company, w.eur) == "EUR"
+    # The second was quoted from the remembered currency, and is the same deposit as the first.
+    assert [(d.to_currency_id, d.to_amount) for d in made] == [("EUR", made[0].to_amount)] * 2
+    assert made[0].exchange_rate_from_to == made[1].exchange_rate_from_to
+    assert made[0].to_amount > 0
+    for deposit in made:
+        _run(loop, t.deposits.complete(None, deposit.id))
+    credited = 2 * made[0].to_amount
+    assert _run(loop, _balances(t, w))[w.eur] == (credited, 0, credited)
+
+
+def test_a_deposit_into_another_companys_known_wallet_is_not_found(
+    treasury: Treasury, loop: asyncio.AbstractEventLoop
+) -> None:
+    t = treasury
+    w = _run(loop, _setup(t))
+    known = CreateDepositRequest(wallet_id=w.other_usd, from_amount=10, from_currency_id="USD")
+    _run(loop, t.deposits.create(w.other_company, known))
+    assert t.context.known_currency(w.other_company, w.other_usd) == "USD"
+    before = _run(loop, _balances(t, w))
+    for _ in range(2):  # the refusal teaches the cache nothing either
+        with pytest.raises(NotFound) as refused:
+            _run(loop, t.deposits.create(w.company, known))
+        assert refused.value.param == "wallet_id"
+        assert t.context.known_currency(w.company, w.other_usd) is None
+    assert _run(loop, _balances(t, w)) == before

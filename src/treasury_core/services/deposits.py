@@ -32,15 +32,21 @@ class DepositService:
         ctx = self._ctx
         source = ctx.currencies.get(request.from_currency_id, param="from_currency_id").code
         ctx.check_amount(request.from_amount, "from_amount")
-        wallet = await ctx.storage.run(
-            lambda uow: wallet_of(uow, company_id, request.wallet_id, "wallet_id"), write=False
-        )
-        rate, to_amount = await ctx.quote(source, wallet.currency, request.from_amount)
+        # A wallet the process has seen needs no read transaction (ctx.known_currency).
+        wallet_id = request.wallet_id
+        currency = ctx.known_currency(company_id, wallet_id)
+        if currency is None:
+            wallet = await ctx.storage.run(
+                lambda uow: wallet_of(uow, company_id, wallet_id, "wallet_id"), write=False
+            )
+            ctx.saw_wallet(wallet)
+            currency = wallet.currency
+        rate, to_amount = await ctx.quote(source, currency, request.from_amount)
         now = ctx.clock.now()
         deposit_id = ctx.ids.new_id(Deposit.prefix)
         journal = Journal(
             ctx.ids.new_id("jr"),
-            deposit_legs(wallet.id, source, request.from_amount, wallet.currency, to_amount),
+            deposit_legs(wallet_id, source, request.from_amount, currency, to_amount),
             operation="deposit",
             company_id=company_id,
             source_id=deposit_id,
@@ -49,11 +55,11 @@ class DepositService:
         deposit = Deposit(
             id=deposit_id,
             company_id=company_id,
-            wallet_id=wallet.id,
+            wallet_id=wallet_id,
             from_amount=request.from_amount,
             from_currency_id=source,
             to_amount=to_amount,
-            to_currency_id=wallet.currency,
+            to_currency_id=currency,
             exchange_rate_from_to=rate,
             reference=request.reference,
             description=request.description,
