@@ -8,8 +8,9 @@ with several workers sharing the GIL its cost was a visible share of a transfer'
 (docs/performance.md, "Transfers with 8 workers against raw psycopg").
 
 The executor's rules are kept: threads start on demand up to ``count`` (one per call that
-finds none idle), each running ``started`` first; a call cancelled before a thread took it is
-never run, one already running completes; :meth:`shutdown` lets queued calls finish, then
+finds none idle), each running ``started`` first (if that raises, every call fails with
+:class:`BrokenWorkerThreads`, as a broken executor's do); a call cancelled before a thread took
+it is never run, one already running completes; :meth:`shutdown` lets queued calls finish, then
 stops and joins every thread, and so does the interpreter's exit for any set left running
 (the threads are daemons, so that an unclosed set cannot keep the process alive; the exit
 hook drains them first, as the executor's does).
@@ -60,6 +61,17 @@ def _answer(
         loop.call_soon_threadsafe(_settle, future, value, error)
 
 
+class BrokenWorkerThreads(RuntimeError):
+    """A worker thread's ``started`` hook raised; the error is the ``__cause__``."""
+
+
+def _failing(error: BaseException) -> Callable[[], Any]:
+    def fail() -> Any:
+        raise BrokenWorkerThreads("a storage worker thread failed to start") from error
+
+    return fail
+
+
 #: Every set with threads, for the exit hook.
 _LIVE: weakref.WeakSet[WorkerThreads] = weakref.WeakSet()
 
@@ -86,38 +98,45 @@ class WorkerThreads:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = False
+        #: Set when a thread's ``started`` hook raised: every call fails with it from then on.
+        self._broken: BaseException | None = None
 
     async def run(self, call: Callable[[], T]) -> T:
         """``call()`` on one of the threads; its result or its exception."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        if self._closed:
-            raise RuntimeError("the worker threads have been shut down")
-        self._queue.put((loop, future, call))
-        if not self._idle.acquire(blocking=False):
-            self._grow()
+        with self._lock:  # so that a concurrent shutdown cannot strand the call in the queue
+            if self._broken is not None:
+                raise BrokenWorkerThreads(
+                    "a storage worker thread failed to start"
+                ) from self._broken
+            if self._closed:
+                raise RuntimeError("the worker threads have been shut down")
+            self._queue.put((loop, future, call))
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self._count:
+                thread = threading.Thread(
+                    target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                _LIVE.add(self)
+                thread.start()
         return await future
 
-    def _grow(self) -> None:
-        with self._lock:
-            if self._closed or len(self._threads) >= self._count:
-                return
-            thread = threading.Thread(
-                target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True
-            )
-            self._threads.append(thread)
-            _LIVE.add(self)
-            thread.start()
-
     def _work(self) -> None:
-        self._started()
+        try:
+            self._started()
+        except BaseException as exc:  # as a broken executor: every call fails from now on
+            self._broken = exc
         queue = self._queue
         while True:
             job = queue.get()
             if job is None:
                 return
-            _answer(*job)
-            del job  # nothing of a finished call is kept while the thread waits
+            loop, future, call = job
+            if self._broken is not None:
+                call = _failing(self._broken)
+            _answer(loop, future, call)
+            del job, future, call  # nothing of a finished call is kept while the thread waits
             self._idle.release()
 
     def shutdown(self) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from treasury_core.worker_threads import WorkerThreads
+from treasury_core.worker_threads import BrokenWorkerThreads, WorkerThreads
 
 
 @pytest.fixture
@@ -164,7 +164,7 @@ def test_shutdown_lets_queued_calls_finish_then_refuses_new_ones(threads: Worker
 def test_an_unclosed_set_does_not_keep_the_process_alive() -> None:
     script = (
         "import asyncio\n"
-        "from treasury_core.worker_threads import WorkerThreads\n"
+        "from treasury_core.worker_threads import BrokenWorkerThreads, WorkerThreads\n"
         "w = WorkerThreads(2, 'left', lambda: None)\n"
         "print(asyncio.run(w.run(lambda: 'ran')), flush=True)\n"
     )
@@ -177,3 +177,26 @@ def test_an_unclosed_set_does_not_keep_the_process_alive() -> None:
 def test_count_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         WorkerThreads(0, "none", lambda: None)
+
+
+def test_a_failing_start_hook_fails_every_call_instead_of_stranding_it() -> None:
+    class NoConnection(Exception):
+        pass
+
+    def started() -> None:
+        raise NoConnection("database down")
+
+    workers = WorkerThreads(1, "broken", started)
+    ran: list[str] = []
+
+    async def main() -> None:
+        for _ in range(2):
+            with pytest.raises(BrokenWorkerThreads) as failed:
+                await workers.run(lambda: ran.append("ran"))
+            assert isinstance(failed.value.__cause__, NoConnection)
+
+    try:
+        asyncio.run(main())
+    finally:
+        workers.shutdown()
+    assert ran == []
