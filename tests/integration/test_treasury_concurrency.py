@@ -27,6 +27,7 @@ total moved only by the FX legs; and the ledger invariants hold.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 import uuid
@@ -402,7 +403,7 @@ def _check_history_chain(t: Treasury, wallet_id: str, balance: int) -> None:
 
     entries = t.storage.run_sync(read, write=False)
     assert [e.seq for e in entries] == list(range(1, len(entries) + 1)), wallet_id
-    assert all(a.created_at <= b.created_at for a, b in zip(entries, entries[1:])), wallet_id
+    assert all(a.created_at <= b.created_at for a, b in itertools.pairwise(entries)), wallet_id
     running = 0
     for entry in entries:
         if entry.counter is EntryCounter.BALANCE:
