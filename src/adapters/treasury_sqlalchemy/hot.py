@@ -190,6 +190,10 @@ class _CompiledInsert:
     binds: tuple[_Processor, ...]
 
 
+#: Two inserts' SQL joined by :meth:`HotInsert.execute_with`, by their two statements.
+_COMBINED: dict[tuple[str, str], str] = {}
+
+
 class HotInsert:
     """A one-row ``INSERT`` of every column of ``table`` (but ``omit``), on the DBAPI cursor.
 
@@ -246,6 +250,33 @@ class HotInsert:
             values[name] if processor is None else processor(values[name])
             for name, processor in zip(compiled.columns, compiled.binds, strict=True)
         )
+
+    def execute_with(
+        self,
+        conn: Connection,
+        values: dict[str, Any],
+        following: HotInsert,
+        following_values: dict[str, Any],
+    ) -> None:
+        """Insert one row here and one with ``following``, as one statement on PostgreSQL
+        (``WITH first AS (INSERT …) INSERT …``: one round trip, and a refused row writes
+        neither) and as two elsewhere (SQLite has no data-modifying ``WITH``)."""
+        dialect = conn.dialect
+        if dialect.name != "postgresql":
+            self.execute(conn, values)
+            following.execute(conn, following_values)
+            return
+        first, second = self._compiled_for(dialect), following._compiled_for(dialect)
+        key = (first.sql, second.sql)
+        sql = _COMBINED.get(key)
+        if sql is None:
+            sql = _COMBINED[key] = f"WITH first_row AS ({first.sql}) {second.sql}"
+        cursor, owned = open_cursor(conn)
+        try:
+            cursor.execute(sql, (*self._row(first, values), *self._row(second, following_values)))
+        finally:
+            if owned:
+                cursor.close()
 
     def execute(self, conn: Connection, values: dict[str, Any]) -> None:
         """Insert one row; ``values`` must name every column the statement writes."""

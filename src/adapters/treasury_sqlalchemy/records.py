@@ -10,12 +10,14 @@ from typing import Any
 from pydantic_core import to_json
 from sqlalchemy import Connection, bindparam, select, update
 
+from treasury_core.events import Event
 from treasury_core.listing import RecordFilter
 from treasury_core.ports.storage import R
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
 from treasury_sqlalchemy.metadata_filter import metadata_where
+from treasury_sqlalchemy.outbox import INSERT_EVENT, event_values
 from treasury_sqlalchemy.record_lists import newest_first, record_page
 
 _RECORD_BY_ID = select(t.treasury_records.c.body).where(
@@ -55,17 +57,19 @@ class SqlRecords:
             "body": _record_json(record),
         }
 
-    def add(self, record: TreasuryRecord) -> None:
-        _INSERT_RECORD.execute(
-            self._conn,
-            {
-                "id": record.id,
-                "kind": record.prefix,
-                "company_id": record.company_id,
-                "created_at": record.created_at,
-                **self._values(record),
-            },
-        )
+    def add(self, record: TreasuryRecord, event: Event | None = None) -> None:
+        values = {
+            "id": record.id,
+            "kind": record.prefix,
+            "company_id": record.company_id,
+            "created_at": record.created_at,
+            **self._values(record),
+        }
+        if event is None:
+            _INSERT_RECORD.execute(self._conn, values)
+        else:
+            # The record and the event announcing it: one round trip on PostgreSQL.
+            _INSERT_RECORD.execute_with(self._conn, values, INSERT_EVENT, event_values(event))
 
     def get(
         self, kind: type[R], record_id: str, company_id: int | None, *, for_update: bool = False

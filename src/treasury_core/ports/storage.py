@@ -401,9 +401,14 @@ class IdempotencyRepository(Protocol):
 class RecordRepository(Protocol):
     """Treasury records (deposits, withdrawals, transfers, bank and virtual accounts)."""
 
-    def add(self, record: TreasuryRecord) -> None:
+    def add(self, record: TreasuryRecord, event: Event | None = None) -> None:
         """Store a new record; refused (raises, writes nothing) when its kind has
-        ``unique_lookup_key`` and a record of that kind already has its lookup key."""
+        ``unique_lookup_key`` and a record of that kind already has its lookup key.
+
+        With ``event`` (the event announcing the record), also write it to the outbox, as
+        :meth:`OutboxRepository.add` would: an adapter may send both rows in one statement,
+        and a refused record writes neither.
+        """
         ...
 
     def get(

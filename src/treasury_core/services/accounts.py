@@ -297,5 +297,4 @@ def apply_virtual_account_credit(
     """Post the credit, store the deposit and write ``treasury.deposit.completed``, in ``uow``
     (the sandbox control's transaction, or a statement import's)."""
     uow.ledger.apply(journal, deposit.created_at)
-    uow.records.add(deposit)
-    ctx.event(uow, EventType.DEPOSIT_COMPLETED, deposit)
+    ctx.add_announced(uow, deposit, EventType.DEPOSIT_COMPLETED)

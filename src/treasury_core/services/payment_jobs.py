@@ -245,8 +245,7 @@ class PaymentJobs:
                         ),
                     }
                 )
-                uow.records.add(failed)
-                ctx.event(uow, EventType.PAYOUT_CREATED, failed)
+                ctx.add_announced(uow, failed, EventType.PAYOUT_CREATED)
                 ctx.event(uow, EventType.PAYOUT_FAILED, failed)
                 return
             legs = payout_legs(intent.company_id, currency, amount, wallet.id)

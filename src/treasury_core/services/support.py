@@ -162,17 +162,24 @@ class TreasuryContext:
             )
         return quote.rate, converted, quote.rate_date
 
+    def new_event(self, type_: EventType, record: TreasuryRecord) -> Event:
+        """The event ``type_`` for ``record``, stamped now, not yet written."""
+        return Event(
+            id=self.ids.new_id("evt"),
+            type=type_,
+            company_id=record.company_id,
+            created_at=self.clock.now(),
+            data={"object": record.api()},
+        )
+
     def event(self, uow: UnitOfWork, type_: EventType, record: TreasuryRecord) -> None:
         """Write ``type_`` for ``record`` to the outbox, in the caller's transaction."""
-        uow.outbox.add(
-            Event(
-                id=self.ids.new_id("evt"),
-                type=type_,
-                company_id=record.company_id,
-                created_at=self.clock.now(),
-                data={"object": record.api()},
-            )
-        )
+        uow.outbox.add(self.new_event(type_, record))
+
+    def add_announced(self, uow: UnitOfWork, record: TreasuryRecord, type_: EventType) -> None:
+        """Store the new ``record`` and its event ``type_``, in the caller's transaction (one
+        statement where the storage can: ``RecordRepository.add``)."""
+        uow.records.add(record, self.new_event(type_, record))
 
 
 def wallet_of(uow: UnitOfWork, company_id: int, wallet_id: str, param: str) -> Wallet:

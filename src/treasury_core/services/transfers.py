@@ -106,12 +106,13 @@ class TransferService:
                     "the amount",
                     param="from_amount",
                 ) from exc
-            uow.records.add(transfer)
-            job = settlement_job(ctx, transfer, Settlement.FX_TRANSFER) if cross else None
-            if job is not None:
-                uow.jobs.schedule(job)
-            elif not cross:
-                ctx.event(uow, EventType.TRANSFER_COMPLETED, transfer)
+            if not cross:
+                ctx.add_announced(uow, transfer, EventType.TRANSFER_COMPLETED)
+            else:
+                uow.records.add(transfer)
+                job = settlement_job(ctx, transfer, Settlement.FX_TRANSFER)
+                if job is not None:
+                    uow.jobs.schedule(job)
             return finish(uow, idempotency, transfer)
 
         return await ctx.storage.run(create)

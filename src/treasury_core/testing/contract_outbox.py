@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from treasury_core.events import Event, EventHead, EventType
 from treasury_core.notifications.deliveries import (
     Delivery,
@@ -25,6 +27,7 @@ from treasury_core.testing.contract_support import (
     make_event,
     setup_company,
 )
+from treasury_core.treasury.bank_files import BankStatementLine, LineOutcome
 
 
 class OutboxContract:
@@ -46,6 +49,40 @@ class OutboxContract:
         storage.run_sync(lambda uow: uow.outbox.add(event))
         assert storage.run_sync(lambda uow: uow.outbox.list(company), write=False) == [event]
         assert storage.run_sync(lambda uow: uow.outbox.list(company + 1), write=False) == []
+
+    def test_a_record_and_the_event_announcing_it_are_added_together(
+        self, storage: Storage
+    ) -> None:
+        """``records.add(record, event)`` stores both, as ``records.add`` then ``outbox.add``
+        would; the event waits for dispatch like any other."""
+        company = setup_company(storage)
+        line = _statement_line(company, "line_1")
+        event = make_event(1, company_id=company)
+        storage.run_sync(lambda uow: uow.records.add(line, event))
+        stored = storage.run_sync(
+            lambda uow: uow.records.get(BankStatementLine, line.id, company), write=False
+        )
+        assert stored == line
+        assert storage.run_sync(lambda uow: uow.outbox.list(company), write=False) == [event]
+        undispatched = storage.run_sync(lambda uow: uow.outbox.undispatched(10), write=False)
+        assert undispatched == [event]
+
+    def test_a_refused_record_writes_no_event(self, storage: Storage) -> None:
+        """A record refused for its unique lookup key writes neither itself nor its event."""
+        company = setup_company(storage)
+        first = _statement_line(company, "line_1")
+        storage.run_sync(lambda uow: uow.records.add(first))
+        again = _statement_line(company, "line_2")  # the same lookup key, another id
+        # Each storage refuses with its own error (memory: ValueError; SQL: IntegrityError).
+        with pytest.raises(Exception):  # noqa: B017, PT011
+            storage.run_sync(lambda uow: uow.records.add(again, make_event(2, company_id=company)))
+        assert storage.run_sync(lambda uow: uow.outbox.list(company), write=False) == []
+        assert (
+            storage.run_sync(
+                lambda uow: uow.records.get(BankStatementLine, again.id, company), write=False
+            )
+            is None
+        )
 
     def test_events_are_dispatched_once_and_paged_newest_first(self, storage: Storage) -> None:
         """Undispatched events (and their heads) come oldest first; whole events come by id;
@@ -376,3 +413,23 @@ class OutboxContract:
                 last_attempt_at=wall - timedelta(seconds=30),
             ),
         )
+
+
+def _statement_line(company_id: int, line_id: str) -> BankStatementLine:
+    """A statement line of ``company_id``; every one made here has the same lookup key."""
+    return BankStatementLine(
+        id=f"bsl_{line_id}",
+        company_id=company_id,
+        statement_id="bst_1",
+        account="DE89370400440532013000",
+        entry_reference="E-1",
+        direction="credit",
+        amount=100,
+        currency="EUR",
+        booking_date=NOW.date(),
+        reference=None,
+        outcome=LineOutcome.UNMATCHED,
+        matched_id=None,
+        reason=None,
+        created_at=NOW,
+    )

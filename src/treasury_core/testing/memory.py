@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
+from treasury_core.events import Event
 from treasury_core.idempotency import IdempotencyRecord, IdempotencyState
 from treasury_core.jobs import Job, JobStatus
 from treasury_core.ledger import (
@@ -280,7 +281,7 @@ class _Records:
     def __init__(self, tx: MemoryTransaction) -> None:
         self._tx = tx
 
-    def add(self, record: TreasuryRecord) -> None:
+    def add(self, record: TreasuryRecord, event: Event | None = None) -> None:
         if record.id in self._tx.state.records:
             raise ValueError(f"duplicate record id {record.id}")
         if (
@@ -289,6 +290,8 @@ class _Records:
         ):
             raise ValueError(f"duplicate {record.prefix} lookup key {record.lookup_key}")
         self._tx.put(self._tx.state.records, record.id, record)
+        if event is not None:
+            self._tx.append(self._tx.state.events, event)
 
     def get(
         self, kind: type[R], record_id: str, company_id: int | None, *, for_update: bool = False

@@ -281,6 +281,5 @@ class PaymentCore:
             self._intent_event(uow, stored or moved.intent, type_)
 
     def _transaction_events(self, uow: UnitOfWork, txn: Transaction, outcome: EventType) -> None:
-        uow.records.add(txn)
-        self._ctx.event(uow, EventType.TRANSACTION_CREATED, txn)
+        self._ctx.add_announced(uow, txn, EventType.TRANSACTION_CREATED)
         self._ctx.event(uow, outcome, txn)
