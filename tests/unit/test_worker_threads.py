@@ -80,23 +80,35 @@ def test_threads_start_on_demand_up_to_the_count(
     assert sorted(started) == ["test-worker_0", "test-worker_1"]
 
 
+class _Occupied:
+    """Calls that hold the fixture's two threads until :attr:`release` is set."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self._inside = threading.Semaphore(0)
+
+    def _blocked(self) -> None:
+        self._inside.release()
+        self.release.wait()
+
+    async def both(self, threads: WorkerThreads) -> list[asyncio.Task[None]]:
+        """Start two blocked calls and return once both threads are inside them."""
+        busy = [asyncio.ensure_future(threads.run(self._blocked)) for _ in range(2)]
+        for _ in range(2):
+            await asyncio.to_thread(self._inside.acquire)
+        return busy
+
+
 def test_a_call_cancelled_before_a_thread_takes_it_never_runs(threads: WorkerThreads) -> None:
-    release = threading.Event()
-    inside = threading.Semaphore(0)
+    occupied = _Occupied()
     ran: list[str] = []
 
-    def blocked() -> None:
-        inside.release()
-        release.wait()
-
     async def main() -> None:
-        busy = [asyncio.ensure_future(threads.run(blocked)) for _ in range(2)]
-        for _ in range(2):
-            await asyncio.to_thread(inside.acquire)
+        busy = await occupied.both(threads)
         queued = asyncio.ensure_future(threads.run(lambda: ran.append("queued")))
         await asyncio.sleep(0)  # the task reaches its await on the queued call
         queued.cancel()
-        release.set()
+        occupied.release.set()
         await asyncio.gather(*busy)
         with pytest.raises(asyncio.CancelledError):
             await queued
@@ -131,18 +143,11 @@ def test_a_running_call_completes_when_its_task_is_cancelled(threads: WorkerThre
 
 
 def test_shutdown_lets_queued_calls_finish_then_refuses_new_ones(threads: WorkerThreads) -> None:
-    release = threading.Event()
-    inside = threading.Semaphore(0)
+    occupied = _Occupied()
     ran: list[int] = []
 
-    def blocked() -> None:
-        inside.release()
-        release.wait()
-
     async def main() -> None:
-        busy = [asyncio.ensure_future(threads.run(blocked)) for _ in range(2)]
-        for _ in range(2):
-            await asyncio.to_thread(inside.acquire)
+        busy = await occupied.both(threads)
         queued = [
             asyncio.ensure_future(threads.run(lambda n=n: ran.append(n)))  # type: ignore[misc]
             for n in range(20)
@@ -150,7 +155,7 @@ def test_shutdown_lets_queued_calls_finish_then_refuses_new_ones(threads: Worker
         await asyncio.sleep(0)  # every task has queued its call; both threads are busy
         stopping = asyncio.ensure_future(asyncio.to_thread(threads.shutdown))
         assert ran == []
-        release.set()
+        occupied.release.set()
         await stopping  # returns once the queued calls ran and the threads were joined
         assert sorted(ran) == list(range(20))
         await asyncio.gather(*busy, *queued)
