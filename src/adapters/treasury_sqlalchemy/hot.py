@@ -259,7 +259,7 @@ class HotInsert:
         following_values: dict[str, Any],
     ) -> None:
         """Insert one row here and one with ``following``, as one statement on PostgreSQL
-        (``WITH first AS (INSERT …) INSERT …``: one round trip, and a refused row writes
+        (``WITH first_row AS (INSERT …) INSERT …``: one round trip, and a refused row writes
         neither) and as two elsewhere (SQLite has no data-modifying ``WITH``)."""
         dialect = conn.dialect
         if dialect.name != "postgresql":
