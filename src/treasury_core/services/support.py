@@ -55,8 +55,8 @@ class TreasuryContext:
         A fact, not a hint: wallets are never deleted and never change company or currency, so
         a transfer between known wallets, or a deposit into one, quotes and moves money without
         reading them again (the ledger still locks each wallet's account and checks its
-        currency). Keyed by company, so
-        another company's wallet id is never known and is refused by the read, as before.
+        currency). Keyed by company, so another company's wallet id is never known and is
+        refused by the read, as before.
         """
         return self._wallet_currencies.get((company_id, wallet_id))
 
