@@ -291,7 +291,7 @@ class _Records:
             raise ValueError(f"duplicate {record.prefix} lookup key {record.lookup_key}")
         self._tx.put(self._tx.state.records, record.id, record)
         if event is not None:
-            self._tx.append(self._tx.state.events, event)
+            MemoryOutbox(self._tx).add(event)
 
     def get(
         self, kind: type[R], record_id: str, company_id: int | None, *, for_update: bool = False
