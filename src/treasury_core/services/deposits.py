@@ -8,7 +8,7 @@ from treasury_core.metadata import checked_metadata
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
 from treasury_core.services.settlement import settle, settlement_job
-from treasury_core.services.support import TreasuryContext, wallet_of
+from treasury_core.services.support import TreasuryContext
 from treasury_core.treasury.movements import deposit_legs
 from treasury_core.treasury.records import Deposit, PaymentInstructionRecord
 from treasury_core.treasury.requests import CreateDepositRequest
@@ -32,15 +32,9 @@ class DepositService:
         ctx = self._ctx
         source = ctx.currencies.get(request.from_currency_id, param="from_currency_id").code
         ctx.check_amount(request.from_amount, "from_amount")
-        # A wallet the process has seen needs no read transaction (ctx.known_currency).
         wallet_id = request.wallet_id
-        currency = ctx.known_currency(company_id, wallet_id)
-        if currency is None:
-            wallet = await ctx.storage.run(
-                lambda uow: wallet_of(uow, company_id, wallet_id, "wallet_id"), write=False
-            )
-            ctx.saw_wallet(wallet)
-            currency = wallet.currency
+        # A wallet the process has seen needs no read transaction.
+        (currency,) = await ctx.wallet_currencies(company_id, ((wallet_id, "wallet_id"),))
         rate, to_amount = await ctx.quote(source, currency, request.from_amount)
         now = ctx.clock.now()
         deposit_id = ctx.ids.new_id(Deposit.prefix)

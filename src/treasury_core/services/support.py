@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
@@ -59,6 +59,27 @@ class TreasuryContext:
         refused by the read, as before.
         """
         return self._wallet_currencies.get((company_id, wallet_id))
+
+    async def wallet_currencies(
+        self, company_id: int, wallets: Sequence[tuple[str, str]]
+    ) -> list[str]:
+        """The currency of each of the company's ``(wallet id, param)`` wallets, in order.
+
+        Remembered ones cost nothing (:meth:`known_currency`); otherwise all of them are read
+        in one read transaction, refusing an unknown wallet with :class:`NotFound` naming its
+        param, and remembered for next time.
+        """
+        known = [self.known_currency(company_id, wallet_id) for wallet_id, _ in wallets]
+        if all(currency is not None for currency in known):
+            return [currency for currency in known if currency is not None]
+
+        def read(uow: UnitOfWork) -> list[Wallet]:
+            return [wallet_of(uow, company_id, wallet_id, param) for wallet_id, param in wallets]
+
+        found = await self.storage.run(read, write=False)
+        for wallet in found:
+            self.saw_wallet(wallet)
+        return [wallet.currency for wallet in found]
 
     def saw_wallet(self, wallet: Wallet) -> None:
         """Remember ``wallet``'s currency (bounded: cleared when it grows past 100,000)."""

@@ -14,12 +14,11 @@ from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
 from treasury_core.services.idempotency import finish
 from treasury_core.services.settlement import settle, settlement_job
-from treasury_core.services.support import TreasuryContext, wallet_of
+from treasury_core.services.support import TreasuryContext
 from treasury_core.treasury.movements import transfer_legs
 from treasury_core.treasury.records import Transfer
 from treasury_core.treasury.requests import CreateTransferRequest
 from treasury_core.treasury.states import MovementTrigger, next_status
-from treasury_core.wallets import Wallet
 
 # The two ways a transfer starts (looked up once: the table is fixed).
 _CREATED_PENDING = next_status(None, MovementTrigger.CREATE)
@@ -50,16 +49,21 @@ class TransferService:
             )
         metadata = checked_metadata(request.metadata)
 
-        from_currency, to_currency = await self._currencies(company_id, request)
+        # A wallet's currency never changes: once both have been seen, a transfer is one
+        # transaction; the first transfer of a wallet reads it first.
+        from_currency, to_currency = await ctx.wallet_currencies(
+            company_id,
+            ((request.from_wallet_id, "from_wallet_id"), (request.to_wallet_id, "to_wallet_id")),
+        )
         rate, to_amount, rate_date = await ctx.dated_quote(
             from_currency, to_currency, request.from_amount
         )
         cross = from_currency != to_currency
 
         # Both wallets are known to be the company's, in these currencies: read by a committed
-        # transaction (``_currencies``), and a wallet is never deleted and never changes company
-        # or currency. So the write transaction does not read them again; the ledger still
-        # locks each wallet's account and refuses one whose currency is not the journal's.
+        # transaction (``wallet_currencies``), and a wallet is never deleted and never changes
+        # company or currency. So the write transaction does not read them again; the ledger
+        # still locks each wallet's account and refuses one whose currency is not the journal's.
         source_id, target_id = request.from_wallet_id, request.to_wallet_id
 
         def create(uow: UnitOfWork) -> Transfer:
@@ -116,30 +120,6 @@ class TransferService:
             return finish(uow, idempotency, transfer)
 
         return await ctx.storage.run(create)
-
-    async def _currencies(self, company_id: int, request: CreateTransferRequest) -> tuple[str, str]:
-        """Both wallets' currencies, for the quote (an async port) that must come before the
-        transaction that moves the money.
-
-        A wallet's currency never changes, so once a wallet has been seen they are known and a
-        transfer is one transaction; the first transfer of a wallet reads it first.
-        """
-        ctx = self._ctx
-        source = ctx.known_currency(company_id, request.from_wallet_id)
-        target = ctx.known_currency(company_id, request.to_wallet_id)
-        if source is not None and target is not None:
-            return source, target
-
-        def read(uow: UnitOfWork) -> tuple[Wallet, Wallet]:
-            return (
-                wallet_of(uow, company_id, request.from_wallet_id, "from_wallet_id"),
-                wallet_of(uow, company_id, request.to_wallet_id, "to_wallet_id"),
-            )
-
-        wallets = await ctx.storage.run(read, write=False)
-        for wallet in wallets:
-            ctx.saw_wallet(wallet)
-        return wallets[0].currency, wallets[1].currency
 
     async def get(self, company_id: int, transfer_id: str) -> Transfer:
         """The transfer, or ``NotFound``."""
