@@ -90,7 +90,7 @@ def test_a_camt053_statement_is_read() -> None:
             Entry("B4", credit=True, amount="5.00", status="PDNG"),
         ]
     )
-    statement = RAIL.read_statement(data)
+    (statement,) = RAIL.read_statements(data)
     assert (statement.statement_id, statement.account) == ("STMT-1", "NL91ABNA0417164300")
     assert (statement.period_start, statement.period_end) == (date(2026, 1, 1), date(2026, 1, 31))
     debit, credit, returned = statement.lines  # the pending entry settles nothing
@@ -106,7 +106,7 @@ def test_a_later_camt_version_with_a_status_code_is_read() -> None:
         .replace(b"camt.053.001.02", b"camt.053.001.08")
         .replace(b"<Sts>BOOK</Sts>", b"<Sts><Cd>BOOK</Cd></Sts>")
     )
-    assert [line.entry_reference for line in RAIL.read_statement(data).lines] == ["B1"]
+    assert [line.entry_reference for line in RAIL.read_statements(data)[0].lines] == ["B1"]
 
 
 @pytest.mark.parametrize(
@@ -124,7 +124,7 @@ def test_a_malformed_statement_is_refused_with_where_and_why(
     data: bytes, where: str, why: str
 ) -> None:
     with pytest.raises(StatementRejected) as refused:
-        RAIL.read_statement(data)
+        RAIL.read_statements(data)
     assert refused.value.location == where
     assert why in refused.value.reason
 
@@ -140,7 +140,7 @@ def test_a_malformed_statement_is_refused_with_where_and_why(
 )
 def test_entities_are_refused(hostile: bytes) -> None:
     with pytest.raises(StatementRejected, match="refused XML construct"):
-        RAIL.read_statement(hostile)
+        RAIL.read_statements(hostile)
 
 
 MT940 = """:20:STMT-MT
@@ -158,7 +158,7 @@ MT940 = """:20:STMT-MT
 
 
 def test_an_mt940_statement_is_read() -> None:
-    statement = RAIL.read_statement(MT940.encode())
+    (statement,) = RAIL.read_statements(MT940.encode())
     assert (statement.statement_id, statement.account) == ("STMT-MT", "NL91ABNA0417164300")
     assert (statement.period_start, statement.period_end) == (date(2026, 1, 1), date(2026, 1, 31))
     debit, credit, returned = statement.lines
@@ -172,9 +172,9 @@ def test_an_mt940_statement_is_read() -> None:
 def test_a_malformed_mt940_line_is_refused_with_its_line() -> None:
     broken = MT940.replace(":61:2601040104C25,00", ":61:garbage")
     with pytest.raises(StatementRejected) as refused:
-        RAIL.read_statement(broken.encode())
+        RAIL.read_statements(broken.encode())
     assert refused.value.location == "line 7"
     without_reference = MT940.replace("//BANKREF2", "")
     with pytest.raises(StatementRejected, match="bank reference") as refused:
-        RAIL.read_statement(without_reference.encode())
+        RAIL.read_statements(without_reference.encode())
     assert refused.value.location == "entry 2"

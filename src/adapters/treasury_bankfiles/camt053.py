@@ -74,7 +74,7 @@ def _status(entry: Element) -> str | None:
     return _text(entry, "Sts/Cd") or _text(entry, "Sts")
 
 
-def _line(entry: Element, number: int) -> StatementLine | None:
+def _line(entry: Element, number: int, position: int) -> StatementLine | None:
     where = f"entry {number}"
     status = _status(entry)
     if status is not None and status != "BOOK":
@@ -104,6 +104,7 @@ def _line(entry: Element, number: int) -> StatementLine | None:
     returned = return_code is not None or _text(entry, "RvslInd") == "true"
     return StatementLine(
         location=where,
+        position=position,
         entry_reference=reference,
         direction=Direction.CREDIT if indicator == "CRDT" else Direction.DEBIT,
         amount=amount,
@@ -141,8 +142,11 @@ def read_camt053(data: bytes) -> Statement:
     if account is None:
         raise StatementRejected("Acct/Id is missing", location=where)
     entries = statement.findall("Ntry")
-    read = (_line(entry, position) for position, entry in enumerate(entries, 1))
-    lines = tuple(line for line in read if line is not None)
+    lines: list[StatementLine] = []
+    for number, entry in enumerate(entries, 1):
+        line = _line(entry, number, len(lines) + 1)
+        if line is not None:
+            lines.append(line)
     start = _text(statement, "FrToDt/FrDtTm")
     end = _text(statement, "FrToDt/ToDtTm")
     dates = [line.booking_date for line in lines]
@@ -158,5 +162,6 @@ def read_camt053(data: bytes) -> Statement:
         currency=currency.upper(),
         period_start=period_start,
         period_end=period_end,
-        lines=lines,
+        lines=tuple(lines),
+        format="camt.053",
     )

@@ -74,6 +74,7 @@ def read_mt940(data: bytes) -> Statement:
         period_start=start,
         period_end=end,
         lines=tuple(lines),
+        format="mt940",
     )
 
 
@@ -101,6 +102,7 @@ def _line(data: dict[str, Any], number: int) -> StatementLine:
         raise StatementRejected("the :61: amount must be positive", location=where)
     return StatementLine(
         location=where,
+        position=number,
         entry_reference=reference,
         direction=Direction.CREDIT if credit else Direction.DEBIT,
         amount=value,

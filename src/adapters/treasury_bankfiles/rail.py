@@ -126,6 +126,6 @@ class FilesBankRail:
             debtor_bic=self._debtor.bic,
         )
 
-    def read_statement(self, data: bytes) -> Statement:
+    def read_statements(self, data: bytes) -> tuple[Statement, ...]:
         """camt.053 when the data is XML, MT940 otherwise."""
-        return read_camt053(data) if looks_like_camt(data) else read_mt940(data)
+        return (read_camt053(data) if looks_like_camt(data) else read_mt940(data),)

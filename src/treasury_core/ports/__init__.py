@@ -1,6 +1,8 @@
 """Ports: what the core needs from the world, as typed protocols. Adapters implement them."""
 
 from treasury_core.ports.bank_files import (
+    STATEMENT_FORMATS,
+    Balance,
     BankFiles,
     Direction,
     OutgoingPayment,
@@ -52,6 +54,7 @@ from treasury_core.ports.vault import SealedCard, Vault, VaultError
 
 __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public_api.py checks
     "AccountFormat",
+    "Balance",
     "BankAccountDetails",
     "BankFiles",
     "BankRail",
@@ -82,6 +85,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "PaymentInstruction",
     "RecordRepository",
     "RequestLimiter",
+    "STATEMENT_FORMATS",
     "SealedCard",
     "Settlement",
     "Statement",

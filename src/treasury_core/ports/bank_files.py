@@ -47,18 +47,34 @@ class Direction(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class StatementLine:
-    """One booked entry of a bank statement, as the bank reported it."""
+    """One booked movement of a bank statement, as the bank reported it.
 
-    #: Where the line is in the file ("entry 3", "line 12"), for messages.
+    A plain entry is one line. A batch entry (one booked amount, several transaction details)
+    is one line per transaction when the details carry amounts that add up to the entry's,
+    each with ``transaction`` set; otherwise it is one line for the whole entry, which may
+    quote the payment file it books (``message_id``, ``payment_information_id``).
+    """
+
+    #: Where the line is in the file ("statement 2, entry 3", "line 12"), for messages.
     location: str
-    #: The bank's own reference of the entry; lines are remembered by it (idempotent imports).
-    entry_reference: str
+    #: The line's place in its statement, from 1 in file order (a batch entry's transactions
+    #: one after another): part of the identity the core derives when the bank gives none.
+    position: int
     direction: Direction
-    #: As the file states it, in major units (``12.50``): the core turns it into minor units
-    #: with the currency's exponent, and refuses a file whose amount has more decimals.
+    #: As the file states it, in major units (``12.50``), checked by the reader against the
+    #: format's own syntax (ASCII digits, no exponent): the core turns it into minor units
+    #: with the currency's exponent and refuses more decimals than the currency has.
     amount: Decimal
     currency: str
     booking_date: date
+    #: The bank's own reference of the movement (camt ``AcctSvcrRef``, the transaction's own
+    #: when it has one; MT940's bank reference after ``//``); ``None`` when the bank gives
+    #: none or ``NONREF``. The core remembers lines by it.
+    entry_reference: str | None = None
+    #: camt ``NtryRef``: the entry's number within its statement (``None`` for MT940).
+    entry_number: str | None = None
+    #: For a line of a batch entry's transaction details: its place within the entry, from 1.
+    transaction: int | None = None
     #: The end-to-end id of the transfer (our withdrawal id on debits and returns), if given.
     end_to_end_id: str | None = None
     #: Remittance information (the payer's reference on credits), if given.
@@ -68,20 +84,48 @@ class StatementLine:
     #: Set on a return of one of our transfers: the bank's return reason code.
     return_code: str | None = None
     return_reason: str | None = None
+    #: The payment file's message id and payment-information id the bank quotes back (camt
+    #: ``Btch/MsgId``, ``Refs/MsgId``, ``Btch/PmtInfId``, ``Refs/PmtInfId``): how a batch
+    #: booking names the file it books.
+    message_id: str | None = None
+    payment_information_id: str | None = None
+    #: Any other references the bank quotes (instruction id, mandate, customer reference,
+    #: MT940 ``KREF+``), in file order.
+    references: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Balance:
+    """A booked balance the bank states (camt ``OPBD``/``CLBD``, MT940 ``:60F:``/``:62F:``)."""
+
+    #: Signed, in major units as the file states it: negative for a debit balance.
+    amount: Decimal
+    currency: str
+    date: date
+
+
+#: The formats a statement may come in (:attr:`Statement.format`).
+STATEMENT_FORMATS = ("camt.053", "camt.054", "mt940")
 
 
 @dataclass(frozen=True, slots=True)
 class Statement:
-    """A parsed account statement."""
+    """One account statement (or camt.054 notification) of a file."""
 
     statement_id: str
-    #: The statement's account (IBAN or account number).
+    #: The statement's account (IBAN or account number), without spaces, upper case.
     account: str
     currency: str
     period_start: date
     period_end: date
     lines: tuple[StatementLine, ...]
+    #: One of :data:`STATEMENT_FORMATS`.
+    format: str
     created_at: datetime | None = None
+    #: The booked balance before the statement's lines and after them, when the file states
+    #: them (a camt.054 notification states none).
+    opening_balance: Balance | None = None
+    closing_balance: Balance | None = None
 
 
 class StatementRejected(ValueError):
@@ -113,7 +157,7 @@ class BankFiles(Protocol):
         """The payment file of ``payments`` (every one accepted by :meth:`cannot_carry`)."""
         ...
 
-    def read_statement(self, data: bytes) -> Statement:
-        """The statement in ``data`` (camt.053 or MT940); :class:`StatementRejected` if the
-        file is malformed anywhere."""
+    def read_statements(self, data: bytes) -> tuple[Statement, ...]:
+        """Every statement in ``data`` (camt.053, camt.054 or MT940; at least one), in file
+        order; :class:`StatementRejected` if the file is malformed anywhere."""
         ...

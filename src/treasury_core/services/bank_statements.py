@@ -100,10 +100,15 @@ def read(
     """The statement and its lines, checked whole; a bad file is a :class:`ValidationFailed`
     (``statement_invalid``) naming where and why."""
     try:
-        statement = files.read_statement(data)
+        statements = files.read_statements(data)
+        if len(statements) != 1:
+            raise StatementRejected("one statement per file is supported")
+        (statement,) = statements
         lines: list[ParsedLine] = []
         seen: set[str] = set()
         for line in statement.lines:
+            if line.entry_reference is None:
+                raise StatementRejected("the line has no bank reference", location=line.location)
             if line.entry_reference in seen:
                 raise StatementRejected(
                     f"entry reference {line.entry_reference!r} appears twice",
@@ -276,7 +281,7 @@ async def apply(
                 company_id=_owner(company_id),
                 statement_id=statement.statement_id,
                 account=statement.account,
-                entry_reference=line.entry_reference,
+                entry_reference=line.entry_reference or "",
                 direction=line.direction.value,
                 amount=p.line.amount,
                 currency=line.currency,

@@ -127,11 +127,11 @@ async def reconcile(
             line = item.line
             stored = None
             for who in (OPERATOR, company_id):
-                key = line_key(who, statement.account, line.entry_reference)
+                key = line_key(who, statement.account, line.entry_reference or "")
                 stored = stored or uow.records.find(BankStatementLine, key)
             sign = 1 if line.direction is Direction.CREDIT else -1
             side = BankSide(
-                line.entry_reference,
+                line.entry_reference or "",
                 line.booking_date,
                 sign * item.amount,
                 line.currency,
