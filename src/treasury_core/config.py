@@ -71,6 +71,17 @@ class TreasuryConfig(BaseModel):
     bank_debtor_bic: str | None = Field(
         default=None, description="The BIC of the files rail's bank (optional in SEPA)."
     )
+    bank_accounts: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="The treasury's own bank accounts by currency (IBANs or account numbers): "
+        "the only accounts whose statements are imported. The debtor IBAN is always one "
+        "(EUR).",
+    )
+    bank_batch_booking: bool = Field(
+        default=True,
+        description="Ask the bank to book each payment file as one debit (pain.001 BtchBookg) "
+        "rather than one debit per transfer.",
+    )
     bank_statement_max_bytes: int = Field(
         default=5 * 1024 * 1024,
         gt=0,
@@ -246,6 +257,22 @@ class TreasuryConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _bank_accounts_are_distinct(self) -> TreasuryConfig:
+        # An account listed under two currencies, or a blank one, would make a statement's
+        # currency ambiguous; refused at start rather than at the first import.
+        seen: dict[str, str] = {}
+        for currency, accounts in self.bank_accounts.items():
+            if len(currency) != 3 or not currency.isascii() or not currency.isalpha():
+                raise ValueError(f"bank_accounts: {currency!r} is not a currency code")
+            for account in accounts:
+                number = normalized_account(account)
+                if not number.isascii() or not number.isalnum():
+                    raise ValueError(f"bank_accounts: {account!r} is not an account number")
+                if seen.setdefault(number, currency.upper()) != currency.upper():
+                    raise ValueError(f"bank_accounts: {number} is listed under two currencies")
+        return self
+
+    @model_validator(mode="after")
     def _files_rail_has_a_debtor(self) -> TreasuryConfig:
         # Refused here, before anything is opened, rather than at the first export.
         if self.bank_rail == "files" and not (self.bank_debtor_name and self.bank_debtor_iban):
@@ -294,8 +321,26 @@ class TreasuryConfig(BaseModel):
         """The (fixed, basis points) fee rule for withdrawals in ``currency``."""
         return self.withdrawal_fees.get(currency, self.withdrawal_fees.get("*", (0, 0)))
 
+    def treasury_bank_accounts(self) -> dict[str, str]:
+        """The treasury's own bank accounts, each to its currency: :attr:`bank_accounts` and
+        the debtor IBAN (EUR), written without spaces and in upper case."""
+        found = {
+            normalized_account(account): currency.upper()
+            for currency, accounts in self.bank_accounts.items()
+            for account in accounts
+        }
+        if self.bank_debtor_iban:
+            found.setdefault(normalized_account(self.bank_debtor_iban), "EUR")
+        return found
+
     def currency_registry(self) -> CurrencyRegistry:
         """The enabled currencies."""
         return CurrencyRegistry.from_codes(
             self.currencies, self.vban_currencies, exponents=self.currency_exponents
         )
+
+
+def normalized_account(account: str) -> str:
+    """A bank account number as statements and configuration are compared: no white space,
+    upper case."""
+    return "".join(account.split()).upper()

@@ -10,7 +10,8 @@ pydantic-settings model, :class:`TreasurySettings`. The formats:
   ``TREASURY_FRAME_ANCESTORS``): items separated by commas or spaces;
 - tables (``TREASURY_WITHDRAWAL_FEES``, ``TREASURY_CURRENCY_EXPONENTS``,
   ``TREASURY_MIN_AMOUNTS``, ``TREASURY_SETTLEMENT_DELAYS_SECONDS``,
-  ``TREASURY_PAYMENT_DELAYS_SECONDS``): a JSON object, e.g. ``{"*": [0, 0], "EUR": [25, 50]}``.
+  ``TREASURY_PAYMENT_DELAYS_SECONDS``, ``TREASURY_BANK_ACCOUNTS``): a JSON object, e.g.
+  ``{"*": [0, 0], "EUR": [25, 50]}``.
 
 A value that does not parse, or that the config refuses, raises :class:`BadSetting` with one
 line naming the variable and the value. This module reads the process environment and nothing
@@ -113,6 +114,8 @@ class TreasurySettings(BaseSettings):
     bank_debtor_name: str | None = None
     bank_debtor_iban: str | None = None
     bank_debtor_bic: str | None = None
+    bank_accounts: Json[dict[str, tuple[str, ...]]] | None = None
+    bank_batch_booking: bool | None = None
     bank_statement_max_bytes: int | None = None
     fx_rates: str | None = None
     fx_max_age_seconds: float | None = None
