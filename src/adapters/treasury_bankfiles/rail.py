@@ -52,9 +52,16 @@ class Debtor:
 class FilesBankRail:
     """pain.001 out, camt.053 and MT940 in; everything else as the sandbox rail."""
 
-    def __init__(self, debtor: Debtor, formats: SandboxBankRail | None = None) -> None:
+    def __init__(
+        self,
+        debtor: Debtor,
+        formats: SandboxBankRail | None = None,
+        *,
+        batch_booking: bool = True,
+    ) -> None:
         self._debtor = debtor
         self._sandbox = formats or SandboxBankRail()
+        self._batch_booking = batch_booking
 
     # --- BankRail: formats and coordinates are the sandbox rail's ------------------------------
 
@@ -124,6 +131,7 @@ class FilesBankRail:
             debtor_name=self._debtor.name,
             debtor_iban=self._debtor.iban,
             debtor_bic=self._debtor.bic,
+            batch_booking=self._batch_booking,
         )
 
     def read_statements(self, data: bytes) -> tuple[Statement, ...]:
