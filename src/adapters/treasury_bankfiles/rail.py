@@ -50,7 +50,7 @@ class Debtor:
 
 
 class FilesBankRail:
-    """pain.001 out, camt.053 and MT940 in; everything else as the sandbox rail."""
+    """pain.001 out, camt.053, camt.054 and MT940 in; everything else as the sandbox rail."""
 
     def __init__(self, debtor: Debtor, formats: SandboxBankRail | None = None) -> None:
         self._debtor = debtor
