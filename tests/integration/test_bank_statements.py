@@ -127,7 +127,9 @@ async def test_a_malformed_statement_applies_nothing(treasury: Treasury) -> None
         (Entry("L2", credit=True, amount="1.00", currency="USD"), "account NL91ABNA0417164300"),
         (Entry("L2", credit=True, amount="1.001"), "more decimals than EUR allows"),
         (Entry("L2", credit=True, amount="999999999999.99"), "above the largest amount"),
-        (Entry("L2", credit=True, amount="92233720368547758.08"), "above the largest amount"),
+        (Entry("L2", credit=True, amount="9223372036854775.08"), "above the largest amount"),
+        (Entry("L2", credit=True, amount="92233720368547758.08"), "more than 18 digits"),
+        (Entry("L2", credit=True, amount="1E+2"), "'1E+2' is not an amount"),
     ):
         with pytest.raises(ValidationFailed) as refused:
             await treasury.bank.import_statement(camt053([good, bad]))
