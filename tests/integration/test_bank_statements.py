@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from datetime import date
+from decimal import Decimal
 
 import pytest
 
@@ -382,3 +383,59 @@ async def test_two_imports_of_one_statement_at_once_apply_it_once(treasury: Trea
     )
     assert sorted([first.imported, second.imported]) == [0, 1]
     assert (await treasury.wallets.balance(company, wallet)).balance == 2_500
+
+
+def _batch_entry(credit: bool, ref: str, txs: list[tuple[str, str, str | None]]) -> str:
+    """A camt entry booking several transactions: (amount, end-to-end id, return code)."""
+    total = sum(Decimal(amount) for amount, _, _ in txs)
+    details = "".join(
+        f'<TxDtls><Refs><EndToEndId>{e2e}</EndToEndId></Refs><Amt Ccy="EUR">{amount}</Amt>'
+        + (f"<RtrInf><Rsn><Cd>{code}</Cd></Rsn></RtrInf>" if code else "")
+        + "</TxDtls>"
+        for amount, e2e, code in txs
+    )
+    return (
+        f'<Ntry><Amt Ccy="EUR">{total:.2f}</Amt><CdtDbtInd>{"CRDT" if credit else "DBIT"}'
+        "</CdtDbtInd><Sts>BOOK</Sts><BookgDt><Dt>2026-01-05</Dt></BookgDt>"
+        f"<AcctSvcrRef>{ref}</AcctSvcrRef><NtryDtls>{details}</NtryDtls></Ntry>"
+    )
+
+
+async def test_a_batch_entrys_transactions_settle_one_by_one(treasury: Treasury) -> None:
+    """One booked debit for two transfers completes each; a booked batch of returns fails
+    only the withdrawal each return names."""
+    company, wallet = await _company(treasury)
+    account = await treasury.virtual_accounts.create(
+        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
+    )
+    await treasury.virtual_accounts.incoming(None, account.id, 10_000)
+    bank = await _bank_account(treasury, company)
+    paid = []
+    for amount in (1_000, 2_500, 500):
+        request = CreateWithdrawalRequest(
+            wallet_id=wallet, from_amount=amount, from_currency_id="EUR", bank_account_id=bank
+        )
+        paid.append((await treasury.withdrawals.create(company, request)).id)
+    assert (await treasury.bank.export()).export is not None
+    entries = _batch_entry(False, "D-1", [("10.00", paid[0], None), ("25.00", paid[1], None)])
+    entries += _batch_entry(True, "R-1", [("5.00", paid[2], "AC04"), ("10.00", paid[0], "AC04")])
+    statement = (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.08"><BkToCstmrStmt>'
+        "<GrpHdr><MsgId>M1</MsgId><CreDtTm>2026-01-06T06:00:00+01:00</CreDtTm></GrpHdr><Stmt>"
+        "<Id>S-B</Id><CreDtTm>2026-01-06T06:00:00+01:00</CreDtTm>"
+        f"<Acct><Id><IBAN>{DEBTOR_IBAN}</IBAN></Id><Ccy>EUR</Ccy></Acct>{entries}"
+        "</Stmt></BkToCstmrStmt></Document>"
+    ).encode()
+    result = await treasury.bank.import_statement(statement)
+    assert [(line.identity, line.outcome.value) for line in result.lines] == [
+        ("ref:D-1#1", "withdrawal_completed"),
+        ("ref:D-1#2", "withdrawal_completed"),
+        ("ref:R-1#1", "withdrawal_returned"),
+        ("ref:R-1#2", "unmatched"),
+    ]
+    statuses = [(await treasury.withdrawals.get(company, w)).status.value for w in paid]
+    assert statuses == ["completed", "completed", "failed"]
+    assert f"{paid[0]} is completed" in (result.lines[3].reason or "")
+    again = await treasury.bank.import_statement(statement)
+    assert (again.imported, again.already_imported) == (0, 4)
