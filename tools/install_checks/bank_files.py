@@ -70,7 +70,7 @@ async def main() -> None:
         assert outcome.export is not None
         assert withdrawal.id in outcome.export.content
         statement = STATEMENT.format(withdrawal=withdrawal.id).encode()
-        result = await treasury.bank.import_statement(None, statement)
+        result = await treasury.bank.import_statement(statement)
         assert result.imported == 1, result
         assert result.unmatched == 0, result
         done = await treasury.withdrawals.get(company, withdrawal.id)
