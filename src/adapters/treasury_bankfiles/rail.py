@@ -128,4 +128,4 @@ class FilesBankRail:
 
     def read_statements(self, data: bytes) -> tuple[Statement, ...]:
         """camt.053 when the data is XML, MT940 otherwise."""
-        return (read_camt053(data) if looks_like_camt(data) else read_mt940(data),)
+        return (read_camt053(data),) if looks_like_camt(data) else read_mt940(data)
