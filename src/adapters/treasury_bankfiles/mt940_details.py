@@ -17,6 +17,7 @@ references, a return's reason code, and the German transaction code.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -59,7 +60,14 @@ class Details:
 
 
 def _clean(value: object) -> str | None:
-    text = " ".join(str(value).split()) if value is not None else ""
+    # Control and format characters (a latin-1 reading of a DOS code page, a bidi override)
+    # carry nothing a person or a match needs, and would garble the text wherever it is shown.
+    kept = "".join(
+        char
+        for char in str(value or "")
+        if unicodedata.category(char) not in ("Cc", "Cf") or char.isspace()
+    )
+    text = " ".join(kept.split())
     return text if text and text.upper() not in _NO_REFERENCE else None
 
 
@@ -89,7 +97,7 @@ def read_details(value: str) -> Details:
     joined = "".join(value.splitlines())
     if _SLASH_START.match(joined.lstrip()):
         return _slash(joined.strip())
-    return _free(" ".join(value.split()))
+    return _free(_clean(value) or "")
 
 
 def _structured(value: str) -> Details | None:
@@ -101,7 +109,7 @@ def _structured(value: str) -> Details | None:
     result = mt940.processors.transaction_details_post_processor(transactions, tag, raw, dict(raw))
     if "transaction_details" in result:
         return None  # not the structured form: the processor leaves such details alone
-    text = " ".join(value.split())
+    text = _clean(value)
     code = _RTRN.search("".join(value.splitlines()))
     purpose = "".join(
         part for part in (result.get("purpose"), result.get("additional_purpose")) if part
@@ -132,7 +140,7 @@ def _slash(joined: str) -> Details:
             break
     code = values.get("RTRN", "")
     return Details(
-        text=" ".join(joined.split()),
+        text=_clean(joined),
         end_to_end_id=_clean(values.get("EREF")),
         remittance=_clean(remittance),
         references=_references(values.get("MARF"), values.get("IREF")),
