@@ -19,7 +19,8 @@ PAIN = "{urn:iso:std:iso:20022:tech:xsd:pain.001.001.03}"
 class Entry:
     """One camt.053 entry."""
 
-    ref: str
+    #: The bank's reference (AcctSvcrRef); ``None`` writes none.
+    ref: str | None
     credit: bool
     amount: str
     currency: str = "EUR"
@@ -30,6 +31,8 @@ class Entry:
     return_code: str | None = None
     return_info: str | None = None
     status: str = "BOOK"
+    #: The payment file's message id a batch booking quotes (NtryDtls/Btch/MsgId).
+    batch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,11 @@ def camt053(
     statement_id: str = "STMT-1",
     start: date = date(2026, 1, 1),
     end: date = date(2026, 1, 31),
+    opening: str | None = None,
+    closing: str | None = None,
 ) -> bytes:
-    """A camt.053.001.02 statement of ``entries`` for ``account`` over ``start``–``end``."""
+    """A camt.053.001.02 statement of ``entries`` for ``account`` over ``start``–``end``, with
+    the booked balances ``opening`` and ``closing`` (signed EUR amounts) when given."""
     document = ET.Element("Document", xmlns=NS)
     statement = _sub(document, "BkToCstmrStmt/Stmt")
     _sub(statement, "Id", statement_id)
@@ -84,6 +90,13 @@ def camt053(
     acct = _sub(statement, "Acct")
     _sub(acct, "Id/IBAN", account)
     _sub(acct, "Ccy", "EUR")
+    for code, amount, day in (("OPBD", opening, start), ("CLBD", closing, end)):
+        if amount is not None:
+            bal = _sub(statement, "Bal")
+            _sub(bal, "Tp/CdOrPrtry/Cd", code)
+            _sub(bal, "Amt", amount.lstrip("-")).set("Ccy", "EUR")
+            _sub(bal, "CdtDbtInd", "DBIT" if amount.startswith("-") else "CRDT")
+            _sub(bal, "Dt/Dt", day.isoformat())
     for entry in entries:
         ntry = _sub(statement, "Ntry")
         _sub(ntry, "Amt", entry.amount).set("Ccy", entry.currency)
@@ -93,8 +106,12 @@ def camt053(
         _sub(ntry, "Sts", entry.status)
         _sub(ntry, "BookgDt/Dt", entry.booked.isoformat())
         _sub(ntry, "ValDt/Dt", entry.booked.isoformat())
-        _sub(ntry, "AcctSvcrRef", entry.ref)
-        tx = _sub(ntry, "NtryDtls/TxDtls")
+        if entry.ref is not None:
+            _sub(ntry, "AcctSvcrRef", entry.ref)
+        details = _sub(ntry, "NtryDtls")
+        if entry.batch:
+            _sub(details, "Btch/MsgId", entry.batch)
+        tx = _sub(details, "TxDtls")
         if entry.end_to_end:
             _sub(tx, "Refs/EndToEndId", entry.end_to_end)
         if entry.creditor_iban:

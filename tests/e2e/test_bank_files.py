@@ -226,7 +226,8 @@ async def test_withdrawals_out_statement_in_round_trip(
             remittance="Invoice 7",
             booked=day,
         ),
-        Entry("E4", credit=True, amount="75.00", remittance="INV-2026-001", booked=day),
+        # The payer quotes the reference the deposit's instructions show: its id.
+        Entry("E4", credit=True, amount="75.00", remittance=f"INV {deposit['id']}", booked=day),
         Entry("E5", credit=True, amount="12.34", remittance="who is this", booked=day),
     ]
     statement = camt053(entries, account=DEBTOR["TREASURY_BANK_DEBTOR_IBAN"])
@@ -257,7 +258,7 @@ async def test_withdrawals_out_statement_in_round_trip(
             "treasury.withdrawal.completed",
             "treasury.withdrawal.failed",
             "treasury.deposit.completed",  # the virtual account credit
-            "treasury.deposit.completed",  # the deposit quoted by reference
+            "treasury.deposit.completed",  # the deposit quoted by its id
         ]
     )
 
@@ -267,7 +268,7 @@ async def test_withdrawals_out_statement_in_round_trip(
     assert await balance(client, tenant, wallet) == settled
     assert await event_types(client, tenant, treasury) == after
     unmatched = await cli(database_url, "bank", "unmatched")
-    assert "E5" in unmatched.output and "no deposit, virtual account or withdrawal" in (
+    assert "E5" in unmatched.output and "no virtual account, deposit or withdrawal" in (
         unmatched.output
     )
     assert "E1" not in unmatched.output

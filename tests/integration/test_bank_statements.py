@@ -29,7 +29,7 @@ from treasury_core import (
 from treasury_core.errors import ValidationFailed
 from treasury_core.ports import Storage
 from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.bank_files import OPERATOR, BankStatementLine, line_key
+from treasury_core.treasury.bank_files import BankStatementLine, line_key
 
 DEBTOR_IBAN = "NL91ABNA0417164300"
 
@@ -69,33 +69,34 @@ async def _status(treasury: Treasury, company: int, deposit_id: str) -> str:
     return (await treasury.deposits.get(company, deposit_id)).status.value
 
 
-async def test_only_an_exact_unambiguous_match_moves_money(treasury: Treasury) -> None:
+async def test_only_our_own_ids_and_exact_amounts_move_money(treasury: Treasury) -> None:
     company, wallet = await _company(treasury)
     exact = await _deposit(treasury, company, wallet, 1_000, "INV-1")
     short = await _deposit(treasury, company, wallet, 2_000, "INV-2")
-    twin_a = await _deposit(treasury, company, wallet, 3_000, "INV-3")
-    twin_b = await _deposit(treasury, company, wallet, 3_000, "INV-3")
+    chosen = await _deposit(treasury, company, wallet, 3_000, "Invoice 42")
     statement = camt053(
         [
-            Entry("L1", credit=True, amount="10.00", remittance="INV-1"),
-            Entry("L2", credit=True, amount="19.99", remittance="INV-2"),
-            Entry("L3", credit=True, amount="30.00", remittance="INV-3"),
-            Entry("L4", credit=True, amount="10.00", currency="USD", remittance=exact),
+            # Banks upper-case remittance text; the id is still ours.
+            Entry("L1", credit=True, amount="10.00", remittance=f"PAYMENT {exact.upper()}"),
+            Entry("L2", credit=True, amount="19.99", remittance=short),
+            # The merchant's own reference settles nothing, even alone and exact.
+            Entry("L3", credit=True, amount="30.00", remittance="Invoice 42"),
+            Entry("L4", credit=True, amount="10.00", remittance=exact),
             Entry("L5", credit=False, amount="5.00", end_to_end="wdr_01JNOSUCHWITHDRAWAL00000"),
         ]
     )
-    result = await treasury.bank.import_statement(None, statement)
+    result = await treasury.bank.import_statement(statement)
     outcomes = {line.entry_reference: line for line in result.lines}
     assert outcomes["L1"].outcome.value == "deposit_completed"
     assert outcomes["L1"].matched_id == exact
     assert "the amount is 1999, 2000 was expected" in (outcomes["L2"].reason or "")
-    assert "several pending deposits" in (outcomes["L3"].reason or "")
-    # The deposit the USD line quotes was completed by L1 in the same import.
-    assert outcomes["L4"].outcome.value == "unmatched"
-    assert "no withdrawal of ours" in (outcomes["L5"].reason or "")
+    assert outcomes["L3"].outcome.value == "unmatched"
+    # The deposit L4 quotes was completed by L1 in the same import.
+    assert f"{exact} is completed" in (outcomes["L4"].reason or "")
+    assert "no withdrawal or payment file of ours" in (outcomes["L5"].reason or "")
     assert (result.imported, result.unmatched) == (5, 4)
     assert await _status(treasury, company, exact) == "completed"
-    for pending in (short, twin_a, twin_b):
+    for pending in (short, chosen):
         assert await _status(treasury, company, pending) == "pending"
     balance = await treasury.wallets.balance(company, wallet)
     assert balance.balance == 1_000
@@ -103,43 +104,199 @@ async def test_only_an_exact_unambiguous_match_moves_money(treasury: Treasury) -
     assert [line.entry_reference for line in unmatched] == ["L2", "L3", "L4", "L5"]
 
 
+async def test_payment_instructions_quote_the_deposit_id(treasury: Treasury) -> None:
+    """The payer is asked for the reference the system issued, not the merchant's."""
+    company, wallet = await _company(treasury)
+    request = CreateDepositRequest(
+        wallet_id=wallet, from_amount=1_000, from_currency_id="EUR", reference="Invoice 42"
+    )
+    deposit = await treasury.deposits.create(company, request)
+    [instruction] = deposit.payment_instructions
+    assert instruction.account_number == DEBTOR_IBAN
+    assert deposit.id in instruction.account_name
+    assert "Invoice 42" not in instruction.account_name
+
+
 async def test_a_malformed_statement_applies_nothing(treasury: Treasury) -> None:
     company, wallet = await _company(treasury)
     deposit = await _deposit(treasury, company, wallet, 1_000, "INV-1")
-    good = Entry("L1", credit=True, amount="10.00", remittance="INV-1")
+    good = Entry("L1", credit=True, amount="10.00", remittance=deposit)
     for bad, why in (
-        (Entry("L1", credit=True, amount="1.00"), "entry reference 'L1' appears twice"),
-        (Entry("L2", credit=True, amount="1.00", currency="XAU"), "XAU is not enabled"),
+        (Entry("l 1", credit=True, amount="1.00"), "the bank reference 'l 1' appears twice"),
+        (Entry("L2", credit=True, amount="1.00", currency="XAU"), "the line is in XAU"),
+        (Entry("L2", credit=True, amount="1.00", currency="USD"), "account NL91ABNA0417164300"),
         (Entry("L2", credit=True, amount="1.001"), "more decimals than EUR allows"),
+        (Entry("L2", credit=True, amount="999999999999.99"), "above the largest amount"),
+        (Entry("L2", credit=True, amount="9223372036854775.08"), "above the largest amount"),
+        (Entry("L2", credit=True, amount="92233720368547758.08"), "more than 18 digits"),
+        (Entry("L2", credit=True, amount="1E+2"), "'1E+2' is not an amount"),
     ):
         with pytest.raises(ValidationFailed) as refused:
-            await treasury.bank.import_statement(None, camt053([good, bad]))
+            await treasury.bank.import_statement(camt053([good, bad]))
         assert refused.value.code == "statement_invalid"
         assert "entry 2" in refused.value.message and why in refused.value.message
     assert await _status(treasury, company, deposit) == "pending"
     assert await treasury.bank.unmatched() == []
 
 
-async def test_a_company_import_sees_only_that_company(treasury: Treasury) -> None:
+async def test_only_the_treasurys_own_accounts_are_imported(storage: Storage) -> None:
+    """A statement of any other account is not the bank speaking about our money: refused
+    whole. Configured accounts are read in their own currency."""
+    clock = FakeClock()
+    config = TreasuryConfig(
+        database_url="memory://",
+        bank_rail="files",
+        bank_debtor_name="Acme Treasury BV",
+        bank_debtor_iban=DEBTOR_IBAN,
+        bank_accounts={"EUR": ["DE02 1203 0000 0000 2020 51"]},
+    )
+    treasury = bootstrap(config, storage=storage, clock=clock, wall_clock=clock)
+    try:
+        company, wallet = await _company(treasury)
+        deposit = await _deposit(treasury, company, wallet, 1_000, "x")
+        line = Entry("L1", credit=True, amount="10.00", remittance=deposit)
+        for forged in ("XX00FAKE", "NL91ABNA0417164301"):
+            with pytest.raises(ValidationFailed) as refused:
+                await treasury.bank.import_statement(camt053([line], account=forged))
+            assert f"account {forged} is not one of the treasury's bank accounts" in (
+                refused.value.message
+            )
+        assert await _status(treasury, company, deposit) == "pending"
+        second = await treasury.bank.import_statement(
+            camt053([line], account="de02120300000000202051")
+        )
+        assert second.statements[0].account == "DE02120300000000202051"
+        assert await _status(treasury, company, deposit) == "completed"
+    finally:
+        treasury.close()
+
+
+async def test_one_booking_counts_once_however_it_is_spelled(treasury: Treasury) -> None:
+    """The line's identity is the account and the bank's reference without white space and
+    case: another spelling, or the same line again, is the same booking."""
     company, wallet = await _company(treasury)
-    other, _ = await _company(treasury, "Globex")
     account = await treasury.virtual_accounts.create(
         company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
     )
     assert account.iban is not None
-    statement = camt053(
-        [Entry("L1", credit=True, amount="40.00", creditor_iban=account.iban)],
-        account=DEBTOR_IBAN,
+    for spelling in ("REF-1", "ref-1", " R E F-1 ", "Ref-1"):
+        await treasury.bank.import_statement(
+            camt053(
+                [Entry(spelling, credit=True, amount="40.00", creditor_iban=account.iban)],
+                statement_id=f"S-{spelling}",
+            )
+        )
+    assert (await treasury.wallets.balance(company, wallet)).balance == 4_000
+
+
+async def test_lines_without_a_bank_reference_get_a_stable_identity(treasury: Treasury) -> None:
+    """Two identical lines of one statement are two bookings; the same statement again is
+    none; NONREF is no reference."""
+    company, wallet = await _company(treasury)
+    account = await treasury.virtual_accounts.create(
+        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
     )
-    theirs = await treasury.bank.import_statement(other, statement)
-    assert theirs.lines[0].outcome.value == "unmatched"
-    assert (await treasury.wallets.balance(company, wallet)).balance == 0
-    ours = await treasury.bank.import_statement(company, statement)
-    assert ours.lines[0].outcome.value == "virtual_account_credited"
-    assert (await treasury.wallets.balance(company, wallet)).balance == 4_000
-    again = await treasury.bank.import_statement(company, statement)
-    assert (again.imported, again.already_imported) == (0, 1)
-    assert (await treasury.wallets.balance(company, wallet)).balance == 4_000
+    assert account.iban is not None
+    twin = Entry(None, credit=True, amount="5.00", creditor_iban=account.iban)
+    nonref = Entry("NONREF", credit=True, amount="5.00", creditor_iban=account.iban)
+    statement = camt053([twin, twin, nonref])
+    first = await treasury.bank.import_statement(statement)
+    assert (first.imported, first.already_imported) == (3, 0)
+    assert all(line.identity.startswith("derived:") for line in first.lines)
+    again = await treasury.bank.import_statement(statement)
+    assert (again.imported, again.already_imported) == (0, 3)
+    assert (await treasury.wallets.balance(company, wallet)).balance == 1_500
+
+
+async def test_a_batch_booking_completes_every_withdrawal_of_the_file(treasury: Treasury) -> None:
+    company, wallet = await _company(treasury)
+    account = await treasury.virtual_accounts.create(
+        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
+    )
+    await treasury.virtual_accounts.incoming(None, account.id, 10_000)
+    bank = await _bank_account(treasury, company)
+    withdrawals = [
+        await treasury.withdrawals.create(
+            company,
+            CreateWithdrawalRequest(
+                wallet_id=wallet, from_amount=amount, from_currency_id="EUR", bank_account_id=bank
+            ),
+        )
+        for amount in (1_000, 2_500)
+    ]
+    exported = (await treasury.bank.export()).export
+    assert exported is not None and exported.amount == 3_500
+    assert b"<BtchBookg>true</BtchBookg>" in exported.content.encode()
+    assert f"<PmtInfId>{exported.id}</PmtInfId>" in exported.content
+    wrong = camt053([Entry("B0", credit=False, amount="35.01", batch=exported.id)])
+    assert "the amount is 3501, 3500 was expected" in (
+        (await treasury.bank.import_statement(wrong)).lines[0].reason or ""
+    )
+    booked = await treasury.bank.import_statement(
+        camt053([Entry("B1", credit=False, amount="35.00", batch=exported.id)])
+    )
+    [line] = booked.lines
+    assert (line.outcome.value, line.matched_id) == ("batch_completed", exported.id)
+    for withdrawal in withdrawals:
+        done = await treasury.withdrawals.get(company, withdrawal.id)
+        assert done.status.value == "completed"
+    again = await treasury.bank.import_statement(
+        camt053([Entry("B2", credit=False, amount="35.00", remittance=exported.id)])
+    )
+    assert "is already completed" in (again.lines[0].reason or "")
+
+
+async def test_single_booking_exports_one_block_per_transfer(storage: Storage) -> None:
+    clock = FakeClock()
+    config = TreasuryConfig(
+        database_url="memory://",
+        bank_rail="files",
+        bank_debtor_name="Acme Treasury BV",
+        bank_debtor_iban=DEBTOR_IBAN,
+        bank_batch_booking=False,
+    )
+    treasury = bootstrap(config, storage=storage, clock=clock, wall_clock=clock)
+    try:
+        company, wallet = await _company(treasury)
+        account = await treasury.virtual_accounts.create(
+            company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
+        )
+        await treasury.virtual_accounts.incoming(None, account.id, 10_000)
+        bank = await _bank_account(treasury, company)
+        ids = []
+        for amount in (1_000, 2_500):
+            request = CreateWithdrawalRequest(
+                wallet_id=wallet, from_amount=amount, from_currency_id="EUR", bank_account_id=bank
+            )
+            ids.append((await treasury.withdrawals.create(company, request)).id)
+        exported = (await treasury.bank.export()).export
+        assert exported is not None
+        assert exported.content.count("<BtchBookg>false</BtchBookg>") == 2
+        booked = await treasury.bank.import_statement(
+            camt053(
+                [
+                    Entry("D1", credit=False, amount="10.00", end_to_end=ids[0]),
+                    Entry("D2", credit=False, amount="25.00", end_to_end=ids[1]),
+                ]
+            )
+        )
+        assert [line.outcome.value for line in booked.lines] == ["withdrawal_completed"] * 2
+    finally:
+        treasury.close()
+
+
+async def _bank_account(treasury: Treasury, company: int) -> str:
+    registered = await treasury.bank_accounts.register(
+        company,
+        RegisterBankAccountRequest(
+            bank_name="Commerzbank",
+            account_name="Jane Doe",
+            account_number="DE89370400440532013000",
+            routing_number="COBADEFFXXX",
+            currency_id="EUR",
+        ),
+    )
+    return registered.id
 
 
 async def test_an_mt940_statement_books_an_exported_withdrawal(treasury: Treasury) -> None:
@@ -168,12 +325,12 @@ async def test_an_mt940_statement_books_an_exported_withdrawal(treasury: Treasur
         f":61:2601020102D25,00NTRFNONREF//B-{{n}}\n:86:EREF+{withdrawal.id}\n"
         ":62F:C260102EUR75,00\n"
     )
-    early = await treasury.bank.import_statement(None, mt940.format(n=1).encode())
+    early = await treasury.bank.import_statement(mt940.format(n=1).encode())
     assert "was never exported" in (early.lines[0].reason or "")
     exported = await treasury.bank.export()
     assert exported.export is not None and exported.export.withdrawal_ids == (withdrawal.id,)
     assert (await treasury.bank.export()).export is None  # never twice
-    booked = await treasury.bank.import_statement(None, mt940.format(n=2).encode())
+    booked = await treasury.bank.import_statement(mt940.format(n=2).encode())
     assert booked.lines[0].outcome.value == "withdrawal_completed"
     assert booked.lines[0].booking_date == date(2026, 1, 2)
     done = await treasury.withdrawals.get(company, withdrawal.id)
@@ -185,9 +342,9 @@ async def test_a_line_key_is_stored_once(treasury: Treasury) -> None:
     by the storage itself (what a concurrent second import of a statement runs into)."""
     await _company(treasury)
     statement = camt053([Entry("L1", credit=True, amount="1.00", remittance="nobody")])
-    await treasury.bank.import_statement(None, statement)
+    await treasury.bank.import_statement(statement)
     [stored] = await treasury.bank.unmatched()
-    key = line_key(OPERATOR, DEBTOR_IBAN, "L1")
+    key = line_key(DEBTOR_IBAN, "ref:L1")
 
     def duplicate(uow: object) -> None:
         found = uow.records.find(BankStatementLine, key)  # type: ignore[attr-defined]
@@ -203,7 +360,7 @@ async def test_other_rails_exchange_no_files(storage: Storage) -> None:
     treasury = bootstrap(TreasuryConfig(database_url="memory://"), storage=storage)
     try:
         with pytest.raises(InvalidRequestError) as refused:
-            await treasury.bank.import_statement(None, camt053([]))
+            await treasury.bank.import_statement(camt053([]))
         assert refused.value.code == "bank_files_unavailable"
     finally:
         treasury.close()
@@ -220,8 +377,8 @@ async def test_two_imports_of_one_statement_at_once_apply_it_once(treasury: Trea
     assert account.iban is not None
     statement = camt053([Entry("L1", credit=True, amount="25.00", creditor_iban=account.iban)])
     first, second = await asyncio.gather(
-        treasury.bank.import_statement(None, statement),
-        treasury.bank.import_statement(None, statement),
+        treasury.bank.import_statement(statement),
+        treasury.bank.import_statement(statement),
     )
     assert sorted([first.imported, second.imported]) == [0, 1]
     assert (await treasury.wallets.balance(company, wallet)).balance == 2_500

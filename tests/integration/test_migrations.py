@@ -36,8 +36,8 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage.migrate()
     # 0012 was written beside 0013 and re-chained after it at the merge; 0014 (striped counters)
     # follows 0012, 0015 (the delivery claim's index) 0014, and 0016 (the intent filters'
-    # indexes) 0015.
-    assert current_revision(storage.engine) == head_revision() == "0016"
+    # indexes) 0015, 0017 (statement lines keyed by account and identity) 0016.
+    assert current_revision(storage.engine) == head_revision() == "0017"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
     storage.close()
@@ -428,3 +428,77 @@ def test_0016_indexes_the_intent_field_filters(database_url: str, member: str) -
         assert index in " ".join(str(cell) for row in plan for cell in row), plan
     finally:
         engine.dispose()
+
+
+def test_0017_keys_statement_lines_by_account_and_identity(database_url: str) -> None:
+    """Lines stored per company become one booking per account and reference: the oldest
+    keeps the key, so the booking is found (and not applied again) whoever imports it."""
+    import json
+    from datetime import UTC, datetime
+
+    from treasury_core.treasury.bank_files import BankStatementLine, line_key
+
+    def body(line_id: str, company: int, reference: str) -> str:
+        return json.dumps(
+            {
+                "id": line_id,
+                "company_id": company,
+                "statement_id": "S1",
+                "account": "NL91ABNA0417164300",
+                "entry_reference": reference,
+                "direction": "credit",
+                "amount": 100,
+                "currency": "EUR",
+                "booking_date": "2026-01-01",
+                "reference": None,
+                "outcome": "unmatched",
+                "matched_id": None,
+                "reason": "no match",
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+        )
+
+    engine = create_engine(normalize_url(database_url))
+    try:
+        upgrade(engine, "0016")
+        with engine.begin() as conn:
+            for line_id, company, reference in (
+                ("bsl_1", 0, "B 1"),
+                ("bsl_2", 7, "b1"),
+                ("bsl_3", 0, "B2"),
+            ):
+                conn.execute(
+                    text(
+                        "INSERT INTO treasury_records (id, kind, company_id, status, lookup_key,"
+                        " created_at, body) VALUES (:id, 'bsl', :company, 'unmatched', :key,"
+                        " :at, :body)"
+                    ),
+                    {
+                        "id": line_id,
+                        "company": company,
+                        "key": f"old-{line_id}",
+                        "at": datetime(2026, 1, 1, tzinfo=UTC),
+                        "body": body(line_id, company, reference),
+                    },
+                )
+    finally:
+        engine.dispose()
+    storage = SqlStorage(database_url)
+    try:
+        storage.migrate()
+        account = "NL91ABNA0417164300"
+
+        def find(identity: str) -> BankStatementLine | None:
+            key = line_key(account, identity)
+            return storage.run_sync(lambda uow: uow.records.find(BankStatementLine, key))
+
+        first, second = find("ref:B1"), find("ref:B2")
+        assert first is not None and first.id == "bsl_1" and first.identity == "ref:B1"
+        assert second is not None and second.id == "bsl_3"
+        with storage.engine.connect() as conn:
+            cleared = conn.execute(
+                text("SELECT lookup_key FROM treasury_records WHERE id = 'bsl_2'")
+            ).scalar_one()
+        assert cleared is None
+    finally:
+        storage.close()

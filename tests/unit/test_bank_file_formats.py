@@ -112,12 +112,12 @@ def test_a_later_camt_version_with_a_status_code_is_read() -> None:
 @pytest.mark.parametrize(
     ("data", "where", "why"),
     [
-        (camt053([Entry("B1", True, "1"), Entry("", True, "2")]), "entry 2", "AcctSvcrRef"),
-        (camt053([Entry("B1", True, "1,5")]), "entry 1", "not a number"),
-        (camt053([Entry("B1", True, "-3")]), "entry 1", "positive"),
+        (camt053([Entry("B1", True, "1"), Entry("B2", True, "1,5")]), "entry 2", "not an amount"),
+        (camt053([Entry("B1", True, "-3")]), "entry 1", "not an amount"),
+        (camt053([Entry("B1", True, "0.00")]), "entry 1", "more than zero"),
         (camt053([Entry("B1", True, "3", currency="E")]), "entry 1", "Ccy"),
         (b"<Document><BkToCstmrStmt>\n<Stmt>\n</Document>", "line 3", "not well-formed"),
-        (b"<Document/>", "", "not a camt.053 document"),
+        (b"<Document/>", "", "not a camt.053 or camt.054 document"),
     ],
 )
 def test_a_malformed_statement_is_refused_with_where_and_why(
@@ -125,8 +125,14 @@ def test_a_malformed_statement_is_refused_with_where_and_why(
 ) -> None:
     with pytest.raises(StatementRejected) as refused:
         RAIL.read_statements(data)
-    assert refused.value.location == where
+    assert refused.value.location == (f"statement 1, {where}" if "entry" in where else where)
     assert why in refused.value.reason
+
+
+def test_an_entry_without_the_banks_reference_is_read() -> None:
+    (statement,) = RAIL.read_statements(camt053([Entry("B1", True, "1"), Entry("", True, "2")]))
+    assert [line.entry_reference for line in statement.lines] == ["B1", None]
+    assert [line.position for line in statement.lines] == [1, 2]
 
 
 @pytest.mark.parametrize(

@@ -58,16 +58,21 @@ def _money(amount: int, currency: str) -> str:
 def _line_text(line: StatementLineRecord) -> str:
     what = line.matched_id if line.matched_id else f"unmatched: {line.reason}"
     return (
-        f"{line.booking_date} {line.entry_reference} {line.direction} "
+        f"{line.booking_date} {line.entry_reference or '(no bank reference)'} {line.direction} "
         f"{_money(line.amount, line.currency)} {line.outcome.value} {what}"
     )
 
 
 def _import_summary(result: ImportResult) -> list[str]:
     lines = [
-        f"statement {result.statement_id} ({result.account}): {result.imported} line(s) "
-        f"applied, {result.already_imported} already imported, {result.unmatched} unmatched"
+        f"statement {s.statement_id} ({s.account}, {s.format}): {s.lines} line(s), "
+        f"{s.period_start} to {s.period_end}"
+        for s in result.statements
     ]
+    lines.append(
+        f"{result.imported} line(s) applied, {result.already_imported} already imported, "
+        f"{result.unmatched} unmatched"
+    )
     lines += [f"  {_line_text(line)}" for line in result.lines]
     return lines
 
@@ -128,16 +133,19 @@ def commands(run_on: RunOn[Any], database_help: str) -> list[click.Command]:
     @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
     @click.option("--database", default=None, help=database_help)
     def import_(file: Path, database: str | None) -> None:
-        """Import a camt.053 or MT940 statement FILE.
+        """Import a camt.053, camt.054 or MT940 statement FILE.
 
-        Each booked line completes the deposit or withdrawal it matches, fails a returned
+        Every statement in it must be of one of the treasury's bank accounts
+        (TREASURY_BANK_ACCOUNTS). Each booked line completes the deposit or withdrawal it
+        matches by our ids (a batch booking: every withdrawal of the file), fails a returned
         withdrawal, or credits a virtual account; amounts and currencies must match exactly.
-        Lines already imported (by the bank's entry reference) are skipped, so importing a
-        file twice changes nothing. A malformed file is refused whole, naming where and why.
+        Lines already imported (by the bank's reference on the account) are skipped, so
+        importing a file twice, or a line the API imported, changes nothing. A malformed file
+        is refused whole, naming where and why.
         """
         data = file.read_bytes()
         result: ImportResult = run_on(
-            database, lambda treasury: treasury.bank.import_statement(None, data)
+            database, lambda treasury: treasury.bank.import_statement(data)
         )
         for line in _import_summary(result):
             click.echo(line)

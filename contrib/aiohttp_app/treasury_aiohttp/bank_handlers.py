@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from treasury_aiohttp.io import json_response, principal, treasury
+from treasury_aiohttp.io import json_response, treasury
 from treasury_aiohttp.routing import Route
 from treasury_core.errors import ValidationFailed
 from treasury_core.treasury.bank_files import ImportResult
@@ -18,6 +18,8 @@ from treasury_core.treasury.bank_files import ImportResult
 #: What the body may be sent as. camt.053 is XML; MT940 is text but no bank pushes it over
 #: HTTP, so the route takes XML only (the command line reads both).
 XML_TYPES = ("application/xml", "text/xml")
+#: What the XML body may hold: an MT940 file sent as XML is refused, not read as MT940.
+CAMT_FORMATS = ("camt.053", "camt.054")
 
 
 async def import_statement(request: web.Request) -> web.StreamResponse:
@@ -35,7 +37,7 @@ async def import_statement(request: web.Request) -> web.StreamResponse:
             param="statement",
             code="statement_invalid",
         )
-    result = await treasury(request).bank.import_statement(principal(request).company_id, data)
+    result = await treasury(request).bank.import_statement(data, formats=CAMT_FORMATS)
     return json_response(result)
 
 

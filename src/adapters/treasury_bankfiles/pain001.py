@@ -26,12 +26,15 @@ def pain001_file(
     debtor_name: str,
     debtor_iban: str,
     debtor_bic: str | None,
+    batch_booking: bool = True,
 ) -> PaymentFile:
-    """One pain.001 file of ``payments``: one payment information block, one transfer each."""
+    """One pain.001 file of ``payments``, one transfer each: with ``batch_booking`` in one
+    payment information block the bank books as one debit, else one block (and one debit)
+    per transfer."""
     config: dict[str, Any] = {
         "name": debtor_name,
         "IBAN": debtor_iban,
-        "batch": True,
+        "batch": batch_booking,
         "currency": "EUR",
     }
     if debtor_bic:
@@ -56,4 +59,12 @@ def pain001_file(
             entry["BIC"] = payment.creditor_bic
         transfer.add_payment(entry)
     content: bytes = transfer.export(validate=True)
+    if batch_booking:
+        # A batch booking quotes the block's id (or the message id) back on the statement:
+        # the export's id, like the message id, so either finds the export. sepaxml makes a
+        # random one while exporting, so it is replaced in the validated bytes (both are
+        # Max35Text; the export id has 30 characters).
+        (block,) = (node.text for node in transfer._xml.iter("PmtInfId"))
+        old = f"<PmtInfId>{block}</PmtInfId>".encode()
+        content = content.replace(old, f"<PmtInfId>{batch_id}</PmtInfId>".encode(), 1)
     return PaymentFile(file_name=f"pain001-{batch_id}.xml", content=content)

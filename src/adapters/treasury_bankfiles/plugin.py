@@ -16,11 +16,12 @@ def _files_bank_rail(config: TreasuryConfig, clock: Clock) -> BankRail:
     if not (config.bank_debtor_name and config.bank_debtor_iban):  # the config refuses it too
         raise ValueError("the files rail needs TREASURY_BANK_DEBTOR_NAME and _IBAN")
     return FilesBankRail(
-        Debtor(config.bank_debtor_name, config.bank_debtor_iban, config.bank_debtor_bic)
+        Debtor(config.bank_debtor_name, config.bank_debtor_iban, config.bank_debtor_bic),
+        batch_booking=config.bank_batch_booking,
     )
 
 
 @hookimpl
 def register_bank_rail() -> Mapping[str, BankRailFactory]:
-    """The bank-file rail: pain.001 out, camt.053 and MT940 in."""
+    """The bank-file rail: pain.001 out, camt.053, camt.054 and MT940 in."""
     return {"files": _files_bank_rail}

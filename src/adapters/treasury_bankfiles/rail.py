@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from schwifty import BIC, IBAN
 from schwifty.exceptions import SchwiftyException
 
-from treasury_bankfiles.camt053 import looks_like_camt, read_camt053
+from treasury_bankfiles.camt import looks_like_camt, read_camt
 from treasury_bankfiles.mt940 import read_mt940
 from treasury_bankfiles.pain001 import pain001_file
 from treasury_core.ports import (
@@ -50,11 +50,18 @@ class Debtor:
 
 
 class FilesBankRail:
-    """pain.001 out, camt.053 and MT940 in; everything else as the sandbox rail."""
+    """pain.001 out, camt.053, camt.054 and MT940 in; everything else as the sandbox rail."""
 
-    def __init__(self, debtor: Debtor, formats: SandboxBankRail | None = None) -> None:
+    def __init__(
+        self,
+        debtor: Debtor,
+        formats: SandboxBankRail | None = None,
+        *,
+        batch_booking: bool = True,
+    ) -> None:
         self._debtor = debtor
         self._sandbox = formats or SandboxBankRail()
+        self._batch_booking = batch_booking
 
     # --- BankRail: formats and coordinates are the sandbox rail's ------------------------------
 
@@ -124,8 +131,9 @@ class FilesBankRail:
             debtor_name=self._debtor.name,
             debtor_iban=self._debtor.iban,
             debtor_bic=self._debtor.bic,
+            batch_booking=self._batch_booking,
         )
 
     def read_statements(self, data: bytes) -> tuple[Statement, ...]:
-        """camt.053 when the data is XML, MT940 otherwise."""
-        return (read_camt053(data),) if looks_like_camt(data) else read_mt940(data)
+        """camt.053 or camt.054 when the data is XML, MT940 otherwise."""
+        return read_camt(data) if looks_like_camt(data) else read_mt940(data)

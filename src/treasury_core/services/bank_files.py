@@ -7,9 +7,11 @@ Every operation needs a rail that exchanges files (:class:`~treasury_core.ports.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from treasury_core.errors import ConflictRetryExhausted, InvalidRequestError
 from treasury_core.ports import BankFiles, Statement
-from treasury_core.services import bank_export, bank_statements
+from treasury_core.services import bank_export, bank_lines, bank_statements
 from treasury_core.services.bank_export import ExportOutcome
 from treasury_core.services.reconciliation import Reconciliation, reconcile
 from treasury_core.services.statements import WalletStatementService
@@ -56,27 +58,29 @@ class BankFilesService:
         """Confirm an export's file is on disk."""
         return await bank_export.mark_written(self._ctx, export_id)
 
-    def read(self, data: bytes) -> Statement:
-        """The statement in ``data``, checked whole (``ValidationFailed`` naming where and why);
-        applies nothing."""
-        statement, _ = bank_statements.read(self._ctx, self.files(), data, None)
-        return statement
+    def read(self, data: bytes) -> list[Statement]:
+        """The statements in ``data``, checked whole (``ValidationFailed`` naming where and
+        why); applies nothing."""
+        return [parsed.statement for parsed in bank_lines.read(self._ctx, self.files(), data)]
 
-    async def import_statement(self, company_id: int | None, data: bytes) -> ImportResult:
-        """Apply a camt.053 or MT940 statement: each new line settles what it matches, all in
-        one transaction; lines imported before are skipped. ``company_id`` limits matching to
-        one company's records (a statement pushed with its key); ``None`` is the operator's
-        import, across companies."""
+    async def import_statement(
+        self, data: bytes, *, formats: Collection[str] | None = None
+    ) -> ImportResult:
+        """Apply a file of bank statements (camt.053, camt.054 or MT940; with ``formats``, only
+        those): each new line settles what it matches, all in one transaction; lines imported
+        before, by anyone, are skipped. Only the operator imports: the bank's word about the
+        treasury's own accounts, never a company's."""
         ctx = self._ctx
-        statement, lines = bank_statements.read(ctx, self.files(), data, company_id)
+        statements = bank_lines.read(ctx, self.files(), data, formats)
+        count = sum(len(parsed.lines) for parsed in statements)
         # Each retry follows a line another import committed meanwhile, so the lines left to
         # apply shrink every time: one attempt per line (and the first) always suffices.
-        for _ in range(len(lines) + 1):
+        for _ in range(count + 1):
             plans, known = await ctx.storage.run(
-                lambda uow: bank_statements.plan(uow, statement, lines, company_id), write=False
+                lambda uow: bank_statements.plan(uow, ctx, statements), write=False
             )
             try:
-                return await bank_statements.apply(ctx, statement, plans, known, company_id)
+                return await bank_statements.apply(ctx, statements, plans, known)
             except Exception:
                 # Another import of the same statement committed a line first: the storage
                 # refused the duplicate key and this transaction rolled back whole. Planned

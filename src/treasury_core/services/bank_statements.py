@@ -1,48 +1,49 @@
-"""Importing a bank statement: each booked line settles what it matches, in one transaction.
+"""Importing bank statements: each booked line settles what it matches, all in one transaction.
 
-A line matches, by exact amount and currency only:
+Only the bank knows that money moved, and it speaks through the operator's import of a
+statement of one of the treasury's own accounts (:mod:`treasury_core.services.bank_lines`
+checks that). A line matches only by ids this system issued, and by exact amount and currency:
 
-- a debit quoting an exported, pending withdrawal's id (the end-to-end id of the payment file):
-  the bank paid it, the withdrawal completes;
+- a debit quoting an exported, pending withdrawal's id (the end-to-end id of the payment
+  file), booked on the account the file pays from: the bank paid it, the withdrawal completes;
+- a debit quoting an export (the file's message or payment-information id) for the whole
+  file's amount: the bank booked the batch as one, every withdrawal in it completes;
 - a credit returning such a withdrawal (a return reason): the withdrawal fails with the reason
   in ``error`` and its amount and fee go back to the wallet;
-- a credit to one of our virtual accounts (the line's creditor account, else the statement's
-  account, is its IBAN or number) in its currency: a completed deposit credits its wallet, as
-  the sandbox control does (``treasury.deposit.completed``);
-- a credit quoting a pending deposit (its id, or its reference, which must be unambiguous):
-  the deposit completes.
+- a credit to one of our virtual accounts (the line's creditor account is its IBAN or number)
+  in its currency: a completed deposit credits its wallet, as the sandbox control does
+  (``treasury.deposit.completed``);
+- a credit quoting a pending deposit's id (the reference its payment instructions show): the
+  deposit completes.
 
-Anything else is kept as unmatched for a person (``treasury bank unmatched``). Lines are
-remembered by the bank's entry reference (per company and account), so importing a statement
-again changes nothing. The file is read and checked whole before anything is applied; the
-settling itself is one transaction, which rolls back whole if any part of it fails.
+Free text a merchant chose (a deposit's own ``reference``) settles nothing. Anything else is
+kept as unmatched for a person (``treasury bank unmatched``). Each line is remembered by its
+identity on the account, so importing a statement again, by anyone, changes nothing. The plan
+is made in a read transaction; the settling is one write transaction that checks each target
+again under its lock and rolls back whole if any part of it fails.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
-from treasury_core.errors import ValidationFailed
+from treasury_core.config import normalized_account
 from treasury_core.ledger import Journal
-from treasury_core.ports import (
-    BankFiles,
-    Direction,
-    Statement,
-    StatementLine,
-    StatementRejected,
-    UnitOfWork,
-)
+from treasury_core.ports import Direction, StatementLine, UnitOfWork
 from treasury_core.services.accounts import apply_virtual_account_credit, virtual_account_credit
+from treasury_core.services.bank_lines import ParsedLine, ParsedStatement
 from treasury_core.services.settlement import complete_in, fail_in
 from treasury_core.services.support import TreasuryContext
 from treasury_core.treasury.bank_files import (
     OPERATOR,
+    BankExport,
     BankStatementLine,
+    ImportedStatement,
     ImportResult,
     LineOutcome,
     StatementLineRecord,
-    line_key,
 )
 from treasury_core.treasury.records import (
     Deposit,
@@ -52,17 +53,16 @@ from treasury_core.treasury.records import (
 )
 from treasury_core.wallets import Wallet
 
-#: Pending deposits read per page when a line's reference is looked up.
-_PAGE = 500
+R = TypeVar("R", Deposit, Withdrawal, BankExport)
 
-
-@dataclass(frozen=True, slots=True)
-class ParsedLine:
-    """A statement line with its amount in minor units."""
-
-    line: StatementLine
-    amount: int
-    key: str
+Action = Literal[
+    "complete_withdrawal",
+    "complete_export",
+    "return_withdrawal",
+    "complete_deposit",
+    "credit",
+    "none",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,190 +70,162 @@ class Plan:
     """What a new line should do, decided before the writing transaction (which checks again)."""
 
     line: ParsedLine
-    action: Literal[
-        "complete_withdrawal", "return_withdrawal", "complete_deposit", "credit", "none"
-    ]
+    action: Action
     target: str | None = None
     reason: str | None = None
     account: VirtualAccount | None = None
     wallet: Wallet | None = None
 
 
-def minor_units(ctx: TreasuryContext, line: StatementLine) -> int:
-    """The line's amount in minor units; :class:`StatementRejected` for an unknown currency or
-    more decimals than the currency has."""
-    if line.currency not in ctx.currencies:
-        raise StatementRejected(f"currency {line.currency} is not enabled", location=line.location)
-    currency = ctx.currencies.get(line.currency)
-    minor = line.amount * currency.minor_per_major
-    if minor != minor.to_integral_value():
-        raise StatementRejected(
-            f"amount {line.amount} has more decimals than {line.currency} allows",
-            location=line.location,
-        )
-    return int(minor)
+def _unmatched(item: ParsedLine, reason: str, target: str | None = None) -> Plan:
+    return Plan(item, "none", target=target, reason=reason)
 
 
-def read(
-    ctx: TreasuryContext, files: BankFiles, data: bytes, company_id: int | None
-) -> tuple[Statement, list[ParsedLine]]:
-    """The statement and its lines, checked whole; a bad file is a :class:`ValidationFailed`
-    (``statement_invalid``) naming where and why."""
-    try:
-        statements = files.read_statements(data)
-        if len(statements) != 1:
-            raise StatementRejected("one statement per file is supported")
-        (statement,) = statements
-        lines: list[ParsedLine] = []
-        seen: set[str] = set()
-        for line in statement.lines:
-            if line.entry_reference is None:
-                raise StatementRejected("the line has no bank reference", location=line.location)
-            if line.entry_reference in seen:
-                raise StatementRejected(
-                    f"entry reference {line.entry_reference!r} appears twice",
-                    location=line.location,
-                )
-            seen.add(line.entry_reference)
-            key = line_key(_owner(company_id), statement.account, line.entry_reference)
-            lines.append(ParsedLine(line, minor_units(ctx, line), key))
-    except StatementRejected as exc:
-        raise ValidationFailed(
-            f"The statement was refused, nothing was applied: {exc}",
-            param="statement",
-            code="statement_invalid",
-        ) from None
-    return statement, lines
+def _quoted(uow: UnitOfWork, kind: type[R], ids: Sequence[str]) -> R | None:
+    """The first record of ``kind`` among the ids a line quotes."""
+    for record_id in ids:
+        if record_id.startswith(f"{kind.prefix}_"):
+            found = uow.records.get(kind, record_id, None)
+            if found is not None:
+                return found
+    return None
 
 
-def _owner(company_id: int | None) -> int:
-    return OPERATOR if company_id is None else company_id
-
-
-def _withdrawal_plan(
-    uow: UnitOfWork, item: ParsedLine, company_id: int | None, returned: bool
-) -> Plan:
-    line = item.line
-    ref = line.end_to_end_id
-    withdrawal = (
-        uow.records.get(Withdrawal, ref, company_id) if ref and ref.startswith("wdr_") else None
-    )
-    if withdrawal is None:
-        what = "return" if returned else "debit"
-        return Plan(item, "none", reason=f"the {what} quotes no withdrawal of ours")
-    problem = _mismatch(withdrawal.to_amount, withdrawal.to_currency_id, item, line.currency)
-    if problem is None and withdrawal.status is not MovementStatus.PENDING:
-        problem = f"withdrawal {withdrawal.id} is already {withdrawal.status.value}"
-    if problem is None and withdrawal.bank_export_id is None:
-        problem = f"withdrawal {withdrawal.id} was never exported"
-    if problem is not None:
-        return Plan(item, "none", target=withdrawal.id, reason=problem)
-    action: Literal["return_withdrawal", "complete_withdrawal"] = (
-        "return_withdrawal" if returned else "complete_withdrawal"
-    )
-    return Plan(item, action, target=withdrawal.id)
-
-
-def _mismatch(expected: int, currency: str, item: ParsedLine, got_currency: str) -> str | None:
-    if currency != got_currency:
-        return f"the currency is {got_currency}, {currency} was expected"
+def _mismatch(expected: int, currency: str, item: ParsedLine) -> str | None:
+    if currency != item.line.currency:
+        return f"the currency is {item.line.currency}, {currency} was expected"
     if expected != item.amount:
         return f"the amount is {item.amount}, {expected} was expected (minor units)"
     return None
 
 
-def _virtual_account(
-    uow: UnitOfWork, statement: Statement, item: ParsedLine, company_id: int | None
-) -> VirtualAccount | None:
-    for key in (item.line.creditor_account, statement.account):
-        if not key:
-            continue
-        account = uow.records.find(VirtualAccount, key.replace(" ", "").upper())
-        if account is not None and company_id in (None, account.company_id):
-            return account
+def _paying_account(ctx: TreasuryContext, item: ParsedLine) -> str | None:
+    """Why ``item`` cannot be about our payment files (booked on another account), or None."""
+    debtor = ctx.config.bank_debtor_iban
+    if debtor is not None and normalized_account(debtor) != item.account:
+        return f"our payment files are paid from {normalized_account(debtor)}, not {item.account}"
     return None
 
 
-def _deposit_by_reference(
-    uow: UnitOfWork, item: ParsedLine, company_id: int | None
-) -> tuple[Deposit | None, str]:
-    line = item.line
-    tokens = {t for t in (line.end_to_end_id, line.remittance) if t}
-    tokens |= {word for t in list(tokens) for word in t.split() if word.startswith("dep_")}
-    for token in sorted(tokens):
-        if token.startswith("dep_"):
-            found = uow.records.get(Deposit, token, company_id)
-            if found is not None:
-                return found, ""
-    matches: list[Deposit] = []
-    after: str | None = None
-    while True:
-        page = uow.records.with_status(Deposit, MovementStatus.PENDING.value, _PAGE, after)
-        matches += [d for d in page if d.reference in tokens and company_id in (None, d.company_id)]
-        if len(page) < _PAGE:
-            break
-        after = page[-1].id
-    if len(matches) > 1:
-        ids = ", ".join(d.id for d in matches)
-        return None, f"the reference matches several pending deposits ({ids})"
-    return (matches[0], "") if matches else (None, "")
-
-
-def _credit_plan(
-    uow: UnitOfWork, statement: Statement, item: ParsedLine, company_id: int | None
+def _withdrawal_plan(
+    ctx: TreasuryContext, item: ParsedLine, withdrawal: Withdrawal, returned: bool
 ) -> Plan:
+    problem = _mismatch(withdrawal.to_amount, withdrawal.to_currency_id, item)
+    if problem is None and withdrawal.status is not MovementStatus.PENDING:
+        problem = f"withdrawal {withdrawal.id} is already {withdrawal.status.value}"
+    if problem is None and withdrawal.bank_export_id is None:
+        problem = f"withdrawal {withdrawal.id} was never exported"
+    problem = problem or _paying_account(ctx, item)
+    if problem is not None:
+        return _unmatched(item, problem, withdrawal.id)
+    return Plan(item, "return_withdrawal" if returned else "complete_withdrawal", withdrawal.id)
+
+
+def _export_withdrawals(
+    uow: UnitOfWork, export: BankExport, lock: bool
+) -> tuple[list[Withdrawal], str | None]:
+    """The export's withdrawals, and why they cannot all complete now (or None)."""
+    found: list[Withdrawal] = []
+    for withdrawal_id in export.withdrawal_ids:
+        withdrawal = uow.records.get(Withdrawal, withdrawal_id, None, for_update=lock)
+        if withdrawal is None or withdrawal.bank_export_id != export.id:
+            return found, f"withdrawal {withdrawal_id} is not in export {export.id}"
+        if withdrawal.status is not MovementStatus.PENDING:
+            state = withdrawal.status.value
+            return found, f"withdrawal {withdrawal_id} of export {export.id} is already {state}"
+        found.append(withdrawal)
+    return found, None
+
+
+def _export_plan(
+    uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine, export: BankExport
+) -> Plan:
+    problem = (
+        _mismatch(export.amount, export.currency, item)
+        or _paying_account(ctx, item)
+        or _export_withdrawals(uow, export, lock=False)[1]
+    )
+    if problem is not None:
+        return _unmatched(item, problem, export.id)
+    return Plan(item, "complete_export", export.id)
+
+
+def _debit_plan(uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine) -> Plan:
+    ids = item.system_ids
+    withdrawal = _quoted(uow, Withdrawal, ids)
+    if withdrawal is not None:
+        return _withdrawal_plan(ctx, item, withdrawal, returned=False)
+    export = _quoted(uow, BankExport, ids)
+    if export is not None:
+        return _export_plan(uow, ctx, item, export)
+    return _unmatched(item, "the debit quotes no withdrawal or payment file of ours")
+
+
+def _virtual_account(uow: UnitOfWork, line: StatementLine) -> VirtualAccount | None:
+    if not line.creditor_account:
+        return None
+    return uow.records.find(VirtualAccount, normalized_account(line.creditor_account))
+
+
+def _credit_plan(uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine) -> Plan:
     line = item.line
+    ids = item.system_ids
     if line.return_code is not None:
-        return _withdrawal_plan(uow, item, company_id, returned=True)
-    account = _virtual_account(uow, statement, item, company_id)
+        withdrawal = _quoted(uow, Withdrawal, ids)
+        if withdrawal is None:
+            return _unmatched(item, "the return quotes no withdrawal of ours")
+        return _withdrawal_plan(ctx, item, withdrawal, returned=True)
+    account = _virtual_account(uow, line)
     if account is not None:
         if account.source_currency != line.currency:
-            return Plan(
+            return _unmatched(
                 item,
-                "none",
-                target=account.id,
-                reason=f"virtual account {account.id} receives {account.source_currency}, "
+                f"virtual account {account.id} receives {account.source_currency}, "
                 f"not {line.currency}",
+                account.id,
             )
         wallet = uow.wallets.get(account.company_id, account.wallet_id)
         if wallet is not None:
-            return Plan(item, "credit", target=account.id, account=account, wallet=wallet)
-    deposit, ambiguity = _deposit_by_reference(uow, item, company_id)
+            return Plan(item, "credit", account.id, account=account, wallet=wallet)
+    deposit = _quoted(uow, Deposit, ids)
     if deposit is None:
-        return Plan(
-            item, "none", reason=ambiguity or "no deposit, virtual account or withdrawal matches"
-        )
-    problem = _mismatch(deposit.from_amount, deposit.from_currency_id, item, line.currency)
+        return _unmatched(item, "no virtual account, deposit or withdrawal of ours matches")
+    problem = _mismatch(deposit.from_amount, deposit.from_currency_id, item)
     if problem is None and deposit.status is not MovementStatus.PENDING:
         problem = f"deposit {deposit.id} is already {deposit.status.value}"
     if problem is not None:
-        return Plan(item, "none", target=deposit.id, reason=problem)
-    return Plan(item, "complete_deposit", target=deposit.id)
+        return _unmatched(item, problem, deposit.id)
+    return Plan(item, "complete_deposit", deposit.id)
 
 
 def plan(
-    uow: UnitOfWork, statement: Statement, lines: list[ParsedLine], company_id: int | None
+    uow: UnitOfWork, ctx: TreasuryContext, statements: Sequence[ParsedStatement]
 ) -> tuple[list[Plan], list[BankStatementLine]]:
-    """Plans for the lines not imported before, and the stored lines of those that were."""
+    """Plans for the lines not imported before, and the stored lines of those that were. A
+    booking two statements of the file both list (the same identity) is planned once."""
     plans: list[Plan] = []
     known: list[BankStatementLine] = []
-    for item in lines:
-        stored = uow.records.find(BankStatementLine, item.key)
-        if stored is not None:
-            known.append(stored)
-        elif item.line.direction is Direction.DEBIT:
-            plans.append(_withdrawal_plan(uow, item, company_id, returned=False))
-        else:
-            plans.append(_credit_plan(uow, statement, item, company_id))
+    seen: set[str] = set()
+    for parsed in statements:
+        for item in parsed.lines:
+            if item.key in seen:
+                continue
+            seen.add(item.key)
+            stored = uow.records.find(BankStatementLine, item.key)
+            if stored is not None:
+                known.append(stored)
+            elif item.line.direction is Direction.DEBIT:
+                plans.append(_debit_plan(uow, ctx, item))
+            else:
+                plans.append(_credit_plan(uow, ctx, item))
     return plans, known
 
 
 async def apply(
     ctx: TreasuryContext,
-    statement: Statement,
+    statements: Sequence[ParsedStatement],
     plans: list[Plan],
     known: list[BankStatementLine],
-    company_id: int | None,
 ) -> ImportResult:
     """Carry out ``plans`` in one transaction and remember every line."""
     # Quoted and built before the transaction (a quote is async and may call out).
@@ -268,20 +240,24 @@ async def apply(
             )
     now = ctx.clock.now()
     ids = {p.line.key: ctx.ids.new_id(BankStatementLine.prefix) for p in plans}
+    statement_of = {
+        item.key: parsed.statement.statement_id for parsed in statements for item in parsed.lines
+    }
 
     def run(uow: UnitOfWork) -> list[BankStatementLine]:
         stored: list[BankStatementLine] = []
         for p in plans:
             if uow.records.find(BankStatementLine, p.line.key) is not None:
                 continue  # another import of the same statement got here first
-            outcome, matched, reason = _carry_out(uow, ctx, p, credits, company_id)
+            outcome, matched, reason = _carry_out(uow, ctx, p, credits)
             line = p.line.line
             record = BankStatementLine(
                 id=ids[p.line.key],
-                company_id=_owner(company_id),
-                statement_id=statement.statement_id,
-                account=statement.account,
-                entry_reference=line.entry_reference or "",
+                company_id=OPERATOR,
+                statement_id=statement_of[p.line.key],
+                account=p.line.account,
+                entry_reference=line.entry_reference,
+                identity=p.line.identity,
                 direction=line.direction.value,
                 amount=p.line.amount,
                 currency=line.currency,
@@ -297,14 +273,32 @@ async def apply(
         return stored
 
     new = await ctx.storage.run(run)
-    lines = [record_of(r) for r in (*known, *new)]
+    by_key = {r.lookup_key: r for r in (*known, *new)}
+    lines = [
+        record_of(by_key[item.key])
+        for parsed in statements
+        for item in parsed.lines
+        if item.key in by_key
+    ]
     return ImportResult(
-        statement_id=statement.statement_id,
-        account=statement.account,
-        lines=sorted(lines, key=lambda r: (r.booking_date, r.entry_reference)),
+        statements=[_summary(parsed) for parsed in statements],
+        lines=list({line.id: line for line in lines}.values()),
         imported=len(new),
         already_imported=len(known) + (len(plans) - len(new)),
         unmatched=sum(1 for r in new if r.outcome is LineOutcome.UNMATCHED),
+    )
+
+
+def _summary(parsed: ParsedStatement) -> ImportedStatement:
+    statement = parsed.statement
+    return ImportedStatement(
+        statement_id=statement.statement_id,
+        account=normalized_account(statement.account),
+        currency=parsed.currency,
+        format=statement.format,
+        period_start=statement.period_start,
+        period_end=statement.period_end,
+        lines=len(parsed.lines),
     )
 
 
@@ -324,7 +318,6 @@ def _carry_out(
     ctx: TreasuryContext,
     p: Plan,
     credits: dict[str, tuple[Deposit, Journal]],
-    company_id: int | None,
 ) -> tuple[LineOutcome, str | None, str | None]:
     """Do what the plan says if it still holds (checked again under the record's lock)."""
     if p.action == "none":
@@ -334,10 +327,12 @@ def _carry_out(
         apply_virtual_account_credit(uow, ctx, deposit, journal)
         return LineOutcome.VIRTUAL_ACCOUNT_CREDITED, deposit.id, None
     assert p.target is not None
+    if p.action == "complete_export":
+        return _complete_export(uow, ctx, p.target)
     kind: type[Withdrawal] | type[Deposit] = (
         Deposit if p.action == "complete_deposit" else Withdrawal
     )
-    record = uow.records.get(kind, p.target, company_id, for_update=True)
+    record = uow.records.get(kind, p.target, None, for_update=True)
     if record is None or record.status is not MovementStatus.PENDING:
         state = "gone" if record is None else record.status.value
         return LineOutcome.UNMATCHED, None, f"{p.target} is {state}"
@@ -355,3 +350,17 @@ def _carry_out(
         else LineOutcome.WITHDRAWAL_COMPLETED
     )
     return outcome, record.id, None
+
+
+def _complete_export(
+    uow: UnitOfWork, ctx: TreasuryContext, export_id: str
+) -> tuple[LineOutcome, str | None, str | None]:
+    """Complete every withdrawal of a batch-booked export, or none of them."""
+    export = uow.records.get(BankExport, export_id, None)
+    assert export is not None  # exports are never deleted
+    withdrawals, problem = _export_withdrawals(uow, export, lock=True)
+    if problem is not None:
+        return LineOutcome.UNMATCHED, None, problem
+    for withdrawal in withdrawals:
+        complete_in(uow, ctx, withdrawal)
+    return LineOutcome.BATCH_COMPLETED, export.id, None

@@ -45,7 +45,9 @@ class DepositService:
             company_id=company_id,
             source_id=deposit_id,
         )
-        instructions = ctx.rail.deposit_instructions(source, request.reference or deposit_id)
+        # The payer quotes the deposit's id, which the system issued: a statement line settles
+        # a deposit only by it, never by the merchant's own reference.
+        instructions = ctx.rail.deposit_instructions(source, deposit_id)
         deposit = Deposit(
             id=deposit_id,
             company_id=company_id,

@@ -20,16 +20,16 @@ only (the ledger lacks it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 
 from treasury_core.errors import NotFound
 from treasury_core.ledger import EntryCounter, EntryType
-from treasury_core.ports import BankFiles, Direction, UnitOfWork
-from treasury_core.services import bank_statements
+from treasury_core.ports import BankFiles, UnitOfWork
+from treasury_core.services import bank_lines
 from treasury_core.services.statements import WalletStatementService, WalletTransaction
 from treasury_core.services.support import TreasuryContext
-from treasury_core.treasury.bank_files import OPERATOR, BankStatementLine, line_key
+from treasury_core.treasury.bank_files import BankExport, BankStatementLine, LineOutcome
 from treasury_core.treasury.records import Deposit, MovementStatus, Withdrawal
 
 #: The ledger movements that cross the bank.
@@ -101,8 +101,12 @@ async def reconcile(
     wallet_id: str,
     data: bytes,
 ) -> Reconciliation:
-    """Reconcile ``wallet_id`` against the statement in ``data`` (read, never applied)."""
-    statement, lines = bank_statements.read(ctx, files, data, None)
+    """Reconcile ``wallet_id`` against the statements in ``data`` (read, never applied)."""
+    parsed = bank_lines.read(ctx, files, data)
+    lines = [item for one in parsed for item in one.lines]
+    first = parsed[0].statement
+    period_start = min(one.statement.period_start for one in parsed)
+    period_end = max(one.statement.period_end for one in parsed)
 
     def owner(uow: UnitOfWork) -> int:
         account = uow.ledger.get_account(wallet_id)
@@ -111,8 +115,8 @@ async def reconcile(
         return account.company_id
 
     company_id = await ctx.storage.run(owner, write=False)
-    start = datetime.combine(statement.period_start, time(), UTC)
-    end = datetime.combine(statement.period_end + timedelta(days=1), time(), UTC)
+    start = datetime.combine(period_start, time(), UTC)
+    end = datetime.combine(period_end + timedelta(days=1), time(), UTC)
     ours = [
         m
         for m in await statements.movements(company_id, wallet_id, start, end)
@@ -125,19 +129,29 @@ async def reconcile(
         elsewhere = 0
         for item in lines:
             line = item.line
-            stored = None
-            for who in (OPERATOR, company_id):
-                key = line_key(who, statement.account, line.entry_reference or "")
-                stored = stored or uow.records.find(BankStatementLine, key)
-            sign = 1 if line.direction is Direction.CREDIT else -1
+            stored = uow.records.find(BankStatementLine, item.key)
             side = BankSide(
-                line.entry_reference or "",
+                line.entry_reference or item.identity,
                 line.booking_date,
-                sign * item.amount,
+                bank_lines.signed(item),
                 line.currency,
                 " ".join(t for t in (line.end_to_end_id, line.remittance) if t) or None,
                 None,
             )
+            if stored is not None and stored.outcome is LineOutcome.BATCH_COMPLETED:
+                # One debit booked a whole payment file: this wallet's part of it is its own
+                # withdrawals in the file, each a side of its own.
+                export = uow.records.get(BankExport, stored.matched_id or "", None)
+                for withdrawal_id in export.withdrawal_ids if export else ():
+                    withdrawal = uow.records.get(Withdrawal, withdrawal_id, None)
+                    if withdrawal is None or withdrawal.wallet_id != wallet_id:
+                        elsewhere += 1
+                        continue
+                    records[withdrawal.id] = withdrawal
+                    found.append(
+                        replace(side, amount=-withdrawal.to_amount, object_id=withdrawal.id)
+                    )
+                continue
             object_id = _object_of(side, stored)
             record = _owner_of(uow, object_id) if object_id else None
             if record is not None and record.wallet_id != wallet_id:
@@ -161,10 +175,10 @@ async def reconcile(
     matched, ours_left, bank_left = _match(bank, ours, records)
     return Reconciliation(
         wallet_id=wallet_id,
-        statement_id=statement.statement_id,
-        account=statement.account,
-        period_start=statement.period_start,
-        period_end=statement.period_end,
+        statement_id=first.statement_id,
+        account=lines[0].account if lines else first.account,
+        period_start=period_start,
+        period_end=period_end,
         matched=tuple(matched),
         ours_only=tuple(ours_left),
         bank_only=tuple(bank_left),

@@ -423,6 +423,7 @@ def _statement_line(company_id: int, line_id: str) -> BankStatementLine:
         statement_id="bst_1",
         account="DE89370400440532013000",
         entry_reference="E-1",
+        identity="ref:E-1",
         direction="credit",
         amount=100,
         currency="EUR",

@@ -2,8 +2,9 @@
 
 Both are stored as treasury records (documents in the records table): an export holds the file
 it produced, byte for byte, so a file lost to a crash is written again from it, never built
-anew; a statement line is remembered by the bank's entry reference, so a statement imported
-twice changes nothing the second time.
+anew; a statement line is remembered by its identity on the treasury's account (the bank's
+reference of the movement, or one derived from the line), so a statement imported twice, by
+anyone, changes nothing the second time.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from datetime import date
 from enum import StrEnum
 from typing import ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from treasury_core.serialization import Timestamp
 from treasury_core.treasury.records import TreasuryRecord, _Frozen
@@ -52,6 +53,8 @@ class LineOutcome(StrEnum):
     DEPOSIT_COMPLETED = "deposit_completed"
     VIRTUAL_ACCOUNT_CREDITED = "virtual_account_credited"
     WITHDRAWAL_COMPLETED = "withdrawal_completed"
+    #: A debit booking a whole payment file: every withdrawal in it completed.
+    BATCH_COMPLETED = "batch_completed"
     WITHDRAWAL_RETURNED = "withdrawal_returned"
     UNMATCHED = "unmatched"
 
@@ -61,15 +64,21 @@ class StatementLineRecord(_Frozen):
 
     id: str
     statement_id: str
+    #: The treasury's bank account the statement is of.
     account: str
-    entry_reference: str
+    #: The bank's reference of the movement, as the file wrote it; ``None`` when it gave none.
+    entry_reference: str | None
+    #: What the line is remembered by on its account: ``ref:`` and the bank's reference
+    #: (normalized), or ``derived:`` and a digest of the line (docs/guides/banking.md).
+    identity: str
     direction: str
     amount: int
     currency: str
     booking_date: date
     reference: str | None
     outcome: LineOutcome
-    #: The deposit or withdrawal the line settled or created; ``None`` when unmatched.
+    #: The deposit, withdrawal or export (batch booking) the line settled or created;
+    #: ``None`` when unmatched.
     matched_id: str | None
     #: Why the line matched nothing; ``None`` when it matched.
     reason: str | None
@@ -77,8 +86,8 @@ class StatementLineRecord(_Frozen):
 
 
 class BankStatementLine(TreasuryRecord, StatementLineRecord):
-    """A stored statement line; its lookup key makes the entry reference unique per company
-    and account."""
+    """A stored statement line (company :data:`OPERATOR`: a bank line belongs to the treasury's
+    account, not to a company); its lookup key makes its identity unique per account."""
 
     prefix: ClassVar[str] = "bsl"
     record_model: ClassVar[type[BaseModel]] = StatementLineRecord
@@ -90,27 +99,49 @@ class BankStatementLine(TreasuryRecord, StatementLineRecord):
         """``unmatched`` or ``matched`` (``treasury bank unmatched`` lists by it)."""
         return "unmatched" if self.outcome is LineOutcome.UNMATCHED else "matched"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _identity_of_older_lines(cls, data: object) -> object:
+        # Lines stored before identities existed all had a bank reference; migration 0018
+        # re-keyed them to the identity this gives.
+        if isinstance(data, dict) and "identity" not in data:
+            reference = "".join(str(data.get("entry_reference") or "").split()).upper()
+            data = {**data, "identity": f"ref:{reference}"}
+        return data
+
     @property
     def lookup_key(self) -> str | None:
-        """The line's identity: company, account and the bank's entry reference."""
-        return line_key(self.company_id, self.account, self.entry_reference)
+        """The line's key: its account and identity."""
+        return line_key(self.account, self.identity)
 
 
-def line_key(company_id: int, account: str, entry_reference: str) -> str:
-    """A fixed-length key for (company, account, entry reference): the records table's lookup
-    column is 64 characters, an IBAN and an entry reference together may be longer."""
-    raw = f"{company_id}\x1f{account}\x1f{entry_reference}".encode()
-    return hashlib.sha256(raw).hexdigest()
+def line_key(account: str, identity: str) -> str:
+    """A fixed-length key for (account, identity): the records table's lookup column is 64
+    characters, an IBAN and an identity together may be longer."""
+    return hashlib.sha256(f"{account}\x1f{identity}".encode()).hexdigest()
 
 
-class ImportResult(_Frozen):
-    """What importing a statement did: every line, new or already imported."""
+class ImportedStatement(_Frozen):
+    """One statement of an imported file."""
 
     statement_id: str
     account: str
+    currency: str
+    #: ``camt.053``, ``camt.054`` or ``mt940``.
+    format: str
+    period_start: date
+    period_end: date
+    #: How many lines the statement has (new and already imported).
+    lines: int
+
+
+class ImportResult(_Frozen):
+    """What importing a file did: its statements and every line, new or already imported."""
+
+    statements: list[ImportedStatement]
     lines: list[StatementLineRecord]
     #: How many lines this import applied (0 on a repeated import).
     imported: int
-    #: How many lines were already imported (by their entry reference) and were skipped.
+    #: How many lines were already imported (by their identity) and were skipped.
     already_imported: int
     unmatched: int

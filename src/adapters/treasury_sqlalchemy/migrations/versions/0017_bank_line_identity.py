@@ -1,0 +1,68 @@
+"""Statement lines keyed by their account and identity, no longer by the importing company.
+
+A line used to be remembered per company, so the same booking imported by the operator and
+pushed by a company counted twice. Each stored line (kind ``bsl``) gets the key the code now
+gives it: SHA-256 of the account and ``ref:`` plus the bank's reference without white space in
+upper case (every line stored so far had a reference). Where that makes two rows one booking,
+the oldest keeps the key and the others lose theirs (``NULL``): they stay as history, and the
+booking is not applied a third time.
+
+Revision ID: 0017
+Revises: 0016
+Create Date: 2026-12-01
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0017"
+down_revision = "0016"
+branch_labels = None
+depends_on = None
+
+
+def _key(body: dict[str, object]) -> str:
+    account = str(body.get("account") or "")
+    reference = "".join(str(body.get("entry_reference") or "").split()).upper()
+    return hashlib.sha256(f"{account}\x1fref:{reference}".encode()).hexdigest()
+
+
+def upgrade() -> None:
+    conn = op.get_bind()
+    rows = conn.execute(
+        sa.text("SELECT id, body FROM treasury_records WHERE kind = 'bsl' ORDER BY id")
+    ).all()
+    keys: dict[str, str | None] = {}
+    taken: set[str] = set()
+    for row_id, body in rows:
+        key = _key(json.loads(body))
+        keys[row_id] = None if key in taken else key
+        taken.add(key)
+    # Cleared first, then set: the unique index must never see two rows with one new key, nor
+    # a new key still held by a row not yet rewritten.
+    conn.execute(sa.text("UPDATE treasury_records SET lookup_key = NULL WHERE kind = 'bsl'"))
+    for row_id, new_key in keys.items():
+        if new_key is not None:
+            conn.execute(
+                sa.text("UPDATE treasury_records SET lookup_key = :key WHERE id = :id"),
+                {"key": new_key, "id": row_id},
+            )
+
+
+def downgrade() -> None:
+    conn = op.get_bind()
+    rows = conn.execute(
+        sa.text("SELECT id, company_id, body FROM treasury_records WHERE kind = 'bsl'")
+    ).all()
+    for row_id, company_id, body in rows:
+        data = json.loads(body)
+        raw = f"{company_id}\x1f{data.get('account')}\x1f{data.get('entry_reference') or ''}"
+        conn.execute(
+            sa.text("UPDATE treasury_records SET lookup_key = :key WHERE id = :id"),
+            {"key": hashlib.sha256(raw.encode()).hexdigest(), "id": row_id},
+        )

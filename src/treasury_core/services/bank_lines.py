@@ -1,0 +1,238 @@
+"""Reading a bank file into checked statements: whose account, which lines, each line's identity.
+
+Everything here happens before any transaction and applies nothing. A file is accepted whole or
+refused whole (:class:`~treasury_core.errors.ValidationFailed`, ``statement_invalid``, naming the
+place and the reason):
+
+- every statement must be for one of the treasury's own bank accounts
+  (:meth:`~treasury_core.config.TreasuryConfig.treasury_bank_accounts`), and every line in that
+  account's currency: a statement of any other account is not the bank speaking about our money;
+- every amount must fit the currency's decimals and the configured ``max_amount``.
+
+A line's identity is the treasury account plus the bank's own reference of the movement,
+written without white space and in upper case, so the same booking counts once whoever imports
+it and however the file spells the reference; the company never takes part. A line the bank
+gives no reference for (or ``NONREF``) gets a derived identity: a digest of the account, the
+booking date, the amount and direction, every reference it quotes and its place in the
+statement (the ``NtryRef`` where there is one), which is the same when the same statement
+comes again and still tells apart two identical lines of one statement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from treasury_core.config import normalized_account
+from treasury_core.errors import ValidationFailed
+from treasury_core.ports import (
+    BankFiles,
+    Direction,
+    Statement,
+    StatementLine,
+    StatementRejected,
+)
+from treasury_core.services.support import TreasuryContext
+from treasury_core.treasury.bank_files import line_key
+
+#: References that are placeholders, not identities.
+_NO_REFERENCE = frozenset({"", "NONREF", "NOTPROVIDED", "NONE"})
+
+#: The ids this system issues that a bank line may quote back: deposits (shown in their
+#: payment instructions), withdrawals (the end-to-end id of the payment file) and exports (the
+#: file's message and payment-information id). Banks may change the case or run them into
+#: other text, so they are found as words, case-insensitively.
+_SYSTEM_ID = re.compile(r"(?<![0-9A-Za-z])(dep|wdr|bex)_([0-9A-Za-z]{20,40})(?![0-9A-Za-z])", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedLine:
+    """A statement line with its amount in minor units and its identity."""
+
+    line: StatementLine
+    account: str
+    amount: int
+    #: What the line is remembered by (see the module docstring).
+    identity: str
+    #: The records table's lookup key of the line: the account and the identity, hashed.
+    key: str
+
+    @property
+    def system_ids(self) -> tuple[str, ...]:
+        """The ids of ours the line quotes, in order of how much they say (see
+        :func:`system_ids`)."""
+        return system_ids(self.line)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedStatement:
+    """A statement of the file, checked, with its lines."""
+
+    statement: Statement
+    #: The account's currency, as configured.
+    currency: str
+    lines: tuple[ParsedLine, ...]
+
+
+def reference_of(text: str | None) -> str | None:
+    """A bank reference as identities compare it: no white space, upper case; ``None`` for a
+    placeholder (``NONREF``, ``NOTPROVIDED``) or nothing."""
+    if text is None:
+        return None
+    written = "".join(text.split()).upper()
+    return None if written in _NO_REFERENCE else written
+
+
+def line_identity(account: str, line: StatementLine) -> str:
+    """What ``line`` of ``account``'s statement is remembered by."""
+    suffix = f"#{line.transaction}" if line.transaction is not None else ""
+    reference = reference_of(line.entry_reference)
+    if reference is not None:
+        return f"ref:{reference}{suffix}"
+    place = f"ntry:{line.entry_number}" if line.entry_number else f"pos:{line.position}"
+    parts = (
+        account,
+        line.booking_date.isoformat(),
+        line.direction.value,
+        str(line.amount.normalize()),
+        line.currency,
+        line.end_to_end_id or "",
+        line.remittance or "",
+        line.creditor_account or "",
+        line.message_id or "",
+        line.payment_information_id or "",
+        *line.references,
+        line.return_code or "",
+        place + suffix,
+    )
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+    return f"derived:{digest}"
+
+
+def system_ids(line: StatementLine) -> tuple[str, ...]:
+    """Every id of ours ``line`` may quote (``dep_…``, ``wdr_…``, ``bex_…``): the end-to-end id
+    first, then the file's ids, the other references and the remittance; each as written and in
+    lower case (how the default id source writes them), for banks that change the case.
+    Nothing a merchant chose is among them."""
+    sources: Iterable[str | None] = (
+        line.end_to_end_id,
+        line.message_id,
+        line.payment_information_id,
+        *line.references,
+        line.remittance,
+    )
+    found: list[str] = []
+    for text in sources:
+        for prefix, rest in _SYSTEM_ID.findall(text or ""):
+            for token in (f"{prefix.lower()}_{rest}", f"{prefix}_{rest}".lower()):
+                if token not in found:
+                    found.append(token)
+    return tuple(found)
+
+
+def minor_units(ctx: TreasuryContext, amount: Decimal, currency: str, where: str) -> int:
+    """``amount`` (major units) in minor units of ``currency``; :class:`StatementRejected` for
+    an unknown currency or more decimals than the currency has."""
+    if currency not in ctx.currencies:
+        raise StatementRejected(f"currency {currency} is not enabled", location=where)
+    if not amount.is_finite():
+        raise StatementRejected(f"amount {amount} is not a number", location=where)
+    minor = amount * ctx.currencies.get(currency).minor_per_major
+    if minor != minor.to_integral_value():
+        raise StatementRejected(
+            f"amount {amount} has more decimals than {currency} allows", location=where
+        )
+    return int(minor)
+
+
+def _line_amount(ctx: TreasuryContext, line: StatementLine) -> int:
+    amount = minor_units(ctx, line.amount, line.currency, line.location)
+    if amount <= 0:
+        raise StatementRejected(f"amount {line.amount} must be positive", location=line.location)
+    if amount > ctx.config.max_amount:
+        raise StatementRejected(
+            f"amount {line.amount} {line.currency} is above the largest amount the treasury "
+            f"accepts ({ctx.config.max_amount} minor units)",
+            location=line.location,
+        )
+    return amount
+
+
+def _checked(
+    ctx: TreasuryContext, statement: Statement, accounts: dict[str, str], number: int
+) -> ParsedStatement:
+    account = normalized_account(statement.account)
+    where = f"statement {number}"
+    currency = accounts.get(account)
+    if currency is None:
+        raise StatementRejected(
+            f"account {account} is not one of the treasury's bank accounts", location=where
+        )
+    if statement.currency and statement.currency.upper() != currency:
+        raise StatementRejected(
+            f"the statement is in {statement.currency}; account {account} holds {currency}",
+            location=where,
+        )
+    lines: list[ParsedLine] = []
+    seen: set[str] = set()
+    for line in statement.lines:
+        if line.currency != currency:
+            raise StatementRejected(
+                f"the line is in {line.currency}; account {account} holds {currency}",
+                location=line.location,
+            )
+        identity = line_identity(account, line)
+        if identity in seen:
+            raise StatementRejected(
+                f"the bank reference {line.entry_reference!r} appears twice",
+                location=line.location,
+            )
+        seen.add(identity)
+        amount = _line_amount(ctx, line)
+        lines.append(ParsedLine(line, account, amount, identity, line_key(account, identity)))
+    for balance in (statement.opening_balance, statement.closing_balance):
+        if balance is not None:
+            if balance.currency.upper() != currency:
+                raise StatementRejected(
+                    f"a balance is in {balance.currency}; account {account} holds {currency}",
+                    location=where,
+                )
+            minor_units(ctx, balance.amount, currency, where)
+    return ParsedStatement(statement, currency, tuple(lines))
+
+
+def read(
+    ctx: TreasuryContext,
+    files: BankFiles,
+    data: bytes,
+    formats: Collection[str] | None = None,
+) -> list[ParsedStatement]:
+    """Every statement in ``data``, checked whole (see the module docstring); with ``formats``,
+    a statement in any other format refuses the file. A bad file is a
+    :class:`ValidationFailed` (``statement_invalid``) naming where and why."""
+    try:
+        statements = files.read_statements(data)
+        if formats is not None:
+            for statement in statements:
+                if statement.format not in formats:
+                    raise StatementRejected(
+                        f"a {statement.format} statement is not accepted here "
+                        f"(only {', '.join(sorted(formats))})"
+                    )
+        accounts = ctx.config.treasury_bank_accounts()
+        parsed = [_checked(ctx, s, accounts, n) for n, s in enumerate(statements, 1)]
+    except StatementRejected as exc:
+        raise ValidationFailed(
+            f"The statement was refused, nothing was applied: {exc}",
+            param="statement",
+            code="statement_invalid",
+        ) from None
+    return parsed
+
+
+def signed(item: ParsedLine) -> int:
+    """The line's amount with its sign: credits in, debits out."""
+    return item.amount if item.line.direction is Direction.CREDIT else -item.amount
