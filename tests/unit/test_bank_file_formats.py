@@ -154,7 +154,7 @@ MT940 = """:20:STMT-MT
 :28C:1/1
 :60F:C260101EUR1000,00
 :61:2601030103D123,45NTRFNONREF//BANKREF1
-:86:EREF+wdr_01JBANKFILE0000000000000001 payout
+:86:EREF+wdr_01JBANKFILE0000000000000001 SVWZ+payout
 :61:2601040104C25,00NTRFNONREF//BANKREF2
 :86:dep_abc
 :61:2601050105RD1,00NTRFNONREF//BANKREF3
@@ -179,8 +179,10 @@ def test_a_malformed_mt940_line_is_refused_with_its_line() -> None:
     broken = MT940.replace(":61:2601040104C25,00", ":61:garbage")
     with pytest.raises(StatementRejected) as refused:
         RAIL.read_statements(broken.encode())
-    assert refused.value.location == "line 7"
-    without_reference = MT940.replace("//BANKREF2", "")
-    with pytest.raises(StatementRejected, match="bank reference") as refused:
-        RAIL.read_statements(without_reference.encode())
-    assert refused.value.location == "entry 2"
+    assert refused.value.location == "statement 1, line 7"
+
+
+def test_an_mt940_line_without_a_bank_reference_is_read_without_one() -> None:
+    (statement,) = RAIL.read_statements(MT940.replace("//BANKREF2", "").encode())
+    assert statement.lines[1].entry_reference is None
+    assert statement.lines[1].remittance == "dep_abc"

@@ -136,4 +136,4 @@ class FilesBankRail:
 
     def read_statements(self, data: bytes) -> tuple[Statement, ...]:
         """camt.053 or camt.054 when the data is XML, MT940 otherwise."""
-        return read_camt(data) if looks_like_camt(data) else (read_mt940(data),)
+        return read_camt(data) if looks_like_camt(data) else read_mt940(data)
