@@ -215,6 +215,8 @@ def read(
     :class:`ValidationFailed` (``statement_invalid``) naming where and why."""
     try:
         statements = files.read_statements(data)
+        if not statements:  # the port promises one at least; a third-party rail may not
+            raise StatementRejected("the file holds no statement")
         if formats is not None:
             for statement in statements:
                 if statement.format not in formats:
