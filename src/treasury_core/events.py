@@ -50,6 +50,9 @@ class EventType(StrEnum):
     WITHDRAWAL_FAILED = "treasury.withdrawal.failed"
     TRANSFER_COMPLETED = "treasury.transfer.completed"
     TRANSFER_FAILED = "treasury.transfer.failed"
+    #: A statement's balance disagrees with the ledger (decisions.md, "Safeguarding
+    #: reconciliation"); the operator's (company 0), never a merchant's.
+    RECONCILIATION_BREAK = "treasury.reconciliation.break"
 
 
 class Event(BaseModel):

@@ -33,6 +33,7 @@ from treasury_core.ports import (
     StatementRejected,
     UnitOfWork,
 )
+from treasury_core.services import safeguarding
 from treasury_core.services.accounts import apply_virtual_account_credit, virtual_account_credit
 from treasury_core.services.settlement import complete_in, fail_in
 from treasury_core.services.support import TreasuryContext
@@ -50,6 +51,7 @@ from treasury_core.treasury.records import (
     VirtualAccount,
     Withdrawal,
 )
+from treasury_core.treasury.safeguarding import BankBreak
 from treasury_core.wallets import Wallet
 
 #: Pending deposits read per page when a line's reference is looked up.
@@ -269,7 +271,7 @@ async def apply(
     now = ctx.clock.now()
     ids = {p.line.key: ctx.ids.new_id(BankStatementLine.prefix) for p in plans}
 
-    def run(uow: UnitOfWork) -> list[BankStatementLine]:
+    def run(uow: UnitOfWork) -> tuple[list[BankStatementLine], list[BankBreak]]:
         stored: list[BankStatementLine] = []
         for p in plans:
             if uow.records.find(BankStatementLine, p.line.key) is not None:
@@ -294,9 +296,9 @@ async def apply(
             )
             uow.records.add(record)
             stored.append(record)
-        return stored
+        return stored, safeguarding.reconcile_statement(uow, ctx, statement, stored)
 
-    new = await ctx.storage.run(run)
+    new, breaks = await ctx.storage.run(run)
     lines = [record_of(r) for r in (*known, *new)]
     return ImportResult(
         statement_id=statement.statement_id,
@@ -305,6 +307,7 @@ async def apply(
         imported=len(new),
         already_imported=len(known) + (len(plans) - len(new)),
         unmatched=sum(1 for r in new if r.outcome is LineOutcome.UNMATCHED),
+        breaks=tuple(safeguarding.break_record(b) for b in breaks),
     )
 
 
