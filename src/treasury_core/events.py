@@ -55,6 +55,11 @@ class EventType(StrEnum):
     RECONCILIATION_BREAK = "treasury.reconciliation.break"
 
 
+#: Events of the operator (company 0): written to the outbox like any other, but no company's
+#: events list or webhook endpoint ever carries them.
+OPERATOR_EVENTS = frozenset({EventType.RECONCILIATION_BREAK})
+
+
 class Event(BaseModel):
     """One event in the outbox; ``data`` is ``{"object": <the resource as the API shows it>}``.
 

@@ -146,6 +146,7 @@ async def test_balances_that_agree_raise_no_break(treasury: Treasury, rail: Bala
 async def test_a_closing_that_disagrees_is_a_break_raised_once(
     treasury: Treasury, rail: BalancedRail
 ) -> None:
+    company = (await treasury.companies.create_company("Acme")).company.id
     await treasury.bank.import_statement(None, january(rail))
     result = await treasury.bank.import_statement(None, february(rail, closing="1030.00"))
     found = {b.kind: b for b in result.breaks}
@@ -162,6 +163,9 @@ async def test_a_closing_that_disagrees_is_a_break_raised_once(
     listed = await treasury.safeguarding.breaks()
     assert sorted(b.id for b in listed) == sorted(b.id for b in result.breaks)
     assert sorted(await _break_events(treasury)) == sorted(b.id for b in result.breaks)
+    # The operator's: no company's events show them.
+    theirs = await treasury.notifications.events(company, type_=None, limit=100)
+    assert EventType.RECONCILIATION_BREAK not in {e.type for e in theirs.items}
 
     postings = await _postings(treasury)
     again = await treasury.bank.import_statement(None, february(rail, closing="1030.00"))
