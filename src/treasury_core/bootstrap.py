@@ -37,6 +37,7 @@ from treasury_core.services.payment_links import LINK_EXPIRY, PaymentLinkService
 from treasury_core.services.payments import PaymentService
 from treasury_core.services.provider_events import ProviderEventService
 from treasury_core.services.records import RecordService
+from treasury_core.services.safeguarding import SafeguardingService
 from treasury_core.services.sandbox import SandboxService, load_clock_offset
 from treasury_core.services.settlement import SettlementService
 from treasury_core.services.statements import WalletStatementService
@@ -83,6 +84,8 @@ class Treasury:
     statements: WalletStatementService
     #: Payment files out, bank statements in (the files rail).
     bank: BankFilesService
+    #: The bank's balances against the ledger: breaks and the safeguarding report.
+    safeguarding: SafeguardingService
 
     def close(self) -> None:
         """Release the storage's connections and threads."""
@@ -227,4 +230,5 @@ def bootstrap(
         records=RecordService(context),
         statements=statements,
         bank=BankFilesService(context, statements),
+        safeguarding=SafeguardingService(context),
     )

@@ -50,6 +50,14 @@ class EventType(StrEnum):
     WITHDRAWAL_FAILED = "treasury.withdrawal.failed"
     TRANSFER_COMPLETED = "treasury.transfer.completed"
     TRANSFER_FAILED = "treasury.transfer.failed"
+    #: A statement's balance disagrees with the ledger (decisions.md, "Safeguarding
+    #: reconciliation"); the operator's (company 0), never a merchant's.
+    RECONCILIATION_BREAK = "treasury.reconciliation.break"
+
+
+#: Events of the operator (company 0): written to the outbox like any other, but no company's
+#: events list or webhook endpoint ever carries them.
+OPERATOR_EVENTS = frozenset({EventType.RECONCILIATION_BREAK})
 
 
 class Event(BaseModel):

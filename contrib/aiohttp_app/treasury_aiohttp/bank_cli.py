@@ -1,4 +1,5 @@
-"""``treasury bank …`` and ``treasury reconcile``: the bank-file rail from the command line.
+"""``treasury bank …``, ``treasury reconcile`` and ``treasury safeguarding report``: the
+bank-file rail and the safeguarding reconciliation from the command line.
 
 The commands are built by :func:`commands` with the main command's helpers passed in, so this
 module does not import :mod:`treasury_aiohttp.cli` (which runs as ``__main__``).
@@ -10,6 +11,7 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Coroutine
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,8 +19,10 @@ import click
 
 from treasury_core import Treasury
 from treasury_core.services.reconciliation import BankSide, Reconciliation
+from treasury_core.services.safeguarding import SafeguardingReport
 from treasury_core.services.statements import WalletTransaction
 from treasury_core.treasury.bank_files import BankExport, ImportResult, StatementLineRecord
+from treasury_core.treasury.safeguarding import BreakRecord, BreakStatus
 
 T = TypeVar("T")
 RunOn = Callable[[str | None, Callable[[Treasury], Coroutine[Any, Any, T]]], T]
@@ -74,11 +78,59 @@ def _import_summary(result: ImportResult) -> list[str]:
         f"{result.unmatched} unmatched"
     )
     lines += [f"  {_line_text(line)}" for line in result.lines]
+    if result.breaks:
+        lines.append(f"BREAKS: {len(result.breaks)} balance(s) disagree with the ledger")
+        lines += [f"  {_break_text(found)}" for found in result.breaks]
+    else:
+        lines.append("balances: agree with the ledger (or none stated)")
+    return lines
+
+
+_BREAK_WHAT = {
+    "opening": "opening balance against the ledger before the statement's lines",
+    "closing": "closing balance against the ledger at that date",
+    "statement": "closing balance against the statement's opening plus its lines",
+}
+
+
+def _break_text(found: BreakRecord) -> str:
+    return (
+        f"{found.id} {found.account} {found.currency} statement {found.statement_id} "
+        f"{found.date} {_BREAK_WHAT[found.kind.value]}: stated {found.stated}, "
+        f"expected {found.expected}, difference {found.difference:+d} (minor units)"
+        + (" [resolved]" if found.status is BreakStatus.RESOLVED else "")
+    )
+
+
+def _report_lines(report: SafeguardingReport) -> list[str]:
+    headers = ("currency", "bank (ledger)", "bank (stated)", "wallets", "reserved",
+               "pending in", "surplus", "")  # fmt: skip
+    rows = [headers]
+    for row in report.rows:
+        stated = "-" if row.bank_stated is None else f"{row.bank_stated} ({row.stated_on})"
+        rows.append(
+            (
+                row.currency,
+                str(row.bank_ledger),
+                stated,
+                str(row.wallets),
+                str(row.reserved),
+                str(row.pending_in),
+                f"{row.surplus:+d}",
+                "SHORTFALL" if row.shortfall else "ok",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    lines = [f"safeguarding at the end of {report.on} (minor units)"]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+              for r in rows]  # fmt: skip
+    if not report.rows:
+        lines.append("(no bank accounts and no wallets)")
     return lines
 
 
 def commands(run_on: RunOn[Any], database_help: str) -> list[click.Command]:
-    """The ``bank`` group and the ``reconcile`` command."""
+    """The ``bank`` and ``safeguarding`` groups and the ``reconcile`` command."""
 
     @click.group()
     def bank() -> None:
@@ -166,6 +218,63 @@ def commands(run_on: RunOn[Any], database_help: str) -> list[click.Command]:
         for line in lines:
             click.echo(f"{line.id} {_line_text(line)}")
 
+    @bank.command("breaks")
+    @click.option("--all", "everything", is_flag=True, help="Resolved breaks too.")
+    @click.option("--database", default=None, help=database_help)
+    def breaks(everything: bool, database: str | None) -> None:
+        """List where the bank's stated balances disagree with the ledger.
+
+        Oldest first: each break names the statement, the balance compared (opening, closing,
+        or the statement against its own lines), what the bank stated and what the ledger
+        holds. A break is resolved when the same balance is imported again and agrees (a
+        missing statement imported meanwhile). Exits with status 1 while any is open.
+        """
+        status = None if everything else BreakStatus.OPEN
+        found: list[BreakRecord] = run_on(
+            database, lambda treasury: treasury.safeguarding.breaks(status)
+        )
+        if not found:
+            click.echo("no breaks")
+        for item in found:
+            click.echo(_break_text(item))
+        if any(item.status is BreakStatus.OPEN for item in found):
+            raise SystemExit(1)
+
+    @click.group()
+    def safeguarding() -> None:
+        """The bank's balances against what the wallets are owed."""
+
+    @safeguarding.command("report")
+    @click.option(
+        "--date",
+        "on",
+        required=True,
+        type=click.DateTime(formats=["%Y-%m-%d"]),
+        help="The day whose end the report is for (YYYY-MM-DD).",
+    )
+    @click.option("--csv", "as_csv", is_flag=True, help="CSV on stdout instead of a table.")
+    @click.option("--database", default=None, help=database_help)
+    def report(on: datetime, as_csv: bool, database: str | None) -> None:
+        """Per currency at the end of DATE: the bank against the wallets.
+
+        The bank is what the ledger's mirrors of the treasury bank accounts hold, and the
+        closing balance the bank last stated on or before DATE; the requirement is the sum of
+        the wallets' positive balances (reserved amounts, on their way out, are still owed and
+        still at the bank; announced deposits are neither). A currency whose bank (the lower
+        of the two figures) is below its requirement is a SHORTFALL: exit status 1.
+        """
+        day: date = on.date()
+        result: SafeguardingReport = run_on(
+            database, lambda treasury: treasury.safeguarding.report(day)
+        )
+        if as_csv:
+            click.echo(result.csv(), nl=False)
+        else:
+            for line in _report_lines(result):
+                click.echo(line)
+        if result.shortfall:
+            raise SystemExit(1)
+
     @click.command("reconcile")
     @click.option("--wallet", "wallet_id", required=True, help="The wallet (wal_…).")
     @click.option(
@@ -194,7 +303,7 @@ def commands(run_on: RunOn[Any], database_help: str) -> list[click.Command]:
         if not result.agrees:
             raise SystemExit(1)
 
-    return [bank, reconcile]
+    return [bank, reconcile, safeguarding]
 
 
 def _bank_side(line: BankSide) -> str:

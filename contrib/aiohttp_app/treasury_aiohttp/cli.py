@@ -291,7 +291,9 @@ def verify(database: str | None, as_json: bool, page_size: int) -> None:
 
     Compares each account's stored counters (posted and pending debits and credits) with the
     sum of its postings, and checks that every currency sums to zero, every journal balances,
-    no counter is negative and each pending movement is resolved exactly once. It reads one
+    no counter is negative and each pending movement is resolved exactly once; and that each
+    account mirroring a treasury bank account holds its opening balance plus the statement
+    lines stored for it, one posting per line. It reads one
     consistent snapshot in a read-only transaction, so it is safe on a live database: it
     writes nothing and applies no migrations. A progress bar goes to stderr when it is a
     terminal; the summary and each difference go to stdout.
@@ -303,11 +305,17 @@ def verify(database: str | None, as_json: bool, page_size: int) -> None:
     from rich.text import Text
 
     from treasury_core.ledger.audit import audit_ledger
+    from treasury_core.services.safeguarding import check_bank_mirrors
 
     storage = _open_storage(database)
     try:
         with _AuditProgressBar(Console(stderr=True)) as bar:
-            report = audit_ledger(storage, page_size=page_size, progress=bar.update)
+            report = audit_ledger(
+                storage,
+                page_size=page_size,
+                progress=bar.update,
+                bank_mirrors=check_bank_mirrors,
+            )
     except Exception as exc:
         # Missing tables, a dropped connection, a refused login: the audit said nothing about
         # the ledger, which exit status 1 would claim.

@@ -7,7 +7,8 @@ balance record is derived from them, so a balance read costs one row whatever th
 
 Accounts are credit-normal (a wallet is money the platform owes its company): ``balance`` is
 credits minus debits. A *guarded* account may not be debited past ``-overdraft_limit`` of
-available funds; unguarded accounts (the outside world, FX liquidity) may go negative.
+available funds; unguarded accounts (the outside world, FX liquidity, the mirrors of the
+treasury's bank accounts) may go negative.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ class AccountKind(StrEnum):
     SETTLEMENT = "settlement"
     FEES = "fees"
     FX_LIQUIDITY = "fx_liquidity"
+    #: Money at one of the treasury's bank accounts in one currency (its mirror).
+    BANK = "bank"
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,11 @@ Checks, with the same messages as :func:`~treasury_core.ledger.invariants.ledger
   guarded account is beyond its overdraft limit;
 - [6] and [7] each pending movement has its reservation posting and exactly one matching
   resolution once resolved (none while pending), and the pending counters are exactly the open
-  reservations.
+  reservations;
+- [8] with ``bank_mirrors`` (``treasury ledger verify`` passes
+  :func:`~treasury_core.services.safeguarding.check_bank_mirrors`): the accounts mirroring the
+  treasury's bank accounts agree with the statement lines stored for them. The postings of
+  ``bank`` accounts are kept for it as they pass (one per statement line).
 
 The progress callback is told how far each stage is, so a caller can show a progress bar; the
 report lists every difference found rather than stopping at the first.
@@ -40,11 +44,11 @@ report lists every difference found rather than stopping at the first.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from treasury_core.ledger.accounts import Account, CounterDelta
+from treasury_core.ledger.accounts import Account, AccountKind, CounterDelta
 
 # The row-level checks are those of check_invariants, shared so the two can never disagree.
 from treasury_core.ledger.invariants import (
@@ -68,7 +72,7 @@ from treasury_core.ledger.postings import (
 if TYPE_CHECKING:
     from treasury_core.ports.storage import Storage, UnitOfWork
 
-__all__ = ["AuditProgress", "AuditReport", "AuditStage", "audit_ledger"]
+__all__ = ["AuditProgress", "AuditReport", "AuditStage", "BankMirrorCheck", "audit_ledger"]
 
 #: The stages of an audit, in the order they run.
 AuditStage = Literal["accounts", "postings", "pendings"]
@@ -117,24 +121,33 @@ class AuditReport:
 
 ProgressCallback = Callable[[AuditProgress], None]
 
+#: A check of the bank mirror accounts, run in the audit's snapshot after the ledger's own:
+#: given the unit of work, every account by id and the postings of each ``bank`` account, it
+#: returns the differences it finds.
+BankMirrorCheck = Callable[
+    ["UnitOfWork", Mapping[str, Account], Mapping[str, Sequence[Posting]]], Iterable[str]
+]
+
 
 def audit_ledger(
     storage: Storage,
     *,
     page_size: int = DEFAULT_PAGE_SIZE,
     progress: ProgressCallback | None = None,
+    bank_mirrors: BankMirrorCheck | None = None,
 ) -> AuditReport:
     """Audit the ledger in ``storage`` in one read-only snapshot; return what was found.
 
     ``progress`` is called as each stage advances (``accounts``, then ``postings`` page by page,
     then ``pendings``). It runs inside the read transaction, so it should be quick.
+    ``bank_mirrors`` adds the check of the bank mirror accounts ([8]).
     """
     if page_size < 1:
         raise ValueError("page_size must be at least 1")
     report = progress or _ignore
 
     def audit(uow: UnitOfWork) -> AuditReport:
-        return _Audit(uow, page_size, report).run()
+        return _Audit(uow, page_size, report, bank_mirrors).run()
 
     # snapshot=True: every read below sees the same committed state (see the module docstring).
     return storage.run_sync(audit, write=False, snapshot=True)
@@ -147,7 +160,16 @@ def _ignore(_: AuditProgress) -> None:
 class _Audit:
     """One audit's running state, inside its read transaction."""
 
-    def __init__(self, uow: UnitOfWork, page_size: int, progress: ProgressCallback) -> None:
+    def __init__(
+        self,
+        uow: UnitOfWork,
+        page_size: int,
+        progress: ProgressCallback,
+        bank_mirrors: BankMirrorCheck | None,
+    ) -> None:
+        self.uow = uow
+        self.bank_mirrors = bank_mirrors
+        self.bank_postings: dict[str, list[Posting]] = defaultdict(list)
         self.ledger = uow.ledger
         self.page_size = page_size
         self.progress = progress
@@ -167,6 +189,10 @@ class _Audit:
         postings = self._fold_postings()
         pendings, open_pendings = self._check_pendings()
         self._check_accounts()
+        if self.bank_mirrors is not None:
+            self.differences.extend(
+                self.bank_mirrors(self.uow, self.accounts, dict(self.bank_postings))
+            )
         return AuditReport(
             accounts=len(self.accounts),
             postings=postings,
@@ -203,8 +229,11 @@ class _Audit:
     def _fold(self, posting: Posting) -> None:
         self.differences.extend(_posting_shape(posting, self.accounts))
         for account_id in {posting.debit_account_id, posting.credit_account_id}:
-            if account_id in self.accounts:  # an unknown one is reported by _posting_shape
+            account = self.accounts.get(account_id)
+            if account is not None:  # an unknown one is reported by _posting_shape
                 self.folds[account_id] = self.folds[account_id] + posting.delta_for(account_id)
+                if account.kind is AccountKind.BANK:
+                    self.bank_postings[account_id].append(posting)
         if posting.kind is PostingKind.PENDING:
             self.reservations[posting.id] = posting
         elif posting.kind in _RESOLUTION_KINDS and posting.pending_id is not None:

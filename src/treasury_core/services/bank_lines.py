@@ -72,6 +72,8 @@ class ParsedStatement:
     """A statement of the file, checked, with its lines."""
 
     statement: Statement
+    #: The statement's account, written as configuration and identities compare it.
+    account: str
     #: The account's currency, as configured.
     currency: str
     lines: tuple[ParsedLine, ...]
@@ -201,7 +203,7 @@ def _checked(
                     location=where,
                 )
             minor_units(ctx, balance.amount, currency, where)
-    return ParsedStatement(statement, currency, tuple(lines))
+    return ParsedStatement(statement, account, currency, tuple(lines))
 
 
 def read(

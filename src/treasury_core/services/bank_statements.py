@@ -26,12 +26,14 @@ again under its lock and rolls back whole if any part of it fails.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Literal, TypeVar
 
 from treasury_core.config import normalized_account
 from treasury_core.ledger import Journal
 from treasury_core.ports import Direction, StatementLine, UnitOfWork
+from treasury_core.services import safeguarding
 from treasury_core.services.accounts import apply_virtual_account_credit, virtual_account_credit
 from treasury_core.services.bank_lines import ParsedLine, ParsedStatement
 from treasury_core.services.settlement import complete_in, fail_in
@@ -51,6 +53,7 @@ from treasury_core.treasury.records import (
     VirtualAccount,
     Withdrawal,
 )
+from treasury_core.treasury.safeguarding import BankBreak
 from treasury_core.wallets import Wallet
 
 R = TypeVar("R", Deposit, Withdrawal, BankExport)
@@ -240,39 +243,28 @@ async def apply(
             )
     now = ctx.clock.now()
     ids = {p.line.key: ctx.ids.new_id(BankStatementLine.prefix) for p in plans}
-    statement_of = {
-        item.key: parsed.statement.statement_id for parsed in statements for item in parsed.lines
-    }
+    # Each plan belongs to the first statement of the file that lists its line.
+    plans_of: dict[int, list[Plan]] = {}
+    first: dict[str, int] = {}
+    for number, parsed in enumerate(statements):
+        for item in parsed.lines:
+            first.setdefault(item.key, number)
+    for p in plans:
+        plans_of.setdefault(first[p.line.key], []).append(p)
 
-    def run(uow: UnitOfWork) -> list[BankStatementLine]:
+    def run(uow: UnitOfWork) -> tuple[list[BankStatementLine], list[BankBreak]]:
         stored: list[BankStatementLine] = []
-        for p in plans:
-            if uow.records.find(BankStatementLine, p.line.key) is not None:
-                continue  # another import of the same statement got here first
-            outcome, matched, reason = _carry_out(uow, ctx, p, credits)
-            line = p.line.line
-            record = BankStatementLine(
-                id=ids[p.line.key],
-                company_id=OPERATOR,
-                statement_id=statement_of[p.line.key],
-                account=p.line.account,
-                entry_reference=line.entry_reference,
-                identity=p.line.identity,
-                direction=line.direction.value,
-                amount=p.line.amount,
-                currency=line.currency,
-                booking_date=line.booking_date,
-                reference=_reference(line),
-                outcome=outcome,
-                matched_id=matched,
-                reason=reason,
-                created_at=now,
-            )
-            uow.records.add(record)
-            stored.append(record)
-        return stored
+        breaks: list[BankBreak] = []
+        for number, parsed in enumerate(statements):
+            mine = _store(uow, ctx, parsed, plans_of.get(number, []), credits, ids, now)
+            stored += mine
+            # The bank's balances against the ledger's mirror of the account, once this
+            # statement's lines are in it (a later statement of the file sees them too).
+            statement = replace(parsed.statement, account=parsed.account)
+            breaks += safeguarding.reconcile_statement(uow, ctx, statement, mine)
+        return stored, breaks
 
-    new = await ctx.storage.run(run)
+    new, breaks = await ctx.storage.run(run)
     by_key = {r.lookup_key: r for r in (*known, *new)}
     lines = [
         record_of(by_key[item.key])
@@ -286,14 +278,53 @@ async def apply(
         imported=len(new),
         already_imported=len(known) + (len(plans) - len(new)),
         unmatched=sum(1 for r in new if r.outcome is LineOutcome.UNMATCHED),
+        breaks=tuple(safeguarding.break_record(b) for b in breaks),
     )
+
+
+def _store(
+    uow: UnitOfWork,
+    ctx: TreasuryContext,
+    parsed: ParsedStatement,
+    plans: list[Plan],
+    credits: dict[str, tuple[Deposit, Journal]],
+    ids: dict[str, str],
+    now: datetime,
+) -> list[BankStatementLine]:
+    """Carry out one statement's plans and remember its lines."""
+    stored: list[BankStatementLine] = []
+    for p in plans:
+        if uow.records.find(BankStatementLine, p.line.key) is not None:
+            continue  # another import of the same statement got here first
+        outcome, matched, reason = _carry_out(uow, ctx, p, credits)
+        line = p.line.line
+        record = BankStatementLine(
+            id=ids[p.line.key],
+            company_id=OPERATOR,
+            statement_id=parsed.statement.statement_id,
+            account=p.line.account,
+            entry_reference=line.entry_reference,
+            identity=p.line.identity,
+            direction=line.direction.value,
+            amount=p.line.amount,
+            currency=line.currency,
+            booking_date=line.booking_date,
+            reference=_reference(line),
+            outcome=outcome,
+            matched_id=matched,
+            reason=reason,
+            created_at=now,
+        )
+        uow.records.add(record)
+        stored.append(record)
+    return stored
 
 
 def _summary(parsed: ParsedStatement) -> ImportedStatement:
     statement = parsed.statement
     return ImportedStatement(
         statement_id=statement.statement_id,
-        account=normalized_account(statement.account),
+        account=parsed.account,
         currency=parsed.currency,
         format=statement.format,
         period_start=statement.period_start,

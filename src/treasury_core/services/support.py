@@ -16,6 +16,7 @@ from treasury_core.money import convert
 from treasury_core.pagination import Page, PageRequest, checked_page, page_of
 from treasury_core.ports import BankRail, Clock, FxRates, IdSource, Storage, UnitOfWork
 from treasury_core.ports.storage import R
+from treasury_core.services.safeguarding import open_mirrors
 from treasury_core.treasury.movements import system_accounts
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.validation import is_resource_id
@@ -97,7 +98,9 @@ class TreasuryContext:
         return self._rail
 
     def open_system_accounts(self) -> None:
-        """Create the world, FX and fee accounts of every enabled currency that lacks them.
+        """Create the world, FX and fee accounts of every enabled currency that lacks them,
+        and the mirror of every configured treasury bank account
+        (:func:`~treasury_core.services.safeguarding.open_mirrors`).
 
         Done once when the treasury is assembled, so no business operation ever creates an
         account (a refused operation then leaves the ledger exactly as it was).
@@ -109,6 +112,7 @@ class TreasuryContext:
                 uow.ledger.ensure_account(account)
 
         self.storage.run_sync(ensure)
+        open_mirrors(self.storage, self.config, self.currencies, self.clock.now())
 
     async def read_record(
         self, kind: type[R], company_id: int, record_id: str, noun: str, param: str

@@ -18,6 +18,7 @@ from pydantic import BaseModel, model_validator
 
 from treasury_core.serialization import Timestamp
 from treasury_core.treasury.records import TreasuryRecord, _Frozen
+from treasury_core.treasury.safeguarding import BreakRecord
 
 #: The company id of records the operator's commands write (an export spans every company).
 OPERATOR = 0
@@ -145,3 +146,6 @@ class ImportResult(_Frozen):
     #: How many lines were already imported (by their identity) and were skipped.
     already_imported: int
     unmatched: int
+    #: Where the statement's stated balances disagree with the ledger's mirror of the account
+    #: (or with its own lines): each break the statement shows, new or already recorded.
+    breaks: tuple[BreakRecord, ...] = ()
