@@ -100,6 +100,8 @@ async def test_endpoints_are_created_listed_and_deleted(client: Client, tenant: 
         {"url": "https://user:pass@merchant.example/hooks"},
         {"url": "https://merchant.example/hooks", "events": ["no.such.event"]},
         {"url": "https://merchant.example/hooks", "events": []},
+        # The operator's event: no company's endpoint would ever receive it.
+        {"url": "https://merchant.example/hooks", "events": ["treasury.reconciliation.break"]},
         {},
     ],
 )
@@ -108,6 +110,8 @@ async def test_bad_endpoints_are_refused(
 ) -> None:
     refused = await call(client, tenant, "POST", ENDPOINTS, body, status=400)
     assert refused["error"]["type"] == "invalid_request_error"
+    if "treasury.reconciliation.break" in body.get("events", ()):
+        assert "is the operator's event" in refused["error"]["message"]
     assert await call(client, tenant, "GET", ENDPOINTS) == []
 
 

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from treasury_core.events import EventType
+from treasury_core.events import OPERATOR_EVENTS, EventType
 from treasury_core.serialization import Timestamp
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.validation import Url
@@ -69,16 +69,24 @@ def destination_refusal(host: str, *, allow_private: bool) -> str | None:
 DestinationUrl = Annotated[Url, AfterValidator(_no_credentials)]
 
 
+def _a_companys_event(event_type: EventType) -> EventType:
+    # The operator's events go to no company: subscribing to one would wait for nothing.
+    if event_type in OPERATOR_EVENTS:
+        raise ValueError(f"{event_type.value} is the operator's event; no company receives it")
+    return event_type
+
+
+#: An event type a company's endpoint can subscribe to (not strict: types arrive as strings).
+SubscribableEvent = Annotated[EventType, Field(strict=False), AfterValidator(_a_companys_event)]
+
+
 class CreateWebhookEndpointRequest(BaseModel):
     """``POST /api/v1/webhook-endpoints``."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     url: DestinationUrl
-    # Not strict: the types arrive as strings.
-    events: (
-        Annotated[list[Annotated[EventType, Field(strict=False)]], Field(min_length=1)] | None
-    ) = None
+    events: Annotated[list[SubscribableEvent], Field(min_length=1)] | None = None
 
 
 #: The longest overlap a rotation may ask for (a week), and the one it gets by default (a day).
@@ -96,9 +104,7 @@ class UpdateWebhookEndpointRequest(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     url: DestinationUrl | None = None
-    events: (
-        Annotated[list[Annotated[EventType, Field(strict=False)]], Field(min_length=1)] | None
-    ) = None
+    events: Annotated[list[SubscribableEvent], Field(min_length=1)] | None = None
     enabled: bool | None = None
 
 
