@@ -35,9 +35,9 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage.migrate()
     storage.migrate()
     # 0012 was written beside 0013 and re-chained after it at the merge; 0014 (striped counters)
-    # follows 0012, 0015 (the delivery claim's index) 0014, and 0016 (the intent filters'
-    # indexes) 0015.
-    assert current_revision(storage.engine) == head_revision() == "0016"
+    # follows 0012, 0015 (the delivery claim's index) 0014, 0016 (the intent filters'
+    # indexes) 0015, and 0017 (the operator's keys) 0016.
+    assert current_revision(storage.engine) == head_revision() == "0017"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
     storage.close()
@@ -426,5 +426,39 @@ def test_0016_indexes_the_intent_field_filters(database_url: str, member: str) -
             else:
                 plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()
         assert index in " ".join(str(cell) for row in plan for cell in row), plan
+    finally:
+        engine.dispose()
+
+
+def test_0017_live_operator_key_names_are_unique_and_downgrade_drops_the_table(
+    database_url: str,
+) -> None:
+    # The partial index is the guard when two creations race past the service's own check: a
+    # second live key of a name is refused by the database itself; a revoked one frees it.
+    from alembic import command
+    from sqlalchemy.exc import IntegrityError
+
+    from treasury_sqlalchemy.migrate import alembic_config
+
+    engine = create_engine(normalize_url(database_url))
+    insert = text(
+        "INSERT INTO operator_keys (id, name, key_hash, prefix, created_at, revoked_at)"
+        " VALUES (:id, 'ops', :id, 'ok_abcd', '2026-01-01 00:00:00', :revoked)"
+    )
+    try:
+        upgrade(engine)
+        with engine.begin() as conn:
+            conn.execute(insert, {"id": "opk_1", "revoked": "2026-01-02 00:00:00"})
+            conn.execute(insert, {"id": "opk_2", "revoked": None})
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(insert, {"id": "opk_3", "revoked": None})
+        config = alembic_config()
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0016")
+        assert "operator_keys" not in inspect(engine).get_table_names()
+        upgrade(engine)
+        assert current_revision(engine) == head_revision()
+        assert "operator_keys" in inspect(engine).get_table_names()
     finally:
         engine.dispose()
