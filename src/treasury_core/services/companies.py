@@ -86,14 +86,7 @@ class CompanyService:
 
     async def create_company(self, name: str) -> CreatedCompany:
         """Create a company, its first merchant account, and one key of each kind."""
-        try:
-            name = _NAME.validate_python(name)
-        except ValidationError as exc:
-            raise ValidationFailed(
-                "A company name must be 1 to 255 characters, without control characters or "
-                "bidirectional controls",
-                param="name",
-            ) from exc
+        name = _valid_name(name, "A company name")
         now = self._clock.now()
 
         def create(uow: UnitOfWork) -> CreatedCompany:
@@ -290,15 +283,19 @@ class CompanyService:
         )
 
 
-def _operator_key_name(name: str) -> str:
+def _valid_name(name: str, what: str) -> str:
     try:
-        name = _NAME.validate_python(name)
+        return _NAME.validate_python(name)
     except ValidationError as exc:
         raise ValidationFailed(
-            "An operator key name must be 1 to 255 characters, without control characters or "
+            f"{what} must be 1 to 255 characters, without control characters or "
             "bidirectional controls",
             param="name",
         ) from exc
+
+
+def _operator_key_name(name: str) -> str:
+    name = _valid_name(name, "An operator key name")
     if name.startswith(_OPERATOR_KEY_ID + "_"):
         raise ValidationFailed(
             f"An operator key name may not start with {_OPERATOR_KEY_ID}_ (key ids do)",
