@@ -46,6 +46,7 @@ from treasury_core.ledger import BalanceRecord
 from treasury_core.listing import RecordFilter
 from treasury_core.money import convert, round_minor
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
+from treasury_core.operators import OperatorKey, OperatorPrincipal
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.payments.intents import (
     CaptureMethod,
@@ -117,6 +118,8 @@ __all__ = [
     "LedgerRejected",
     "MovementStatus",
     "NotFound",
+    "OperatorKey",
+    "OperatorPrincipal",
     "Page",
     "PageRequest",
     "PaymentIntent",

@@ -7,6 +7,9 @@ see when it uses *this* company's ids: ``404 not_found`` (never data, never 403)
 list, a zero count, or data that is the same for everybody. The same request made with this
 company's own key is the control: it succeeds, so the 404 comes from tenancy, not from a
 wrong id, and nothing the other company tried changed anything.
+
+The operator's routes (a bank statement) are the exception: every company's key is 403 there,
+its own included, and the control is the operator's key, which in turn opens no merchant route.
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ class Cross(Enum):
     PER_COMPANY = "200, its own answer, different from this company's"
     SANDBOX = "200 (a sandbox control shared by every company)"
     OWN = "200, a resource of its own (the body names nothing of this company's)"
+    OPERATOR = "403 for every company's key, its own too; the operator's key is the control"
     NO_KEY = "no key needed (Auth.NONE)"
 
 
@@ -502,11 +506,11 @@ MATRIX: dict[tuple[str, str], tuple[Case, ...]] = {
             lambda _: {"amount": 100},
         ),
     ),
-    # Bank files. Another company's statement quoting this company's withdrawal matches
-    # nothing of it; this company's own finds the withdrawal (never exported: left unmatched,
-    # so nothing moves and the setup state holds).
+    # Bank files: the operator's. A statement booking this company's withdrawal is refused to
+    # every company's key; the operator's finds the withdrawal (never exported: left
+    # unmatched, so nothing moves and the setup state holds).
     ("POST", "/api/v1/bank-statements"): (
-        Case(Cross.PER_COMPANY, "/api/v1/bank-statements", _statement),
+        Case(Cross.OPERATOR, "/api/v1/bank-statements", _statement),
     ),
     OPENAPI: (Case(Cross.NO_KEY, "/api/v1/openapi.json"),),
 }
@@ -894,7 +898,7 @@ async def test_publishable_keys(
             body = case.body(ids) if case.body else None
             where = f"{method} {url} with a publishable key"
             status, payload, text = await call(client, method, url, body, tenant.publishable_auth)
-            if route.auth is Auth.SECRET:
+            if route.auth is not Auth.PUBLISHABLE:
                 assert_error(status, payload, 403, "permission_error", where)
                 continue
             # A publishable route: allowed with this company's own publishable key ...
@@ -938,6 +942,7 @@ _ORDER = [
     Cross.NOT_FOUND,
     Cross.SANDBOX,
     Cross.OWN,
+    Cross.OPERATOR,
 ]
 
 
@@ -964,6 +969,9 @@ async def test_another_company_sees_nothing(
         assert_no_leak(ids, url + json.dumps(body), text, where)
         if case.cross is Cross.NOT_FOUND:
             assert_error(status, payload, 404, "not_found", where)
+            continue
+        if case.cross is Cross.OPERATOR:
+            assert_error(status, payload, 403, "permission_error", where)
             continue
         assert status == 200, f"{where}: {status} {payload}"
         if case.cross is Cross.EMPTY:
@@ -993,12 +1001,21 @@ async def test_another_company_sees_nothing(
         )
         assert_error(status, payload, 404, "not_found", "this company reading the other's wallet")
 
-    # The controls: the same requests with this company's own key succeed.
+    # The controls: the same requests with this company's own key succeed (the operator's
+    # routes: with the operator's key, after this company's own key was refused too).
+    _, operator_key = await treasury.companies.create_operator_key("matrix")
     for method, case in cases:
         url = case.url(ids)
         body = case.body(ids) if case.body else None
         status, payload, _ = await call(client, method, url, body, tenant.auth)
         where = f"{method} {url} {json.dumps(body)} with this company's key"
+        if case.cross is Cross.OPERATOR:
+            assert_error(status, payload, 403, "permission_error", where)
+            status, payload, _ = await call(
+                client, method, url, body, {"Authorization": f"Bearer {operator_key}"}
+            )
+            assert status == 200, f"{method} {url} with the operator's key: {status} {payload}"
+            continue
         if case.owner_status != 200:
             assert_error(status, payload, case.owner_status, "not_found", where)
             continue
@@ -1011,6 +1028,37 @@ async def test_another_company_sees_nothing(
             assert wanted in listed, f"{where}: {wanted} not in {payload}"
         elif case.cross is Cross.ZERO:
             assert payload["count"] > 0, f"{where}: {payload}"
+
+
+async def test_an_operator_key_opens_only_the_operators_routes(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
+    ids = await setup(client, tenant, treasury)
+    _, raw = await treasury.companies.create_operator_key("matrix")
+    operator = {"Authorization": f"Bearer {raw}"}
+    opened = 0
+    for (method, path), route in served_routes(client).items():
+        if route.auth is Auth.NONE:
+            continue
+        for case in MATRIX[(method, path)]:
+            if case.mixed:  # needs the other company's resources; its plain case covers it
+                continue
+            url = case.url(ids)
+            body = case.body(ids) if case.body else None
+            status, payload, _ = await call(client, method, url, body, operator)
+            where = f"{method} {url} with an operator key"
+            if route.auth is Auth.OPERATOR:
+                assert status == 200, f"{where}: {status} {payload}"
+                opened += 1
+                continue
+            assert_error(status, payload, 401, "authentication_error", where)
+            assert payload["error"]["message"] == "Invalid API key provided", where
+    assert opened == sum(
+        len(MATRIX[key]) for key, r in served_routes(client).items() if r.auth is Auth.OPERATOR
+    )
+    assert opened > 0
+    # Refused everywhere else, and what it did do (an unmatched line) moved nothing.
+    await assert_untouched(client, tenant, ids)
 
 
 async def test_routes_without_auth_need_no_key(

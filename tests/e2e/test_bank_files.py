@@ -111,8 +111,8 @@ async def call(
     return payload
 
 
-async def push(client: Client, tenant: Tenant, data: bytes, status: int = 200) -> Any:
-    headers = {**tenant.auth, "Content-Type": "application/xml"}
+async def push(client: Client, key: str, data: bytes, status: int = 200) -> Any:
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/xml"}
     response = await client.post("/api/v1/bank-statements", data=data, headers=headers)
     payload = await response.json()
     assert response.status == status, payload
@@ -305,11 +305,16 @@ async def test_withdrawals_out_statement_in_round_trip(
     assert totals["withdrawal_fee"] == -125
     assert wallet_statement.closing_balance == settled[0]
 
-    # --- pushed over HTTP: another company's key touches nothing of this company's -----------
-    theirs = await push(client, other_tenant, statement)
-    assert theirs["imported"] == 5 and theirs["unmatched"] == 5
+    # --- pushed over HTTP: a company's key is refused, the operator's finds the lines known -----
+    for key in (other_tenant.secret_key, tenant.secret_key):
+        refused = await push(client, key, statement, status=403)
+        assert refused["error"]["code"] == "operator_key_required"
     assert await balance(client, tenant, wallet) == settled
-    # This company's own push of a new statement settles its new deposit.
+    _, operator = await treasury.companies.create_operator_key("ops")
+    pushed_again = await push(client, operator, statement)
+    assert (pushed_again["imported"], pushed_again["already_imported"]) == (0, 5)
+    assert await balance(client, tenant, wallet) == settled
+    # The operator's push of a new statement settles the company's new deposit.
     second = await post(
         "/api/v1/deposit",
         {"wallet_id": wallet, "from_amount": 2_000, "from_currency_id": "EUR"},
@@ -318,11 +323,11 @@ async def test_withdrawals_out_statement_in_round_trip(
         [Entry("E6", credit=True, amount="20.00", remittance=second["id"], booked=day)],
         statement_id="STMT-2",
     )
-    ours = await push(client, tenant, pushed)
+    ours = await push(client, operator, pushed)
     assert [line["outcome"] for line in ours["lines"]] == ["deposit_completed"]
     assert ours["lines"][0]["matched_id"] == second["id"]
     assert await balance(client, tenant, wallet) == (settled[0] + 2_000, settled[1] + 2_000)
-    assert (await push(client, tenant, pushed))["already_imported"] == 1
+    assert (await push(client, operator, pushed))["already_imported"] == 1
 
     # --- a malformed statement is refused whole -----------------------------------------------
     third = await post(
@@ -334,18 +339,22 @@ async def test_withdrawals_out_statement_in_round_trip(
             Entry("E8", credit=True, amount="1.005"),
         ]
     )
-    refused = await push(client, tenant, broken, status=400)
+    refused = await push(client, operator, broken, status=400)
     assert refused["error"]["code"] == "statement_invalid"
     assert "entry 2" in refused["error"]["message"]
     assert (await get(f"/api/v1/deposit/{third['id']}"))["status"] == "pending"
     response = await client.post(
-        "/api/v1/bank-statements", json={"statement": "x"}, headers=tenant.auth
+        "/api/v1/bank-statements",
+        json={"statement": "x"},
+        headers={"Authorization": f"Bearer {operator}"},
     )
     assert response.status == 415
     # Larger than other bodies may be, within the statement limit: read (and refused as XML).
     padded = b"<Document>" + b" " * (100 * 1024) + b"</Document>"
-    assert (await push(client, tenant, padded, status=400))["error"]["code"] == "statement_invalid"
-    too_large = await push(client, tenant, b" " * (129 * 1024), status=413)
+    assert (await push(client, operator, padded, status=400))["error"]["code"] == (
+        "statement_invalid"
+    )
+    too_large = await push(client, operator, b" " * (129 * 1024), status=413)
     assert too_large["error"]["type"] == "invalid_request_error"
 
     # --- a crash after recording an export, before writing its file -------------------------

@@ -500,3 +500,76 @@ def test_companies_key_commands_refuse_what_does_not_exist(workdir: Path) -> Non
     (row,) = [json.loads(line) for line in listed.splitlines()]
     assert row["company_id"] == acme["company_id"]
     assert [k["revoked_at"] for k in row["keys"]] == [None, None]
+
+
+# --- treasury operator-keys create / list / revoke ------------------------------------------
+
+
+def test_operator_keys_create_list_revoke(workdir: Path) -> None:
+    database = str(workdir / "t.db")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("operator-keys", *args, "--database", database, cwd=workdir)
+
+    created = cli("create", "ops")
+    assert created.returncode == 0, created.stderr
+    assert len(created.stdout.splitlines()) == 1
+    ops = json.loads(created.stdout)
+    assert ops["key"].startswith("ok_") and ops["prefix"] == ops["key"][:7]
+    assert (ops["name"], ops["revoked_at"]) == ("ops", None)
+    backup = json.loads(cli("create", "backup").stdout)
+    assert "already exists" in error_line(cli("create", "ops"))
+
+    listed = cli("list")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(r["id"], r["name"], r["revoked_at"]) for r in rows] == [
+        (ops["id"], "ops", None),
+        (backup["id"], "backup", None),
+    ]
+    assert set(rows[0]) == {"id", "name", "prefix", "created_at", "revoked_at"}
+    # The keys are shown once, when made; a listing has their ids and prefixes only.
+    assert ops["key"] not in listed.stdout and backup["key"] not in listed.stdout
+    acme = json.loads(
+        run_cli("companies", "create", "Acme", "--database", database, cwd=workdir).stdout
+    )
+
+    # No key cache in the server, so a revocation by another process counts at once. The
+    # sandbox rail exchanges no files: an accepted operator key gets 400, not 401 or 403.
+    server = Server(
+        workdir, "--database", database, env=clean_env(TREASURY_API_KEY_CACHE_SECONDS="0")
+    )
+    try:
+        assert statement_status(server.port, ops["key"]) == 400
+        assert statement_status(server.port, backup["key"]) == 400
+        assert statement_status(server.port, acme["secret_key"]) == 403
+        assert call(server.port, "GET", "/api/v1/wallets", ops["key"])[0] == 401
+        by_name = cli("revoke", "ops")
+        assert by_name.returncode == 0, by_name.stderr
+        assert json.loads(by_name.stdout)["id"] == ops["id"]
+        assert statement_status(server.port, ops["key"]) == 401
+        by_id = json.loads(cli("revoke", backup["id"]).stdout)
+        assert by_id["name"] == "backup" and by_id["revoked_at"]
+        assert statement_status(server.port, backup["key"]) == 401
+    finally:
+        server.stop()
+    assert "No such operator key: ops" in error_line(cli("revoke", "ops"))
+    # A revoked key's name may be used again.
+    again = json.loads(cli("create", "ops").stdout)
+    rows = [json.loads(line) for line in cli("list").stdout.splitlines()]
+    assert [r["revoked_at"] is None for r in rows] == [False, False, True]
+    assert rows[-1]["id"] == again["id"]
+
+
+def statement_status(port: int, key: str) -> int:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/v1/bank-statements",
+        data=b"<Document/>",
+        method="POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/xml"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)

@@ -116,3 +116,21 @@ async def test_the_refusals_a_route_can_give_are_documented(client: Client) -> N
         for method, operation in item.items():
             if method == "post" and {"Payments", "Card on file"} & set(operation["tags"]):
                 assert "502" in operation["responses"], path
+
+
+async def test_the_statement_route_shows_the_operators_scheme(client: Client) -> None:
+    doc = await (await client.get("/api/v1/openapi.json")).json()
+    schemes = doc["components"]["securitySchemes"]
+    assert set(schemes) == {"bearerAuth", "operatorAuth"}
+    assert "ok_" in schemes["operatorAuth"]["description"]
+    statements = doc["paths"]["/api/v1/bank-statements"]["post"]
+    assert statements["security"] == [{"operatorAuth": []}]
+    assert "operator_key_required" in statements["responses"]["403"]["description"]
+    # No company, so no idempotency records: the header is not offered, nor its 409.
+    assert all(p["name"] != "Idempotency-Key" for p in statements.get("parameters", []))
+    assert "409" not in statements["responses"]
+    # Every other keyed route takes a company's key.
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            if path != "/api/v1/bank-statements" and "security" in operation:
+                assert operation["security"] == [{"bearerAuth": []}], (method, path)

@@ -3,7 +3,8 @@
 A sandbox treasury on an SQLite file is served over real HTTP on 127.0.0.1 (port 0) by a
 background thread with its own event loop, so nothing here touches pytest-asyncio's loop. The
 schemathesis CLI then runs in a subprocess against ``/api/v1/openapi.json`` as one company (its
-secret key given for the document's ``bearerAuth`` scheme) with ``--checks all``, among them:
+secret key given for the document's ``bearerAuth`` scheme) and the operator (an operator key for
+``operatorAuth``, the bank-statement route's) with ``--checks all``, among them:
 
 - ``not_a_server_error``: no 5xx;
 - ``status_code_conformance``, ``content_type_conformance``, ``response_schema_conformance``,
@@ -55,6 +56,7 @@ RUN_TIMEOUT_SECONDS = 300
 class Served:
     base_url: str
     secret_key: str
+    operator_key: str
 
 
 async def _start(directory: Path) -> tuple[web.AppRunner, Served]:
@@ -76,12 +78,13 @@ async def _start(directory: Path) -> tuple[web.AppRunner, Served]:
         wall_clock=FakeClock(),
     )
     created = await treasury.companies.create_company("Acme")
+    _, operator_key = await treasury.companies.create_operator_key("fuzz")
     runner = web.AppRunner(create_app(treasury, close_treasury=True))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     host, port = runner.addresses[0][:2]
-    return runner, Served(f"http://{host}:{port}", created.secret_key)
+    return runner, Served(f"http://{host}:{port}", created.secret_key, operator_key)
 
 
 @contextmanager
@@ -107,7 +110,10 @@ def test_every_operation_answers_as_documented(tmp_path: Path) -> None:
         # The key as the document's bearerAuth scheme, not a fixed header: schemathesis then
         # also sends requests without it (missing_required_header, ignored_auth).
         config = tmp_path / "schemathesis.toml"
-        config.write_text(f'[auth.openapi.bearerAuth]\nbearer = "{served.secret_key}"\n')
+        config.write_text(
+            f'[auth.openapi.bearerAuth]\nbearer = "{served.secret_key}"\n'
+            f'[auth.openapi.operatorAuth]\nbearer = "{served.operator_key}"\n'
+        )
         command = [
             sys.executable,
             "-m",

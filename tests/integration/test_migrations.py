@@ -35,9 +35,10 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     storage.migrate()
     storage.migrate()
     # 0012 was written beside 0013 and re-chained after it at the merge; 0014 (striped counters)
-    # follows 0012, 0015 (the delivery claim's index) 0014, and 0016 (the intent filters'
-    # indexes) 0015, 0017 (statement lines keyed by account and identity) 0016.
-    assert current_revision(storage.engine) == head_revision() == "0017"
+    # follows 0012, 0015 (the delivery claim's index) 0014, 0016 (the intent filters'
+    # indexes) 0015, 0017 (the operator's keys) 0016, and 0018 (statement lines keyed by
+    # account and identity) 0017.
+    assert current_revision(storage.engine) == head_revision() == "0018"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
     storage.close()
@@ -430,7 +431,7 @@ def test_0016_indexes_the_intent_field_filters(database_url: str, member: str) -
         engine.dispose()
 
 
-def test_0017_keys_statement_lines_by_account_and_identity(database_url: str) -> None:
+def test_0018_keys_statement_lines_by_account_and_identity(database_url: str) -> None:
     """Lines stored per company become one booking per account and reference: the oldest
     keeps the key, so the booking is found (and not applied again) whoever imports it."""
     import json
@@ -460,7 +461,7 @@ def test_0017_keys_statement_lines_by_account_and_identity(database_url: str) ->
 
     engine = create_engine(normalize_url(database_url))
     try:
-        upgrade(engine, "0016")
+        upgrade(engine, "0017")
         with engine.begin() as conn:
             for line_id, company, reference in (
                 ("bsl_1", 0, "B 1"),
@@ -502,3 +503,37 @@ def test_0017_keys_statement_lines_by_account_and_identity(database_url: str) ->
         assert cleared is None
     finally:
         storage.close()
+
+
+def test_0017_live_operator_key_names_are_unique_and_downgrade_drops_the_table(
+    database_url: str,
+) -> None:
+    # The partial index is the guard when two creations race past the service's own check: a
+    # second live key of a name is refused by the database itself; a revoked one frees it.
+    from alembic import command
+    from sqlalchemy.exc import IntegrityError
+
+    from treasury_sqlalchemy.migrate import alembic_config
+
+    engine = create_engine(normalize_url(database_url))
+    insert = text(
+        "INSERT INTO operator_keys (id, name, key_hash, prefix, created_at, revoked_at)"
+        " VALUES (:id, 'ops', :id, 'ok_abcd', '2026-01-01 00:00:00', :revoked)"
+    )
+    try:
+        upgrade(engine)
+        with engine.begin() as conn:
+            conn.execute(insert, {"id": "opk_1", "revoked": "2026-01-02 00:00:00"})
+            conn.execute(insert, {"id": "opk_2", "revoked": None})
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(insert, {"id": "opk_3", "revoked": None})
+        config = alembic_config()
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0016")
+        assert "operator_keys" not in inspect(engine).get_table_names()
+        upgrade(engine)
+        assert current_revision(engine) == head_revision()
+        assert "operator_keys" in inspect(engine).get_table_names()
+    finally:
+        engine.dispose()

@@ -37,6 +37,10 @@ def test_the_tree_has_every_command() -> None:
         "treasury companies list",
         "treasury companies rotate-key",
         "treasury companies revoke-key",
+        "treasury operator-keys",
+        "treasury operator-keys create",
+        "treasury operator-keys list",
+        "treasury operator-keys revoke",
         "treasury ledger",
         "treasury ledger verify",
     } <= names

@@ -31,6 +31,7 @@ from treasury_aiohttp.logs import (
         ("/x?card=4242%204242%204242%204242", "4242%204242"),
         ("key sk_USoik3vCJw3Z5j-hbPWZigcUXxu_lnIR used", "sk_USoik3vCJw3Z5j"),
         ("secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_MfKQ9r8G"),
+        ("operator ok_Zx3aPq9-LmN0_rStUvWxYz12 pushed", "ok_Zx3aPq9"),
         ('"GET /pay/pil_OmMvC5-SbD1C-23waRh2NxTnyO5CJ_k3 HTTP/1.1"', "pil_OmMvC5"),
         ("POST /api/v1/payment_method_token_intent/pmti_1/confirm/abcDEF123", "abcDEF123"),
     ],

@@ -1,9 +1,9 @@
 """``POST /api/v1/bank-statements``: a bank statement pushed over HTTP (the files rail).
 
-The same import as ``treasury bank import``, limited to the calling company's records: a line
-can settle only that company's deposits and withdrawals and credit only its virtual accounts,
-and lines are remembered per company, so one company's statement never touches another's
-money or blocks its lines.
+A statement says what money reached and left the treasury's bank accounts: a fact from outside
+the system, which only the bank asserts, through the operator. So the route takes the
+operator's key only (a company's key is 403, whatever it would have credited) and runs the same
+import as ``treasury bank import``, across companies.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from treasury_aiohttp.io import json_response, treasury
-from treasury_aiohttp.routing import Route
+from treasury_aiohttp.routing import Auth, Route
 from treasury_core.errors import ValidationFailed
 from treasury_core.treasury.bank_files import ImportResult
 
@@ -23,10 +23,12 @@ CAMT_FORMATS = ("camt.053", "camt.054")
 
 
 async def import_statement(request: web.Request) -> web.StreamResponse:
-    """Import a camt.053 statement: each new booked line settles the company's deposit or
-    withdrawal it matches, or credits its virtual account, in one transaction; lines already
-    imported (by the bank's entry reference) are skipped; a malformed statement is refused
-    whole (400 ``statement_invalid``, naming the entry and the reason) and nothing is applied.
+    """Import a camt.053 or camt.054 file as the operator: each new booked line settles the
+    deposit or withdrawal it matches, or credits the virtual account it names, in one
+    transaction; lines already imported (by their identity on the account, whoever imported
+    them) are skipped; a malformed file, or one of an account that is not the treasury's, is
+    refused whole (400 ``statement_invalid``, naming the place and the reason) and nothing is
+    applied.
     """
     if request.content_type not in XML_TYPES:
         raise web.HTTPUnsupportedMediaType()
@@ -47,10 +49,14 @@ ROUTES: tuple[Route, ...] = (
         "/api/v1/bank-statements",
         import_statement,
         "Import a bank statement",
+        auth=Auth.OPERATOR,
         response=ImportResult,
         tags=("Bank files",),
         raw_body=XML_TYPES,
         raw_body_description="A camt.053 (ISO 20022 bank-to-customer statement) document.",
+        description="Only the operator's key (`ok_…`, from `treasury operator-keys create`) "
+        "is accepted; a company's secret or publishable key is 403 `operator_key_required` "
+        "and nothing changes. No `Idempotency-Key`: a line already imported is skipped.",
         body_limit=lambda config: config.bank_statement_max_bytes,
     ),
 )

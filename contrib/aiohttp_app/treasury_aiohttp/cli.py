@@ -1,5 +1,5 @@
-"""The ``treasury`` command: serve, run workers, migrate, audit the ledger, manage companies,
-exchange files with the bank."""
+"""The ``treasury`` command: serve, run workers, migrate, audit the ledger, manage companies
+and the operator's keys, exchange files with the bank."""
 
 from __future__ import annotations
 
@@ -641,14 +641,17 @@ def _redacted(url: str) -> str:
         return url.split("@")[-1]
 
 
-def _bank_commands() -> None:
-    from treasury_aiohttp.bank_cli import commands
+def _bank_and_operator_commands() -> None:
+    from treasury_aiohttp import bank_cli, operator_cli
 
-    for command in commands(_run_on, DATABASE_HELP):
+    for command in [
+        *bank_cli.commands(_run_on, DATABASE_HELP),
+        *operator_cli.commands(_run_on, DATABASE_HELP),
+    ]:
         main.add_command(command)
 
 
-_bank_commands()
+_bank_and_operator_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -9,6 +9,7 @@ from aiohttp import web
 from treasury_aiohttp.hosted_security import FormKey
 from treasury_core import Treasury
 from treasury_core.companies import Principal
+from treasury_core.operators import OperatorPrincipal
 from treasury_core.ports import RequestLimiter
 from treasury_core.services.idempotency import Claim
 
@@ -18,6 +19,8 @@ FORM_KEY = web.AppKey("form_key", FormKey)
 RATE_LIMITER_KEY = web.AppKey("rate_limiter", RequestLimiter)
 OPENAPI_KEY = web.AppKey("openapi", dict[str, Any])
 PRINCIPAL = web.RequestKey("principal", Principal)
+#: The operator, on an operator route (such a request has no :data:`PRINCIPAL`).
+OPERATOR = web.RequestKey("operator", OperatorPrincipal)
 CLAIM = web.RequestKey("idempotency_claim", Claim)
 IDEMPOTENCY_DONE = web.RequestKey("idempotency_done", bool)
 #: The body as parse_body validated it last: a route's authorize hook and its handler read one

@@ -20,6 +20,7 @@ from treasury_aiohttp.keys import (
     CLAIM,
     IDEMPOTENCY_DONE,
     MAX_BODY_KEY,
+    OPERATOR,
     PRINCIPAL,
     RATE_LIMITER_KEY,
 )
@@ -32,10 +33,17 @@ from treasury_core.errors import (
     ValidationFailed,
 )
 from treasury_core.idempotency import StoredResponse, fingerprint
+from treasury_core.operators import OperatorPrincipal, is_operator_key
 from treasury_core.ratelimit import refuse_if_over
 from treasury_core.services.idempotency import Replay
 
 log = logging.getLogger("treasury.http")
+
+#: What a merchant's key is told on an operator route.
+OPERATOR_ONLY = (
+    "Only the operator may call this: bank statements are imported with an operator key or "
+    "`treasury bank import`, never with a company's API key"
+)
 
 _NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
@@ -125,12 +133,13 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
             "using Bearer auth (Authorization: Bearer YOUR_SECRET_KEY)",
             code="api_key_missing",
         )
-    # A string that is no key of ours is refused there, before it is hashed or looked up.
+    if route.auth is Auth.OPERATOR:
+        request[OPERATOR] = await _operator(request, raw_key)
+        return await handler(request)
+    # A string that is no key of ours is refused there, before it is hashed or looked up; an
+    # operator key is none of a company's, so it opens no merchant route.
     principal = await treasury(request).companies.authenticate(raw_key)
-    limiter = request.app.get(RATE_LIMITER_KEY)
-    if limiter is not None:
-        # Counted per key once it is known to be real.
-        refuse_if_over(await limiter.acquire(principal.key_id))
+    await _count(request, principal.key_id)
     if route.auth is Auth.SECRET and not principal.is_secret:
         raise PermissionDenied("This API call cannot be made with a publishable API key")
     if route.authorize is not None:
@@ -141,12 +150,34 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     return await handler(request)
 
 
+async def _operator(request: web.Request, raw_key: str) -> OperatorPrincipal:
+    """The operator behind ``raw_key``; a real merchant key is told it may not (403), and
+    anything else is 401 as on every route."""
+    companies = treasury(request).companies
+    if not is_operator_key(raw_key):
+        merchant = await companies.authenticate(raw_key)
+        await _count(request, merchant.key_id)
+        raise PermissionDenied(OPERATOR_ONLY, code="operator_key_required")
+    operator = await companies.authenticate_operator(raw_key)
+    await _count(request, operator.key_id)
+    return operator
+
+
+async def _count(request: web.Request, key_id: str) -> None:
+    """Count a request against its key's rate limit, once the key is known to be real."""
+    limiter = request.app.get(RATE_LIMITER_KEY)
+    if limiter is not None:
+        refuse_if_over(await limiter.acquire(key_id))
+
+
 @web.middleware
 async def idempotency_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """``Idempotency-Key`` on a POST: replay the stored response or record this one.
 
     Runs after the auth middleware has authorized the request (a 403 is never a replay), and
     keeps each key kind's records apart: a publishable key never gets a secret key's answer.
+    Records are a company's, so an operator route (no company) takes no key: what it does is
+    idempotent by itself (a statement's lines are remembered).
     """
     key = request.headers.get("Idempotency-Key")
     if key is None or request.method != "POST" or PRINCIPAL not in request:

@@ -169,7 +169,19 @@ def build_openapi(
         "paths": paths,
         "components": {
             "schemas": schemas,
-            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A company's secret (`sk_…`) or publishable (`pk_…`) key.",
+                },
+                "operatorAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The operator's key (`ok_…`, `treasury operator-keys "
+                    "create`): bound to no company, accepted only where the operator acts.",
+                },
+            },
         },
     }
 
@@ -208,14 +220,17 @@ def _operation(route: Route, marks: _Marks, keys: _Keys) -> dict[str, Any]:
     if body is not None:
         operation["requestBody"] = body
     operation["responses"] = {"200": _ok(route, keys), **_errors(route)}
-    if route.auth is not Auth.NONE:
+    if route.auth is Auth.OPERATOR:
+        operation["security"] = [{"operatorAuth": []}]
+    elif route.auth is not Auth.NONE:
         operation["security"] = [{"bearerAuth": []}]
     return operation
 
 
 def _idempotent(route: Route) -> bool:
-    # Read only once the caller is authenticated: keys are scoped to a company.
-    return route.method == "POST" and route.auth is not Auth.NONE
+    # Read only once the caller is authenticated: keys are scoped to a company (the operator
+    # has none).
+    return route.method == "POST" and route.auth.is_merchant
 
 
 def _parameters(route: Route, marks: _Marks) -> list[dict[str, Any]]:
@@ -347,6 +362,11 @@ def _errors(route: Route) -> dict[str, Any]:
         responses["502"] = _error("The card provider failed or could not be reached")
     if route.auth is Auth.SECRET:
         responses["403"] = _error("A secret key is required")
+    elif route.auth is Auth.OPERATOR:
+        responses["403"] = _error(
+            "A company's key (`permission_error`, `operator_key_required`): only the operator "
+            "may call this"
+        )
     elif route.authorize is not None:
         responses["403"] = _error(
             "This key may not ask for that (`permission_error`), such as a publishable "
@@ -374,7 +394,7 @@ def _post_errors(route: Route) -> dict[str, Any]:
     """What only a request with a body can be answered: a key in use, a body too slow, too
     large or of the wrong media type."""
     responses: dict[str, Any] = {}
-    if route.auth is not Auth.NONE:
+    if _idempotent(route):
         responses["409"] = _error("A request with this Idempotency-Key is in progress")
     responses["408"] = _error("The request body did not arrive in time")
     responses["413"] = _error("Request body too large")

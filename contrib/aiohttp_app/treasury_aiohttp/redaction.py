@@ -1,5 +1,5 @@
-"""What must never reach a log line: bearer secrets in URLs, API keys, webhook secrets and card
-numbers, and the two functions that blank them.
+"""What must never reach a log line: bearer secrets in URLs, API and operator keys, webhook
+secrets and card numbers, and the two functions that blank them.
 
 Several URLs are credentials: a payment intent's lookup id (``/pay/pil_…`` and the polling
 query), the hosted tokenization form (``/tokenize/{pmti_id}/{secret}``) and the confirm
@@ -21,8 +21,9 @@ _URL_SECRETS: Final = re.compile(
     r"|(?P<confirm>/confirm/)[^/?#]*"
     r"|(?P<lookup>payment_intent_lookup_id=|payment_intent_client_secret=)[^&#]*"
 )
-#: API keys, webhook secrets and payment-intent lookup ids (bearer secrets, all of them).
-_TOKENS: Final = re.compile(r"\b(sk|pk|whsec|pil)_[A-Za-z0-9_+/=-]{8,}")
+#: API keys, operator keys, webhook secrets and payment-intent lookup ids (bearer secrets, all
+#: of them).
+_TOKENS: Final = re.compile(r"\b(sk|pk|ok|whsec|pil)_[A-Za-z0-9_+/=-]{8,}")
 #: 13–19 digits, possibly grouped by spaces or dashes, as card numbers are written (a space
 #: also as a URL writes it: ``+`` or ``%20``).
 _DIGIT_RUNS: Final = re.compile(r"(?<![0-9])(?:[0-9](?:[ +-]|%20)?){12,18}[0-9](?![0-9])")

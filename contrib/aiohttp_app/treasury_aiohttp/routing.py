@@ -23,8 +23,17 @@ class Auth(StrEnum):
     """Which key a route needs."""
 
     NONE = "none"
-    PUBLISHABLE = "publishable"  # either kind of key
+    PUBLISHABLE = "publishable"  # either kind of merchant key
     SECRET = "secret"
+    #: The operator's key (``ok_…``) only: a route that asserts facts from outside the
+    #: system (the bank's statements). A merchant's key is 403 there; an operator key is no
+    #: key at all on the other routes (401).
+    OPERATOR = "operator"
+
+    @property
+    def is_merchant(self) -> bool:
+        """Whether a company's API key opens the route."""
+        return self in (Auth.PUBLISHABLE, Auth.SECRET)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from treasury_sqlalchemy.integrity import is_unique_violation
 from treasury_sqlalchemy.intents import SqlIntents
 from treasury_sqlalchemy.jobs import SqlClockOffset, SqlJobs
 from treasury_sqlalchemy.metadata_filter import metadata_where
+from treasury_sqlalchemy.operator_keys import SqlOperatorKeys
 from treasury_sqlalchemy.outbox import SqlOutbox
 from treasury_sqlalchemy.record_lists import newest_first
 from treasury_sqlalchemy.records import SqlRecords
@@ -501,7 +502,7 @@ class _made_on_first_use(Generic[_R]):  # lower case: a decorator, like cached_p
 
 class SqlUnitOfWork:
     """One transaction's repositories, each made when first used (most transactions touch two
-    or three of the ten, and a read on the request path is short enough for this to show)."""
+    or three of the eleven, and a read on the request path is short enough for this to show)."""
 
     def __init__(self, conn: Connection, *, lock_rows: bool) -> None:
         self.connection = conn
@@ -518,6 +519,10 @@ class SqlUnitOfWork:
     @_made_on_first_use
     def companies(self) -> SqlCompanies:
         return SqlCompanies(self.connection)
+
+    @_made_on_first_use
+    def operator_keys(self) -> SqlOperatorKeys:
+        return SqlOperatorKeys(self.connection)
 
     @_made_on_first_use
     def outbox(self) -> SqlOutbox:

@@ -90,6 +90,26 @@ api_keys = Table(
     Column("revoked_at", UtcDateTime, nullable=True),
 )
 
+# The operator's keys (migration 0017): bound to no company. A name is unique among live keys,
+# so revoking by name means one key; a revoked key's name may be used again.
+operator_keys = Table(
+    "operator_keys",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("name", String(255), nullable=False),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("prefix", String(16), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("revoked_at", UtcDateTime, nullable=True),
+    Index(
+        "ix_operator_keys_live_name",
+        "name",
+        unique=True,
+        postgresql_where=text("revoked_at IS NULL"),
+        sqlite_where=text("revoked_at IS NULL"),
+    ),
+)
+
 wallets = Table(
     "wallets",
     metadata,

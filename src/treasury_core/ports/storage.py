@@ -44,6 +44,7 @@ from treasury_core.ledger import (
 from treasury_core.listing import RecordFilter
 from treasury_core.notifications.deliveries import Delivery
 from treasury_core.notifications.status import DeliveryBacklog, OutboxBacklog
+from treasury_core.operators import OperatorKey
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
@@ -234,6 +235,26 @@ class CompanyRepository(Protocol):
 
     def api_keys(self, company_id: int) -> list[ApiKey]:
         """A company's keys (digests, never secrets), revoked ones too, oldest first."""
+        ...
+
+
+class OperatorKeyRepository(Protocol):
+    """The operator's keys (digests, never secrets); bound to no company."""
+
+    def add(self, key: OperatorKey) -> bool:
+        """Store a live key; ``False`` (and nothing stored) when a live key has its name."""
+        ...
+
+    def by_hash(self, key_hash: str) -> OperatorKey | None:
+        """The key whose digest is ``key_hash``, revoked or not."""
+        ...
+
+    def list(self) -> builtins.list[OperatorKey]:
+        """Every key, revoked ones too, oldest first."""
+        ...
+
+    def revoke(self, key_id: str, revoked_at: datetime) -> bool:
+        """Revoke a key; ``False`` when there is no such live key."""
         ...
 
 
@@ -563,6 +584,11 @@ class UnitOfWork(Protocol):
     @property
     def companies(self) -> CompanyRepository:
         """Tenancy."""
+        ...
+
+    @property
+    def operator_keys(self) -> OperatorKeyRepository:
+        """The operator's keys."""
         ...
 
     @property

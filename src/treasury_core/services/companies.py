@@ -1,9 +1,9 @@
-"""Companies, merchant accounts and API keys: issuing, authenticating, revoking."""
+"""Companies, merchant accounts, API keys and the operator's keys: issuing, authenticating,
+revoking."""
 
 from __future__ import annotations
 
 import hmac
-import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -19,7 +19,14 @@ from treasury_core.companies import (
     key_kind_of,
 )
 from treasury_core.errors import AuthenticationFailed, NotFound, ValidationFailed
+from treasury_core.operators import (
+    OPERATOR_KEY_PREFIX,
+    OperatorKey,
+    OperatorPrincipal,
+    is_operator_key,
+)
 from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
+from treasury_core.services.key_cache import KeyCache
 from treasury_core.validation import Name
 
 _NAME: TypeAdapter[str] = TypeAdapter(Name)
@@ -45,8 +52,9 @@ class RotatedKey:
     revoked_key_ids: tuple[str, ...]
 
 
-#: At most this many keys are cached at once.
-_KEY_CACHE_MAX = 10_000
+#: The id prefix of operator keys; a name may not start with it, so ``revoke ID_OR_NAME``
+#: is never ambiguous.
+_OPERATOR_KEY_ID = "opk"
 
 
 class CompanyService:
@@ -61,11 +69,8 @@ class CompanyService:
         self._storage = storage
         self._clock = clock
         self._ids = ids
-        self._key_cache_seconds = key_cache_seconds
-        # digest -> (principal, monotonic deadline); only keys that authenticated are kept.
-        self._key_cache: dict[str, tuple[Principal, float]] = {}
-        # Bumped by every revocation: a lookup that started before one is not cached.
-        self._revocations = 0
+        self._key_cache: KeyCache[Principal] = KeyCache(key_cache_seconds)
+        self._operator_cache: KeyCache[OperatorPrincipal] = KeyCache(key_cache_seconds)
 
     def _new_key(self, company_id: int, kind: KeyKind) -> tuple[ApiKey, str]:
         raw = kind.prefix + self._ids.token(24)
@@ -81,14 +86,7 @@ class CompanyService:
 
     async def create_company(self, name: str) -> CreatedCompany:
         """Create a company, its first merchant account, and one key of each kind."""
-        try:
-            name = _NAME.validate_python(name)
-        except ValidationError as exc:
-            raise ValidationFailed(
-                "A company name must be 1 to 255 characters, without control characters or "
-                "bidirectional controls",
-                param="name",
-            ) from exc
+        name = _valid_name(name, "A company name")
         now = self._clock.now()
 
         def create(uow: UnitOfWork) -> CreatedCompany:
@@ -158,12 +156,7 @@ class CompanyService:
         return now
 
     def _forget_keys(self, key_ids: set[str]) -> None:
-        self._revocations += 1
-        self._key_cache = {
-            digest: entry
-            for digest, entry in self._key_cache.items()
-            if entry[0].key_id not in key_ids
-        }
+        self._key_cache.forget(key_ids)
 
     async def list_companies(self) -> list[Company]:
         """Every company, oldest first."""
@@ -191,9 +184,9 @@ class CompanyService:
             raise AuthenticationFailed("Invalid API key provided")
         digest = hash_api_key(raw_key)
         cached = self._key_cache.get(digest)
-        if cached is not None and cached[1] > time.monotonic():
-            return cached[0]
-        revocations = self._revocations
+        if cached is not None:
+            return cached
+        generation = self._key_cache.generation
         key = await self._storage.run(
             lambda uow: uow.companies.api_key_by_hash(digest), write=False
         )
@@ -207,10 +200,80 @@ class CompanyService:
         ):
             raise AuthenticationFailed("Invalid API key provided")
         principal = Principal(company_id=key.company_id, key_id=key.id, kind=key.kind)
-        if self._key_cache_seconds > 0 and revocations == self._revocations:
-            if len(self._key_cache) >= _KEY_CACHE_MAX:
-                self._key_cache.clear()  # bounded; the next lookups refill it
-            self._key_cache[digest] = (principal, time.monotonic() + self._key_cache_seconds)
+        self._key_cache.put(digest, principal, generation)
+        return principal
+
+    async def create_operator_key(self, name: str) -> tuple[OperatorKey, str]:
+        """Issue an operator key called ``name``; the stored key and the raw key (shown once).
+
+        :class:`ValidationFailed` for a bad name or one a live operator key already has."""
+        name = _operator_key_name(name)
+        raw = OPERATOR_KEY_PREFIX + self._ids.token(24)
+        key = OperatorKey(
+            id=self._ids.new_id(_OPERATOR_KEY_ID),
+            name=name,
+            key_hash=hash_api_key(raw),
+            prefix=raw[:7],
+            created_at=self._clock.now(),
+        )
+
+        def create(uow: UnitOfWork) -> bool:
+            return uow.operator_keys.add(key)
+
+        if not await self._storage.run(create):
+            raise ValidationFailed(
+                f"An operator key named {name!r} already exists; revoke it first or choose "
+                "another name",
+                param="name",
+                code="operator_key_name_taken",
+            )
+        return key, raw
+
+    async def operator_keys(self) -> list[OperatorKey]:
+        """Every operator key, revoked ones too, oldest first (digests, never the keys)."""
+        return await self._storage.run(lambda uow: uow.operator_keys.list(), write=False)
+
+    async def revoke_operator_key(self, id_or_name: str) -> OperatorKey:
+        """Revoke the live operator key with this id or name at once; the key as revoked.
+
+        :class:`NotFound` when no live key has that id or name (nothing changes)."""
+        now = self._clock.now()
+
+        def revoke(uow: UnitOfWork) -> OperatorKey | None:
+            live = [k for k in uow.operator_keys.list() if k.revoked_at is None]
+            found = next((k for k in live if k.id == id_or_name), None) or next(
+                (k for k in live if k.name == id_or_name), None
+            )
+            if found is None or not uow.operator_keys.revoke(found.id, now):
+                return None
+            return found.model_copy(update={"revoked_at": now})
+
+        revoked = await self._storage.run(revoke)
+        if revoked is None:
+            raise NotFound(f"No such operator key: {id_or_name}", param="key")
+        self._operator_cache.forget({revoked.id})
+        return revoked
+
+    async def authenticate_operator(self, raw_key: str) -> OperatorPrincipal:
+        """The operator for a presented operator key; :class:`AuthenticationFailed` for
+        anything else (a merchant's key included: it is no operator key)."""
+        if not is_operator_key(raw_key):
+            raise AuthenticationFailed("Invalid API key provided")
+        digest = hash_api_key(raw_key)
+        cached = self._operator_cache.get(digest)
+        if cached is not None:
+            return cached
+        generation = self._operator_cache.generation
+        key = await self._storage.run(lambda uow: uow.operator_keys.by_hash(digest), write=False)
+        # As for API keys: the digest compared in constant time, whatever the backend does.
+        if (
+            key is None
+            or not hmac.compare_digest(key.key_hash, digest)
+            or key.revoked_at is not None
+        ):
+            raise AuthenticationFailed("Invalid API key provided")
+        principal = OperatorPrincipal(key_id=key.id, name=key.name)
+        self._operator_cache.put(digest, principal, generation)
         return principal
 
     async def merchant_accounts(self, company_id: int) -> list[MerchantAccount]:
@@ -218,3 +281,24 @@ class CompanyService:
         return await self._storage.run(
             lambda uow: uow.companies.merchant_accounts(company_id), write=False
         )
+
+
+def _valid_name(name: str, what: str) -> str:
+    try:
+        return _NAME.validate_python(name)
+    except ValidationError as exc:
+        raise ValidationFailed(
+            f"{what} must be 1 to 255 characters, without control characters or "
+            "bidirectional controls",
+            param="name",
+        ) from exc
+
+
+def _operator_key_name(name: str) -> str:
+    name = _valid_name(name, "An operator key name")
+    if name.startswith(_OPERATOR_KEY_ID + "_"):
+        raise ValidationFailed(
+            f"An operator key name may not start with {_OPERATOR_KEY_ID}_ (key ids do)",
+            param="name",
+        )
+    return name

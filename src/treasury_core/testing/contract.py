@@ -24,6 +24,8 @@ What the contract covers, through the unit of work's repositories:
   commit; concurrent transfers between the same wallets neither deadlock nor lose an update;
 - wallets, companies, merchant accounts and API keys: round trips, scoping to the company,
   newest-first lists with an id cursor;
+- operator keys: found by digest, listed oldest first, revoked once, a name unique among live
+  keys (a refused add leaves the transaction usable), rolled back with their transaction;
 - the ledger: running counters, refused journals changing nothing, two-phase movements
   (reserve, post, void, expire, due pendings), idempotent ``ensure_account``, a journal id
   applied once, postings in id order;
@@ -80,6 +82,7 @@ from treasury_core.ports import Storage, UnitOfWork
 from treasury_core.testing.contract_history import WalletHistoryContract
 from treasury_core.testing.contract_intents import PaymentIntentContract
 from treasury_core.testing.contract_ledger import LedgerContract
+from treasury_core.testing.contract_operator_keys import OperatorKeyContract
 from treasury_core.testing.contract_outbox import OutboxContract
 from treasury_core.testing.contract_support import (
     NOW,
@@ -122,6 +125,7 @@ class StorageContract(
     PaymentIntentContract,
     OutboxContract,
     HotAccountContract,
+    OperatorKeyContract,
 ):
     """The storage contract as pytest tests; subclass it to run them on your storage.
 

@@ -36,6 +36,7 @@ from treasury_core.ledger import (
 )
 from treasury_core.listing import RecordFilter
 from treasury_core.metadata import metadata_matches
+from treasury_core.operators import OperatorKey
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.ports.storage import R, Storage, UnitOfWork
 from treasury_core.testing import memory_history
@@ -233,6 +234,35 @@ class _Companies:
     def api_keys(self, company_id: int) -> list[ApiKey]:
         rows = [k for k in self._tx.state.api_keys.values() if k.company_id == company_id]
         return sorted(rows, key=lambda k: (k.created_at, k.id))
+
+
+class _OperatorKeys:
+    def __init__(self, tx: MemoryTransaction) -> None:
+        self._tx = tx
+
+    def add(self, key: OperatorKey) -> bool:
+        keys = self._tx.state.operator_keys.values()
+        if any(k.key_hash == key.key_hash for k in keys):
+            raise ValueError("duplicate operator key")
+        if any(k.name == key.name and k.revoked_at is None for k in keys):
+            return False
+        self._tx.put(self._tx.state.operator_keys, key.id, key)
+        return True
+
+    def by_hash(self, key_hash: str) -> OperatorKey | None:
+        keys = self._tx.state.operator_keys.values()
+        return next((k for k in keys if k.key_hash == key_hash), None)
+
+    def list(self) -> list[OperatorKey]:
+        return sorted(self._tx.state.operator_keys.values(), key=lambda k: (k.created_at, k.id))
+
+    def revoke(self, key_id: str, revoked_at: datetime) -> bool:
+        key = self._tx.state.operator_keys.get(key_id)
+        if key is None or key.revoked_at is not None:
+            return False
+        revoked = key.model_copy(update={"revoked_at": revoked_at})
+        self._tx.put(self._tx.state.operator_keys, key_id, revoked)
+        return True
 
 
 class _Idempotency:
@@ -493,6 +523,7 @@ class _MemoryUnitOfWork:
         self.wallets = _Wallets(tx)
         self.ledger = _Ledger(tx)
         self.companies = _Companies(tx)
+        self.operator_keys = _OperatorKeys(tx)
         self.outbox = MemoryOutbox(tx)
         self.idempotency = _Idempotency(tx)
         self.records = _Records(tx)

@@ -19,6 +19,7 @@ from treasury_core.ledger import (
     Posting,
 )
 from treasury_core.notifications.deliveries import Delivery
+from treasury_core.operators import OperatorKey
 from treasury_core.payments.intents import PaymentIntent
 from treasury_core.testing import memory_history
 from treasury_core.treasury.records import TreasuryRecord
@@ -38,6 +39,7 @@ class MemoryState:
     companies: dict[int, Company] = field(default_factory=dict)
     merchant_accounts: dict[int, MerchantAccount] = field(default_factory=dict)
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
+    operator_keys: dict[str, OperatorKey] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     dispatched: dict[str, datetime] = field(default_factory=dict)
     deliveries: dict[str, Delivery] = field(default_factory=dict)

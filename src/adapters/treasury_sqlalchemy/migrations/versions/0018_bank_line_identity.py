@@ -7,8 +7,8 @@ upper case (every line stored so far had a reference). Where that makes two rows
 the oldest keeps the key and the others lose theirs (``NULL``): they stay as history, and the
 booking is not applied a third time.
 
-Revision ID: 0017
-Revises: 0016
+Revision ID: 0018
+Revises: 0017
 Create Date: 2026-12-01
 """
 
@@ -20,8 +20,8 @@ import json
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0017"
-down_revision = "0016"
+revision = "0018"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
