@@ -77,9 +77,11 @@ def camt053(
     end: date = date(2026, 1, 31),
     opening: str | None = None,
     closing: str | None = None,
+    currency: str = "EUR",
 ) -> bytes:
     """A camt.053.001.02 statement of ``entries`` for ``account`` over ``start``–``end``, with
-    the booked balances ``opening`` and ``closing`` (signed EUR amounts) when given."""
+    the booked balances ``opening`` and ``closing`` (signed amounts) when given; ``currency``
+    is the account's."""
     document = ET.Element("Document", xmlns=NS)
     statement = _sub(document, "BkToCstmrStmt/Stmt")
     _sub(statement, "Id", statement_id)
@@ -89,12 +91,12 @@ def camt053(
     _sub(period, "ToDtTm", f"{end.isoformat()}T23:59:59")
     acct = _sub(statement, "Acct")
     _sub(acct, "Id/IBAN", account)
-    _sub(acct, "Ccy", "EUR")
+    _sub(acct, "Ccy", currency)
     for code, amount, day in (("OPBD", opening, start), ("CLBD", closing, end)):
         if amount is not None:
             bal = _sub(statement, "Bal")
             _sub(bal, "Tp/CdOrPrtry/Cd", code)
-            _sub(bal, "Amt", amount.lstrip("-")).set("Ccy", "EUR")
+            _sub(bal, "Amt", amount.lstrip("-")).set("Ccy", currency)
             _sub(bal, "CdtDbtInd", "DBIT" if amount.startswith("-") else "CRDT")
             _sub(bal, "Dt/Dt", day.isoformat())
     for entry in entries:

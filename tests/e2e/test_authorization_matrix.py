@@ -86,6 +86,7 @@ def treasury(database_url: str, clock: FakeClock) -> Treasury:
             bank_rail="files",
             bank_debtor_name="Acme Treasury BV",
             bank_debtor_iban="NL91ABNA0417164300",
+            bank_accounts={"USD": [USD_TREASURY_ACCOUNT]},
         ),
         clock=clock,
         wall_clock=clock,
@@ -168,8 +169,13 @@ def _empty(_: Ids) -> Any:
     return {}
 
 
+#: The treasury's USD account at its bank, whose statements the matrix imports.
+USD_TREASURY_ACCOUNT = "8271930045"
+
+
 def _statement(ids: Ids) -> Any:
-    """A camt.053 (XML text, sent as ``application/xml``) booking this company's withdrawal."""
+    """A camt.053 (XML text, sent as ``application/xml``) of the treasury's USD account,
+    booking this company's withdrawal."""
     entry = Entry(
         "MATRIX-1",
         credit=False,
@@ -177,7 +183,7 @@ def _statement(ids: Ids) -> Any:
         currency="USD",
         end_to_end=ids["withdraw_complete_id"],
     )
-    return camt053([entry]).decode()
+    return camt053([entry], account=USD_TREASURY_ACCOUNT, currency="USD").decode()
 
 
 def _action(key: str) -> Callable[[Ids], Any]:
