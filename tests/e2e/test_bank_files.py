@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
@@ -313,6 +314,32 @@ async def test_withdrawals_out_statement_in_round_trip(
     _, operator = await treasury.companies.create_operator_key("ops")
     pushed_again = await push(client, operator, statement)
     assert (pushed_again["imported"], pushed_again["already_imported"]) == (0, 5)
+    # The same bookings with their references in another case and spacing, in another
+    # statement: still the bookings the command imported.
+    respelled = camt053(
+        [
+            replace(e, ref=f" {(e.ref or '').lower()[:1]} {(e.ref or '').lower()[1:]}")
+            for e in entries
+        ],
+        statement_id="STMT-1-AGAIN",
+        account=DEBTOR["TREASURY_BANK_DEBTOR_IBAN"].lower(),
+    )
+    known = await push(client, operator, respelled)
+    assert (known["imported"], known["already_imported"]) == (0, 5)
+    assert await balance(client, tenant, wallet) == settled
+    # A statement of an account that is not the treasury's, or MT940 sent as XML, is refused.
+    forged = camt053(
+        [Entry("X1", credit=True, amount="1000000.00", creditor_iban=va["iban"])],
+        account="XX00FAKE",
+    )
+    refused = await push(client, operator, forged, status=400)
+    assert (
+        "account XX00FAKE is not one of the treasury's bank accounts"
+        in (refused["error"]["message"])
+    )
+    mt940 = b":20:MT1\n:25:NL91ABNA0417164300\n:28C:1/1\n:60F:C260101EUR0,00\n:62F:C260101EUR0,00\n"
+    refused = await push(client, operator, mt940, status=400)
+    assert "a mt940 statement is not accepted here" in refused["error"]["message"]
     assert await balance(client, tenant, wallet) == settled
     # The operator's push of a new statement settles the company's new deposit.
     second = await post(
