@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cache
 from typing import Literal
 
@@ -54,6 +55,14 @@ class Currency:
     def minor_per_major(self) -> int:
         """How many minor units make one major unit (100 for USD, 1 for JPY)."""
         return int(10**self.decimal_places)
+
+    def minor_units(self, amount: Decimal) -> int | None:
+        """``amount`` (major units, as a bank file states it) in minor units; ``None`` when it
+        is not a finite number or has more decimals than the currency."""
+        if not amount.is_finite():
+            return None
+        minor = amount * self.minor_per_major
+        return int(minor) if minor == minor.to_integral_value() else None
 
 
 @cache

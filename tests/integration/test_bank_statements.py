@@ -439,3 +439,35 @@ async def test_a_batch_entrys_transactions_settle_one_by_one(treasury: Treasury)
     assert f"{paid[0]} is completed" in (result.lines[3].reason or "")
     again = await treasury.bank.import_statement(statement)
     assert (again.imported, again.already_imported) == (0, 4)
+
+
+async def test_a_balance_beyond_the_ledger_is_refused(storage: Storage) -> None:
+    """A stated balance the ledger's 64-bit counters could not hold refuses the file (never a
+    500 from the database): 18 digits of a three-decimal currency are 10^21 minor units."""
+    clock = FakeClock()
+    kuwait = "KW81CBKU0000000000001234560101"
+    config = TreasuryConfig(
+        database_url="memory://",
+        currencies=("EUR", "KWD"),
+        bank_rail="files",
+        bank_debtor_name="Acme Treasury BV",
+        bank_debtor_iban=DEBTOR_IBAN,
+        bank_accounts={"KWD": [kuwait]},
+    )
+    treasury = bootstrap(config, storage=storage, clock=clock, wall_clock=clock)
+    try:
+        line = Entry("L1", credit=True, amount="10.000", currency="KWD")
+        for opening, why in (
+            ("999999999999999999", "beyond what the ledger holds"),
+            ("-999999999999999999", "beyond what the ledger holds"),
+            ("1.0001", "more decimals than KWD allows"),
+        ):
+            data = camt053([line], account=kuwait, currency="KWD", opening=opening)
+            with pytest.raises(ValidationFailed) as refused:
+                await treasury.bank.import_statement(data)
+            assert why in refused.value.message
+        assert await treasury.bank.unmatched() == []
+        fine = camt053([line], account=kuwait, currency="KWD", opening="999999999999.999")
+        assert (await treasury.bank.import_statement(fine)).imported == 1
+    finally:
+        treasury.close()

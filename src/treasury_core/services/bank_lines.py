@@ -48,6 +48,11 @@ _NO_REFERENCE = frozenset({"", "NONREF", "NOTPROVIDED", "NONE"})
 _SYSTEM_ID = re.compile(r"(?<![0-9A-Za-z])(dep|wdr|bex)_([0-9A-Za-z]{20,40})(?![0-9A-Za-z])", re.I)
 
 
+#: The largest balance, in minor units, a statement may state: the ledger's counters are
+#: 64-bit, and a mirror must still take the lines that follow.
+MAX_BALANCE = 10**18
+
+
 @dataclass(frozen=True, slots=True)
 class ParsedLine:
     """A statement line with its amount in minor units and its identity."""
@@ -140,14 +145,12 @@ def minor_units(ctx: TreasuryContext, amount: Decimal, currency: str, where: str
     an unknown currency or more decimals than the currency has."""
     if currency not in ctx.currencies:
         raise StatementRejected(f"currency {currency} is not enabled", location=where)
-    if not amount.is_finite():
-        raise StatementRejected(f"amount {amount} is not a number", location=where)
-    minor = amount * ctx.currencies.get(currency).minor_per_major
-    if minor != minor.to_integral_value():
+    minor = ctx.currencies.get(currency).minor_units(amount)
+    if minor is None:
         raise StatementRejected(
             f"amount {amount} has more decimals than {currency} allows", location=where
         )
-    return int(minor)
+    return minor
 
 
 def _line_amount(ctx: TreasuryContext, line: StatementLine) -> int:
@@ -202,7 +205,11 @@ def _checked(
                     f"a balance is in {balance.currency}; account {account} holds {currency}",
                     location=where,
                 )
-            minor_units(ctx, balance.amount, currency, where)
+            if abs(minor_units(ctx, balance.amount, currency, where)) > MAX_BALANCE:
+                raise StatementRejected(
+                    f"a balance of {balance.amount} {currency} is beyond what the ledger holds",
+                    location=where,
+                )
     return ParsedStatement(statement, account, currency, tuple(lines))
 
 

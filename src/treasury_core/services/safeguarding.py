@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 
 from treasury_core.config import TreasuryConfig
 from treasury_core.currency import CurrencyRegistry
-from treasury_core.errors import ValidationFailed
 from treasury_core.events import EventType
 from treasury_core.ledger import Account, AccountKind, Journal, Move, Posting
 from treasury_core.ports import Direction, Statement, Storage, UnitOfWork
@@ -109,16 +108,11 @@ def _has_mirror(uow: UnitOfWork, mirror_id: str) -> bool:
 # --- the import's step -----------------------------------------------------------------------
 
 
-def _minor(ctx: TreasuryContext, amount: Decimal, currency: str, what: str) -> int:
-    minor = amount * ctx.currencies.get(currency).minor_per_major
-    if minor != minor.to_integral_value():
-        raise ValidationFailed(
-            f"The statement was refused, nothing was applied: {what} {amount} has more "
-            f"decimals than {currency} allows",
-            param="statement",
-            code="statement_invalid",
-        )
-    return int(minor)
+def _minor(ctx: TreasuryContext, amount: Decimal, currency: str) -> int:
+    # The import read the statement whole first (bank_lines.read): every amount fits.
+    minor = ctx.currencies.get(currency).minor_units(amount)
+    assert minor is not None, f"{amount} {currency} was not checked"
+    return minor
 
 
 def _signed(line: BankStatementLine) -> int:
@@ -167,7 +161,7 @@ def _post(
     if mirror.opening is None and opening is not None and opening.currency == mirror.currency:
         account = uow.ledger.get_account(mirror.ledger_account_id)
         if account is not None and account.debits_posted == account.credits_posted == 0:
-            amount = _minor(ctx, opening.amount, mirror.currency, "the opening balance")
+            amount = _minor(ctx, opening.amount, mirror.currency)
             if amount:
                 uow.ledger.apply(_journal(mirror, mirror.opening_journal_id, amount), now)
             uow.records.update(
@@ -250,8 +244,7 @@ def _compare(
     opening, closing = statement.opening_balance, statement.closing_balance
     ours = [line for line in statement.lines if line.currency == currency]
     lines = sum(
-        _minor(ctx, line.amount, currency, "the amount")
-        * (1 if line.direction is Direction.CREDIT else -1)
+        _minor(ctx, line.amount, currency) * (1 if line.direction is Direction.CREDIT else -1)
         for line in ours
     )
     dates = [line.booking_date for line in ours]
@@ -260,10 +253,10 @@ def _compare(
     after_all = bank_balance_as_of(uow, mirror, max(dates))
     found: list[tuple[BreakKind, date, int, int]] = []
     if opening is not None and opening.currency == currency:
-        stated_open = _minor(ctx, opening.amount, currency, "the opening balance")
+        stated_open = _minor(ctx, opening.amount, currency)
         found.append((BreakKind.OPENING, opening.date, stated_open, after_all - lines))
     if closing is not None and closing.currency == currency:
-        stated = _minor(ctx, closing.amount, currency, "the closing balance")
+        stated = _minor(ctx, closing.amount, currency)
         _remember_closing(uow, ctx, statement, mirror, closing.date, stated)
         at_close = bank_balance_as_of(uow, mirror, closing.date)
         found.append((BreakKind.CLOSING, closing.date, stated, at_close))
