@@ -377,6 +377,21 @@ async def test_withdrawals_out_statement_in_round_trip(
     )
     assert response.status == 415
     # Larger than other bodies may be, within the statement limit: read (and refused as XML).
+    # Amounts outside the format's own form, or past the limits, are 400 with the line and
+    # the reason, never 500 (an amount once overflowed the database's integer).
+    for amount, why in (
+        ("1e30", "is not an amount"),
+        ("1E+2", "is not an amount"),
+        ("\u0661\u0660\u0660", "is not an amount"),
+        ("\u00a0100.00", "is not an amount"),
+        ("92233720368547758.08", "more than 18 digits"),
+        ("999999999999.99", "above the largest amount"),
+    ):
+        bad = camt053([Entry("E9", credit=True, amount=amount, remittance=third["id"])])
+        refused = await push(client, operator, bad, status=400)
+        assert refused["error"]["code"] == "statement_invalid"
+        assert "entry 1" in refused["error"]["message"] and why in refused["error"]["message"]
+    assert (await get(f"/api/v1/deposit/{third['id']}"))["status"] == "pending"
     padded = b"<Document>" + b" " * (100 * 1024) + b"</Document>"
     assert (await push(client, operator, padded, status=400))["error"]["code"] == (
         "statement_invalid"
