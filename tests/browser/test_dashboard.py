@@ -1,7 +1,7 @@
 """The dashboard in real headless Chromium: sign in, find a payment, capture and refund it, see
 a wallet's balance and chart change, redeliver a failed webhook, advance the sandbox clock and
 watch a hold expire; then every page at desktop and phone width (no sideways scrolling at
-390 px), screenshotted.
+390 px), screenshotted; and the operator's bank reconciliation page with a break row.
 
 With ``TREASURY_DASHBOARD_DOC_SCREENSHOTS=1`` the screenshots are also written to
 docs/images/dashboard/ (the guide's and the README's pictures): run that on purpose, then
@@ -14,22 +14,27 @@ import asyncio
 import os
 import re
 import shutil
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 
+import pytest
 from playwright.async_api import Browser, Dialog, Page, expect
 
+from tests.bankfiles import Entry
 from tests.browser.conftest import (
     DESKTOP_VIEWPORT,
     PHONE_VIEWPORT,
     REPO_ROOT,
     LiveServer,
     Screenshot,
+    serve_treasury,
 )
 from tests.e2e.dashboard_client import paid_intent
+from tests.safeguarding import DEBTOR_IBAN, statement
 from treasury_core.events import EventType
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
 from treasury_core.payments import PaymentIntent
+from treasury_core.testing.clock import FakeClock
 from treasury_core.treasury.requests import CreateDepositRequest, CreateVirtualAccountRequest
 from treasury_core.wallets import CreateWalletRequest
 
@@ -217,3 +222,70 @@ async def test_every_page_at_desktop_and_phone_width(
                     shutil.copy(shot, DOC_IMAGES / Path(shot).name)
         finally:
             await context.close()
+
+
+async def test_the_operator_sees_a_break_row_at_both_widths(
+    browser: Browser, tmp_path: Path, clock: FakeClock, screenshot: Screenshot
+) -> None:
+    pytest.importorskip("sepaxml", reason="the bank-files extra is not installed")
+    # The files rail with one bank account; March imported without February opens and closes
+    # 10.00 above the ledger.
+    async with serve_treasury(
+        tmp_path, clock, bank_rail="files", bank_debtor_name="Acme Treasury BV",
+        bank_debtor_iban=DEBTOR_IBAN,
+    ) as server:  # fmt: skip
+        t = server.treasury
+        _, operator_key = await t.companies.create_operator_key("ops")
+        months = (("JAN", 1, "100.00", "10.00", "110.00"), ("MAR", 3, "120.00", "5.00", "125.00"))
+        for name, month, opening, amount, closing in months:
+            entry = Entry(f"{name}-1", credit=True, amount=amount, booked=date(2026, month, 10))
+            await t.bank.import_statement(
+                statement(
+                    name, [entry], start=date(2026, month, 1), end=date(2026, month, 28),
+                    opening=opening, closing=closing,
+                )
+            )  # fmt: skip
+        [opening_break, closing_break] = sorted(
+            await t.safeguarding.breaks(), key=lambda b: b.kind.value, reverse=True
+        )
+        write_docs = os.environ.get("TREASURY_DASHBOARD_DOC_SCREENSHOTS") == "1"
+        for width, viewport in (("desktop", DESKTOP_VIEWPORT), ("phone", PHONE_VIEWPORT)):
+            context = await browser.new_context(
+                viewport=viewport, locale="en-US", is_mobile=width == "phone"
+            )
+            try:
+                page = await context.new_page()
+                await page.goto(server.url("/dashboard/login"))
+                await page.get_by_label("Secret key").fill(operator_key)
+                await page.get_by_role("button", name="Sign in").click()
+                await expect(
+                    page.get_by_role("heading", name="Bank reconciliation")
+                ).to_be_visible()
+                await expect(page.get_by_role("navigation").get_by_role("link")).to_have_text(
+                    ["Bank reconciliation"]
+                )
+                row = page.get_by_role("table", name="Open breaks").get_by_role(
+                    "row", name=re.compile(closing_break.id)
+                )
+                await expect(row.get_by_role("cell")).to_have_text(
+                    [closing_break.id, DEBTOR_IBAN, "EUR", "MAR", "closing", "2026-03-28",
+                     "€125.00", "€115.00", "+€10.00"]
+                )  # fmt: skip
+                await expect(
+                    page.get_by_role("table", name="Open breaks").get_by_role(
+                        "row", name=re.compile(opening_break.id)
+                    )
+                ).to_be_visible()
+                await expect(
+                    page.get_by_role("table", name="Unmatched statement lines").locator("tbody tr")
+                ).to_have_count(2)
+                overflow = await page.evaluate(
+                    "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+                )
+                assert overflow <= 0, width
+                shot = await screenshot(page, f"bank-{width}", full_page=False)
+                if write_docs:
+                    DOC_IMAGES.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(shot, DOC_IMAGES / Path(shot).name)
+            finally:
+                await context.close()

@@ -29,8 +29,9 @@ def csrf_of(page: str) -> str:
     return html.unescape(found.group(1))
 
 
-async def sign_in(client: Client, secret_key: str) -> str:
-    """Sign ``client`` in with ``secret_key``; the home page's CSRF token."""
+async def sign_in(client: Client, secret_key: str, home: str = "/dashboard") -> str:
+    """Sign ``client`` in with ``secret_key`` (a company's, or an operator key whose ``home``
+    is ``/dashboard/bank``); the CSRF token of the page it lands on."""
     login = await client.get("/dashboard/login")
     assert login.status == 200
     response = await client.post(
@@ -40,10 +41,10 @@ async def sign_in(client: Client, secret_key: str) -> str:
         allow_redirects=False,
     )
     assert response.status == 303, await response.text()
-    assert response.headers["Location"] == "/dashboard"
-    home = await client.get("/dashboard")
-    assert home.status == 200
-    return csrf_of(await home.text())
+    assert response.headers["Location"] == home
+    landing = await client.get(home)
+    assert landing.status == 200
+    return csrf_of(await landing.text())
 
 
 async def post_form(

@@ -86,17 +86,10 @@ def _import_summary(result: ImportResult) -> list[str]:
     return lines
 
 
-_BREAK_WHAT = {
-    "opening": "opening balance against the ledger before the statement's lines",
-    "closing": "closing balance against the ledger at that date",
-    "statement": "closing balance against the statement's opening plus its lines",
-}
-
-
 def _break_text(found: BreakRecord) -> str:
     return (
         f"{found.id} {found.account} {found.currency} statement {found.statement_id} "
-        f"{found.date} {_BREAK_WHAT[found.kind.value]}: stated {found.stated}, "
+        f"{found.date} {found.kind.description}: stated {found.stated}, "
         f"expected {found.expected}, difference {found.difference:+d} (minor units)"
         + (" [resolved]" if found.status is BreakStatus.RESOLVED else "")
     )

@@ -1,10 +1,17 @@
-"""The dashboard's sign-in: a session cookie, CSRF on every form, and the page wrapper.
+"""The dashboard's sign-in: a session cookie, CSRF on every form, and the page wrappers.
 
 A company signs in with its secret key, checked exactly as the API checks a bearer key
-(:meth:`CompanyService.authenticate`). The session cookie (``treasury_dashboard``) holds the key
-encrypted and authenticated with Fernet (AES-CBC + HMAC, from ``cryptography``) under a key
-derived from ``form_key``: the browser holds only ciphertext, and every request authenticates
-the key again, so revoking or rotating it ends its sessions at once. The cookie is HttpOnly,
+(:meth:`CompanyService.authenticate`); the operator signs in on the same form with an operator
+key (:meth:`CompanyService.authenticate_operator`). The session cookie (``treasury_dashboard``)
+holds the key and whose it is, encrypted and authenticated with Fernet (AES-CBC + HMAC, from
+``cryptography``) under a key derived from ``form_key``: the browser holds only ciphertext, and
+every request authenticates the key again as what the session says it is, so revoking or
+rotating it ends its sessions at once.
+
+A company session opens the company pages (:func:`dashboard_page`) and an operator session the
+operator's (:func:`operator_page`), never each other's: the operator's pages hold facts about
+the treasury's bank accounts, which hold every company's money, and an operator key acts for no
+company. The cookie is HttpOnly,
 SameSite=Strict, and Secure unless the host is the local machine; a session lasts
 :data:`SESSION_SECONDS`.
 
@@ -44,6 +51,7 @@ from treasury_core.errors import (
     ValidationFailed,
 )
 from treasury_core.http_statuses import http_status
+from treasury_core.operators import OperatorPrincipal, is_operator_key
 
 log = logging.getLogger("treasury.dashboard")
 
@@ -54,9 +62,15 @@ DASHBOARD = "/dashboard"
 LOGIN = "/dashboard/login"
 LOGOUT = "/dashboard/logout"
 STATIC = "/dashboard/static"
+#: The operator's page, where an operator session starts.
+BANK = "/dashboard/bank"
 
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 _BAD_KEY = "That is not a valid secret key."
+# Whose key a session cookie holds; a cookie without the field is a company's.
+_ROLE_COMPANY = "company"
+_ROLE_OPERATOR = "operator"
+_OPERATOR_ONLY = "This page is the operator's: sign in with an operator key (ok_…) to see it."
 
 _templates = jinja2.Environment(
     loader=jinja2.PackageLoader("treasury_aiohttp", "templates/dashboard"),
@@ -95,6 +109,24 @@ class Session:
         return self.principal.company_id
 
 
+@dataclass(frozen=True, slots=True)
+class OperatorSession:
+    """A browser signed in with an operator key: the operator's pages only, no company's."""
+
+    operator: OperatorPrincipal
+    nonce: str
+    prefix: str
+
+
+#: A signed-in browser of either kind.
+AnySession = Session | OperatorSession
+
+
+def home_of(session: AnySession) -> str:
+    """Where a session lands after sign-in (its ``prefix`` included)."""
+    return session.prefix + (BANK if isinstance(session, OperatorSession) else DASHBOARD)
+
+
 def page_headers() -> dict[str, str]:
     """Every dashboard page's headers: a strict CSP (own stylesheet and script only, no inline
     code), no framing, no caching, no Referer outside the origin."""
@@ -119,7 +151,7 @@ def render(
     prefix: str,
     *,
     status: int = 200,
-    session: Session | None = None,
+    session: AnySession | None = None,
     **context: Any,
 ) -> web.Response:
     """A dashboard page with its security headers."""
@@ -131,6 +163,7 @@ def render(
         csrf_field=CSRF_FIELD,
         csrf_token=csrf,
         signed_in=session is not None,
+        operator=isinstance(session, OperatorSession),
         sandbox=treasury(request).config.sandbox,
         **context,
     )
@@ -144,7 +177,7 @@ def redirect(location: str) -> web.Response:
     return web.Response(status=303, headers={"Location": location, "Cache-Control": "no-store"})
 
 
-def csrf_token(request: web.Request, session: Session) -> str:
+def csrf_token(request: web.Request, session: AnySession) -> str:
     """The token the session's forms carry."""
     return request.app[FORM_KEY].token(f"dashboard:{session.nonce}")
 
@@ -182,21 +215,28 @@ def _clear_cookie(response: web.Response, prefix: str) -> None:
     response.del_cookie(COOKIE, path=(prefix + DASHBOARD) or "/")
 
 
-async def _session(request: web.Request, prefix: str) -> Session | None:
-    """The request's session, or ``None`` (no cookie, a forged or expired one, a revoked key)."""
+async def _session(request: web.Request, prefix: str) -> AnySession | None:
+    """The request's session, or ``None`` (no cookie, a forged or expired one, a revoked key,
+    a key that is not what the session says it is)."""
     raw = request.cookies.get(COOKIE)
     if not raw:
         return None
     try:
         plain = request.app[SESSION_CIPHER].decrypt(raw.encode(), ttl=SESSION_SECONDS)
         fields = json.loads(plain)
-        key, nonce = fields["k"], fields["n"]
-    except (InvalidToken, ValueError, KeyError, TypeError):
+        key, nonce, role = fields["k"], fields["n"], fields.get("r", _ROLE_COMPANY)
+    except (InvalidToken, ValueError, KeyError, TypeError, AttributeError):
         return None
     if not isinstance(key, str) or not isinstance(nonce, str):
         return None
+    companies = treasury(request).companies
     try:
-        principal = await treasury(request).companies.authenticate(key)
+        if role == _ROLE_OPERATOR:
+            operator = await companies.authenticate_operator(key)
+            return OperatorSession(operator=operator, nonce=nonce, prefix=prefix)
+        if role != _ROLE_COMPANY:
+            return None
+        principal = await companies.authenticate(key)
     except AuthenticationFailed:
         return None
     if not principal.is_secret:
@@ -204,11 +244,15 @@ async def _session(request: web.Request, prefix: str) -> Session | None:
     return Session(principal=principal, nonce=nonce, prefix=prefix)
 
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: A company page: it reads and acts for the session's company.
 Page = Callable[[web.Request, Session], Awaitable[web.StreamResponse]]
+#: An operator page.
+OperatorPage = Callable[[web.Request, OperatorSession], Awaitable[web.StreamResponse]]
 
 
 def error_page(
-    request: web.Request, prefix: str, error: TreasuryError, session: Session | None
+    request: web.Request, prefix: str, error: TreasuryError, session: AnySession | None
 ) -> web.Response:
     """The page saying what was wrong (the API's status and message; nothing was changed)."""
     return render(
@@ -217,42 +261,67 @@ def error_page(
     )  # fmt: skip
 
 
-def dashboard_page(
-    path: str,
-) -> Callable[[Page], Callable[[web.Request], Awaitable[web.StreamResponse]]]:
-    """Wrap a page: a signed-in session or a redirect to sign-in; on a POST the form's CSRF
-    token and the same-origin check; a refused input or action becomes an error page."""
+def dashboard_page(path: str) -> Callable[[Page], Handler]:
+    """Wrap a company page: a company session or a redirect (to sign-in without a session,
+    to the operator's page for an operator session); on a POST the form's CSRF token and the
+    same-origin check; a refused input or action becomes an error page."""
 
-    def wrap(page: Page) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        @functools.wraps(page)
-        async def handler(request: web.Request) -> web.StreamResponse:
-            prefix = _prefix(request, path)
-            session = await _session(request, prefix)
-            if session is None:
-                response = redirect(prefix + LOGIN)
-                if COOKIE in request.cookies:
-                    _clear_cookie(response, prefix)
-                return response
-            try:
-                if request.method == "POST":
-                    check_same_origin(request)
-                    form = await read_form(request)
-                    token = form.get(CSRF_FIELD)
-                    request.app[FORM_KEY].check(
-                        f"dashboard:{session.nonce}", token if isinstance(token, str) else None
-                    )
-                    _refuse_repeated(form)
-                    request[POSTED] = form
-                return await page(request, session)
-            except TreasuryError as error:
-                if error.kind is ErrorKind.INTERNAL:
-                    log.error("%s on %s: %s", error.code, request.method, error.message)
-                    raise
-                return error_page(request, prefix, error, session)
+    def wrap(page: Page) -> Handler:
+        async def run(request: web.Request, session: AnySession) -> web.StreamResponse:
+            if not isinstance(session, Session):
+                return redirect(home_of(session))
+            return await page(request, session)
 
-        return handler
+        return functools.wraps(page)(_guarded(path, run))
 
     return wrap
+
+
+def operator_page(path: str) -> Callable[[OperatorPage], Handler]:
+    """Wrap an operator page as :func:`dashboard_page` wraps a company page; a company session
+    gets a 403 page saying it is the operator's (and learns nothing else)."""
+
+    def wrap(page: OperatorPage) -> Handler:
+        async def run(request: web.Request, session: AnySession) -> web.StreamResponse:
+            if not isinstance(session, OperatorSession):
+                raise PermissionDenied(_OPERATOR_ONLY, code="operator_key_required")
+            return await page(request, session)
+
+        return functools.wraps(page)(_guarded(path, run))
+
+    return wrap
+
+
+def _guarded(
+    path: str, page: Callable[[web.Request, AnySession], Awaitable[web.StreamResponse]]
+) -> Handler:
+    # What every page does first: find the session, check a POST, turn a refusal into a page.
+    async def handler(request: web.Request) -> web.StreamResponse:
+        prefix = _prefix(request, path)
+        session = await _session(request, prefix)
+        if session is None:
+            response = redirect(prefix + LOGIN)
+            if COOKIE in request.cookies:
+                _clear_cookie(response, prefix)
+            return response
+        try:
+            if request.method == "POST":
+                check_same_origin(request)
+                form = await read_form(request)
+                token = form.get(CSRF_FIELD)
+                request.app[FORM_KEY].check(
+                    f"dashboard:{session.nonce}", token if isinstance(token, str) else None
+                )
+                _refuse_repeated(form)
+                request[POSTED] = form
+            return await page(request, session)
+        except TreasuryError as error:
+            if error.kind is ErrorKind.INTERNAL:
+                log.error("%s on %s: %s", error.code, request.method, error.message)
+                raise
+            return error_page(request, prefix, error, session)
+
+    return handler
 
 
 POSTED = web.RequestKey("dashboard_form", FormData)
@@ -282,8 +351,9 @@ def posted(request: web.Request) -> FormData:
 async def login_page(request: web.Request) -> web.StreamResponse:
     """``GET /dashboard/login``: the sign-in form (or home when signed in already)."""
     prefix = _prefix(request, LOGIN)
-    if await _session(request, prefix) is not None:
-        return redirect(prefix + DASHBOARD)
+    session = await _session(request, prefix)
+    if session is not None:
+        return redirect(home_of(session))
     return _login_form(request, prefix)
 
 
@@ -297,7 +367,8 @@ def _login_form(
 
 
 async def login(request: web.Request) -> web.StreamResponse:
-    """``POST /dashboard/login``: check the secret key as the API would; start a session."""
+    """``POST /dashboard/login``: check the secret key (a company's, or an operator key) as the
+    API would; start a session of that kind."""
     prefix = _prefix(request, LOGIN)
     form = await _read_form_or_none(request)
     try:
@@ -308,19 +379,24 @@ async def login(request: web.Request) -> web.StreamResponse:
         return _login_form(request, prefix, status=403, error=refused.message)
     raw = form.get("secret_key") if form is not None else None
     key = raw.strip() if isinstance(raw, str) else ""
+    companies = treasury(request).companies
     try:
         if not key or len(key) > 200:
             raise AuthenticationFailed(_BAD_KEY)
-        principal = await treasury(request).companies.authenticate(key)
+        if is_operator_key(key):
+            await companies.authenticate_operator(key)
+            role, home = _ROLE_OPERATOR, BANK
+        elif (await companies.authenticate(key)).is_secret:
+            role, home = _ROLE_COMPANY, DASHBOARD
+        else:
+            return _login_form(
+                request, prefix, status=403,
+                error="A publishable key cannot sign in: use the company's secret key.",
+            )  # fmt: skip
     except AuthenticationFailed:
         return _login_form(request, prefix, status=401, error=_BAD_KEY)
-    if not principal.is_secret:
-        return _login_form(
-            request, prefix, status=403,
-            error="A publishable key cannot sign in: use the company's secret key.",
-        )  # fmt: skip
-    value = json.dumps({"k": key, "n": secrets.token_urlsafe(16)}).encode()
-    response = redirect(prefix + DASHBOARD)
+    value = json.dumps({"k": key, "n": secrets.token_urlsafe(16), "r": role}).encode()
+    response = redirect(prefix + home)
     _set_cookie(request, response, request.app[SESSION_CIPHER].encrypt(value).decode(), prefix)
     return response
 
@@ -353,9 +429,7 @@ async def logout(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _asset(
-    body: bytes, content_type: str
-) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def _asset(body: bytes, content_type: str) -> Handler:
     async def asset(_request: web.Request) -> web.StreamResponse:
         return web.Response(
             body=body,
@@ -367,7 +441,7 @@ def _asset(
     return asset
 
 
-def auth_routes() -> list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]]:
+def auth_routes() -> list[tuple[str, str, Handler]]:
     """The sign-in, sign-out and asset routes."""
     return [
         ("GET", LOGIN, login_page),

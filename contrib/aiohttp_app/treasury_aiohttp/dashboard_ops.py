@@ -1,5 +1,6 @@
 """The dashboard's operations pages: events (payloads, delivery attempts, redeliver), webhook
-endpoints with their health, and the sandbox controls; and the table of every dashboard route.
+endpoints with their health, and the sandbox controls; and the table of every dashboard route
+(the company pages and the operator's, :mod:`treasury_aiohttp.dashboard_bank`).
 
 As on the money pages, each read and action is the API's service call with the signed-in
 company's id; the sandbox page exists only in sandbox mode (404 otherwise, as the API's
@@ -15,13 +16,16 @@ from typing import Any
 from aiohttp import web
 from cryptography.fernet import Fernet
 
+from treasury_aiohttp import dashboard_bank
 from treasury_aiohttp import dashboard_pages as pages
 from treasury_aiohttp.dashboard_auth import (
     SESSION_CIPHER,
+    OperatorPage,
     Page,
     Session,
     auth_routes,
     dashboard_page,
+    operator_page,
     posted,
     redirect,
     render,
@@ -200,6 +204,10 @@ _PAGES: tuple[tuple[str, str, Page], ...] = (
     ),
     ("POST", f"{_D}/sandbox/virtual-accounts/{{virtual_account_id}}/incoming", incoming),
 )
+#: The operator's pages: an operator session only (a company session gets a 403 page).
+_OPERATOR_PAGES: tuple[tuple[str, str, OperatorPage], ...] = (
+    ("GET", f"{_D}/bank", dashboard_bank.bank),
+)
 
 
 def _declared(path: str) -> str:
@@ -224,6 +232,7 @@ def _declared(path: str) -> str:
 #: list them).
 PAGES: frozenset[tuple[str, str]] = frozenset(
     {(method, _declared(path)) for method, path, _ in _PAGES}
+    | {(method, path) for method, path, _ in _OPERATOR_PAGES}
     | {(method, path) for method, path, _ in auth_routes()}
 )
 
@@ -235,6 +244,8 @@ def add_routes(app: web.Application, cipher: Fernet | None = None) -> None:
     for method, path, page in _PAGES:
         handler = dashboard_page(_declared(path))(page)
         app.router.add_route(method, path, handler)
+    for method, path, operator in _OPERATOR_PAGES:
+        app.router.add_route(method, path, operator_page(path)(operator))
     for method, path, handler in auth_routes():
         app.router.add_route(method, path, handler)
 

@@ -155,6 +155,18 @@ class BreakKind(StrEnum):
     #: The statement's closing balance against its own opening plus its lines.
     STATEMENT = "statement"
 
+    @property
+    def description(self) -> str:
+        """What was compared, in words for people (the CLI's and the dashboard's)."""
+        return _BREAK_DESCRIPTIONS[self]
+
+
+_BREAK_DESCRIPTIONS = {
+    BreakKind.OPENING: "opening balance against the ledger before the statement's lines",
+    BreakKind.CLOSING: "closing balance against the ledger at that date",
+    BreakKind.STATEMENT: "closing balance against the statement's opening plus its lines",
+}
+
 
 class BreakStatus(StrEnum):
     """``open`` until a later import finds the same balance agreeing, then ``resolved``."""
