@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Annotated, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 from treasury_core.events import OPERATOR_EVENTS, EventType
 from treasury_core.serialization import Timestamp
@@ -76,8 +76,16 @@ def _a_companys_event(event_type: EventType) -> EventType:
     return event_type
 
 
-#: An event type a company's endpoint can subscribe to (not strict: types arrive as strings).
-SubscribableEvent = Annotated[EventType, Field(strict=False), AfterValidator(_a_companys_event)]
+#: An event type a company's endpoint can subscribe to (not strict: types arrive as strings);
+#: the documented schema lists only those.
+SubscribableEvent = Annotated[
+    EventType,
+    Field(strict=False),
+    AfterValidator(_a_companys_event),
+    WithJsonSchema(
+        {"type": "string", "enum": [t.value for t in EventType if t not in OPERATOR_EVENTS]}
+    ),
+]
 
 
 class CreateWebhookEndpointRequest(BaseModel):
