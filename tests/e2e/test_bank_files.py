@@ -339,7 +339,7 @@ async def test_withdrawals_out_statement_in_round_trip(
     )
     mt940 = b":20:MT1\n:25:NL91ABNA0417164300\n:28C:1/1\n:60F:C260101EUR0,00\n:62F:C260101EUR0,00\n"
     refused = await push(client, operator, mt940, status=400)
-    assert "a mt940 statement is not accepted here" in refused["error"]["message"]
+    assert "must be a camt.053 or camt.054 XML document" in refused["error"]["message"]
     assert await balance(client, tenant, wallet) == settled
     # The operator's push of a new statement settles the company's new deposit.
     second = await post(

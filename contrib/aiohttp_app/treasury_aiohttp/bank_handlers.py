@@ -33,9 +33,11 @@ async def import_statement(request: web.Request) -> web.StreamResponse:
     if request.content_type not in XML_TYPES:
         raise web.HTTPUnsupportedMediaType()
     data = await request.read()
-    if not data.strip():
+    # An XML document starts with "<" (after a byte-order mark and white space): anything else
+    # is refused here, before a reader of another format spends time on it.
+    if not data.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"<"):
         raise ValidationFailed(
-            "The request body must be a camt.053 statement",
+            "The request body must be a camt.053 or camt.054 XML document",
             param="statement",
             code="statement_invalid",
         )

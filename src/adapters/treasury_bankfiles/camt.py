@@ -58,6 +58,10 @@ def _parse(data: bytes) -> Element:
         ) from None
     except DefusedXmlException as exc:
         raise StatementRejected(f"refused XML construct: {type(exc).__name__}") from None
+    except (LookupError, ValueError) as exc:
+        # An encoding the XML declaration names that Python does not know, or bytes that
+        # are not in it.
+        raise StatementRejected(f"the XML cannot be decoded ({exc})") from None
     if not isinstance(root, Element):
         raise StatementRejected("not an XML document")
     return root

@@ -230,10 +230,12 @@ def _line(
 ) -> StatementLine:
     location = f"{where}, line {field.line}"
     value = field.value
+    # What the messages quote of the field: a blank one has no first line.
+    written = field.lines[0] if field.lines else ""
     tag, match = _match_line(value)
     if match is None:
         raise StatementRejected(
-            f"the :61: line does not parse: {field.lines[0][:60]!r}", location=location
+            f"the :61: line does not parse: {written[:60]!r}", location=location
         )
     raw: dict[str, Any] = match.groupdict()
     mark = str(raw["status"])
@@ -261,7 +263,7 @@ def _line(
         data = tag(transactions, raw)
     except (ValueError, ArithmeticError):
         raise StatementRejected(
-            f"the :61: line has no valid date: {field.lines[0][:30]!r}", location=location
+            f"the :61: line has no valid date: {written[:30]!r}", location=location
         ) from None
     amount = abs(Decimal(data["amount"].amount))
     if amount <= 0:
