@@ -123,7 +123,6 @@ async def test_a_malformed_statement_applies_nothing(treasury: Treasury) -> None
     deposit = await _deposit(treasury, company, wallet, 1_000, "INV-1")
     good = Entry("L1", credit=True, amount="10.00", remittance=deposit)
     for bad, why in (
-        (Entry("l 1", credit=True, amount="1.00"), "the bank reference 'l 1' appears twice"),
         (Entry("L2", credit=True, amount="1.00", currency="XAU"), "the line is in XAU"),
         (Entry("L2", credit=True, amount="1.00", currency="USD"), "account NL91ABNA0417164300"),
         (Entry("L2", credit=True, amount="1.001"), "more decimals than EUR allows"),
@@ -242,7 +241,7 @@ async def test_a_batch_booking_completes_every_withdrawal_of_the_file(treasury: 
         done = await treasury.withdrawals.get(company, withdrawal.id)
         assert done.status.value == "completed"
     again = await treasury.bank.import_statement(
-        camt053([Entry("B2", credit=False, amount="35.00", remittance=exported.id)])
+        camt053([Entry("B2", credit=False, amount="35.00", batch=exported.id)])
     )
     assert "is already completed" in (again.lines[0].reason or "")
 
@@ -385,11 +384,16 @@ async def test_two_imports_of_one_statement_at_once_apply_it_once(treasury: Trea
     assert (await treasury.wallets.balance(company, wallet)).balance == 2_500
 
 
-def _batch_entry(credit: bool, ref: str, txs: list[tuple[str, str, str | None]]) -> str:
-    """A camt entry booking several transactions: (amount, end-to-end id, return code)."""
+def _batch_entry(
+    credit: bool, ref: str, txs: list[tuple[str, str, str | None]], *, own_refs: bool = False
+) -> str:
+    """A camt entry booking several transactions: (amount, end-to-end id, return code); with
+    ``own_refs`` each transaction has its own bank reference, ``TX-`` and its end-to-end id."""
     total = sum(Decimal(amount) for amount, _, _ in txs)
     details = "".join(
-        f'<TxDtls><Refs><EndToEndId>{e2e}</EndToEndId></Refs><Amt Ccy="EUR">{amount}</Amt>'
+        "<TxDtls><Refs>"
+        + (f"<AcctSvcrRef>TX-{e2e}</AcctSvcrRef>" if own_refs else "")
+        + f'<EndToEndId>{e2e}</EndToEndId></Refs><Amt Ccy="EUR">{amount}</Amt>'
         + (f"<RtrInf><Rsn><Cd>{code}</Cd></Rsn></RtrInf>" if code else "")
         + "</TxDtls>"
         for amount, e2e, code in txs
@@ -419,21 +423,17 @@ async def test_a_batch_entrys_transactions_settle_one_by_one(treasury: Treasury)
     assert (await treasury.bank.export()).export is not None
     entries = _batch_entry(False, "D-1", [("10.00", paid[0], None), ("25.00", paid[1], None)])
     entries += _batch_entry(True, "R-1", [("5.00", paid[2], "AC04"), ("10.00", paid[0], "AC04")])
-    statement = (
-        '<?xml version="1.0" encoding="UTF-8"?>'
-        '<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.08"><BkToCstmrStmt>'
-        "<GrpHdr><MsgId>M1</MsgId><CreDtTm>2026-01-06T06:00:00+01:00</CreDtTm></GrpHdr><Stmt>"
-        "<Id>S-B</Id><CreDtTm>2026-01-06T06:00:00+01:00</CreDtTm>"
-        f"<Acct><Id><IBAN>{DEBTOR_IBAN}</IBAN></Id><Ccy>EUR</Ccy></Acct>{entries}"
-        "</Stmt></BkToCstmrStmt></Document>"
-    ).encode()
+    statement = _camt(entries)
     result = await treasury.bank.import_statement(statement)
-    assert [(line.identity, line.outcome.value) for line in result.lines] == [
-        ("ref:D-1#1", "withdrawal_completed"),
-        ("ref:D-1#2", "withdrawal_completed"),
-        ("ref:R-1#1", "withdrawal_returned"),
-        ("ref:R-1#2", "unmatched"),
+    # The transactions have no bank reference of their own: each is its entry's and what it
+    # says, never its place in the entry.
+    assert [(line.identity[:6], line.outcome.value) for line in result.lines] == [
+        ("ref:D-", "withdrawal_completed"),
+        ("ref:D-", "withdrawal_completed"),
+        ("ref:R-", "withdrawal_returned"),
+        ("ref:R-", "unmatched"),
     ]
+    assert all("#" in line.identity for line in result.lines)
     statuses = [(await treasury.withdrawals.get(company, w)).status.value for w in paid]
     assert statuses == ["completed", "completed", "failed"]
     assert f"{paid[0]} is completed" in (result.lines[3].reason or "")
@@ -471,3 +471,143 @@ async def test_a_balance_beyond_the_ledger_is_refused(storage: Storage) -> None:
         assert (await treasury.bank.import_statement(fine)).imported == 1
     finally:
         treasury.close()
+
+
+def _camt(entries: str, *, message: str = "053", ident: str = "S-B") -> bytes:
+    """A camt.053 statement (or, ``message="054"``, a camt.054 notification) of the debtor
+    account holding ``entries``."""
+    root, block = (
+        ("BkToCstmrStmt", "Stmt")
+        if message == "053"
+        else (
+            "BkToCstmrDbtCdtNtfctn",
+            "Ntfctn",
+        )
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f'<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.{message}.001.08"><{root}>'
+        "<GrpHdr><MsgId>M1</MsgId><CreDtTm>2026-01-06T06:00:00+01:00</CreDtTm></GrpHdr>"
+        f"<{block}><Id>{ident}</Id><CreDtTm>2026-01-06T06:00:00+01:00</CreDtTm>"
+        f"<Acct><Id><IBAN>{DEBTOR_IBAN}</IBAN></Id><Ccy>EUR</Ccy></Acct>{entries}"
+        f"</{block}></{root}></Document>"
+    ).encode()
+
+
+async def _funded_virtual_account(treasury: Treasury) -> tuple[int, str, str]:
+    company, wallet = await _company(treasury)
+    account = await treasury.virtual_accounts.create(
+        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
+    )
+    assert account.iban is not None
+    return company, wallet, account.iban
+
+
+async def test_a_reissued_or_reordered_statement_counts_each_booking_once(
+    treasury: Treasury,
+) -> None:
+    """Identities never depend on a line's place: a statement reissued with a line more, with
+    its lines in another order, or with a batch's transactions reordered, adds only what is
+    new."""
+    company, wallet, iban = await _funded_virtual_account(treasury)
+
+    def credit(amount: str, remittance: str) -> Entry:
+        return Entry(None, credit=True, amount=amount, creditor_iban=iban, remittance=remittance)
+
+    first = camt053([credit("10.00", "A"), credit("20.00", "B")])
+    await treasury.bank.import_statement(first)
+    reissued = camt053([credit("5.00", "NEW"), credit("20.00", "B"), credit("10.00", "A")])
+    again = await treasury.bank.import_statement(reissued)
+    assert (again.imported, again.already_imported) == (1, 2)
+    assert (await treasury.wallets.balance(company, wallet)).balance == 3_500
+
+
+async def test_a_batch_detailed_later_is_the_booking_already_counted(treasury: Treasury) -> None:
+    """A transaction notified alone (camt.054) and then detailed inside the day's batch entry
+    (camt.053) by its own reference is one booking; so is a batch's transactions in another
+    order, and a batch booked whole and detailed later."""
+    company, wallet, _ = await _funded_virtual_account(treasury)
+    deposits = [await _deposit(treasury, company, wallet, amount, "x") for amount in (1_000, 2_000)]
+    alone = _batch_entry(True, "TX-" + deposits[0], [("10.00", deposits[0], None)])
+    await treasury.bank.import_statement(_camt(alone, message="054", ident="N-1"))
+    txs = [("10.00", deposits[0], None), ("20.00", deposits[1], None)]
+    day = _camt(_batch_entry(True, "B-1", txs, own_refs=True), ident="S-1")
+    result = await treasury.bank.import_statement(day)
+    assert (result.imported, result.already_imported) == (1, 1)
+    reordered = _camt(_batch_entry(True, "B-1", txs[::-1], own_refs=True), ident="S-1")
+    assert (await treasury.bank.import_statement(reordered)).imported == 0
+    assert (await treasury.wallets.balance(company, wallet)).balance == 3_000
+    # Booked whole (the transactions' amounts not given), then detailed: the same booking.
+    third = await _deposit(treasury, company, wallet, 500, "x")
+    whole = camt053([Entry("W-1", credit=True, amount="5.00", remittance=third)])
+    assert (await treasury.bank.import_statement(whole)).lines[0].matched_id == third
+    detailed = _camt(_batch_entry(True, "W-1", [("2.00", third, None), ("3.00", third, None)]))
+    known = await treasury.bank.import_statement(detailed)
+    assert (known.imported, known.already_imported) == (0, 2)
+    assert (await treasury.wallets.balance(company, wallet)).balance == 3_500
+    wrong = _camt(_batch_entry(True, "W-1", [("2.00", third, None), ("4.00", third, None)]))
+    with pytest.raises(ValidationFailed) as refused:
+        await treasury.bank.import_statement(wrong)
+    assert "was imported before" in refused.value.message
+
+
+async def test_a_known_reference_with_another_amount_refuses_the_file(treasury: Treasury) -> None:
+    company, wallet, iban = await _funded_virtual_account(treasury)
+    await treasury.bank.import_statement(
+        camt053([Entry("R1", credit=True, amount="10.00", creditor_iban=iban)])
+    )
+    for changed in (
+        Entry("r 1", credit=True, amount="5000.00", creditor_iban=iban),
+        Entry("R1", credit=False, amount="10.00"),
+    ):
+        with pytest.raises(ValidationFailed) as refused:
+            await treasury.bank.import_statement(camt053([changed], statement_id="S2"))
+        assert "the bank reference" in refused.value.message
+        assert "was imported before" in refused.value.message
+    assert (await treasury.wallets.balance(company, wallet)).balance == 1_000
+
+
+async def test_one_reference_on_several_bookings_is_each_of_them(treasury: Treasury) -> None:
+    """Some banks give one reference to several bookings of a statement: each counts, once."""
+    company, wallet, iban = await _funded_virtual_account(treasury)
+    statement = camt053(
+        [
+            Entry("SAME", credit=True, amount="10.00", creditor_iban=iban),
+            Entry("same", credit=True, amount="20.00", creditor_iban=iban),
+        ]
+    )
+    assert (await treasury.bank.import_statement(statement)).imported == 2
+    assert (await treasury.bank.import_statement(statement)).imported == 0
+    assert (await treasury.wallets.balance(company, wallet)).balance == 3_000
+
+
+async def test_a_merchants_text_in_a_debit_settles_no_withdrawal(treasury: Treasury) -> None:
+    """The remittance of a debit or return is what our file sent: the merchant's reference.
+    An id of ours written there is the merchant's word, so it matches nothing."""
+    company, wallet, iban = await _funded_virtual_account(treasury)
+    await treasury.bank.import_statement(
+        camt053([Entry("F1", credit=True, amount="100.00", creditor_iban=iban)])
+    )
+    bank = await _bank_account(treasury, company)
+    request = CreateWithdrawalRequest(
+        wallet_id=wallet, from_amount=1_000, from_currency_id="EUR", bank_account_id=bank
+    )
+    victim = await treasury.withdrawals.create(company, request)
+    exported = (await treasury.bank.export()).export
+    assert exported is not None
+    lines = [
+        Entry("X1", credit=False, amount="10.00", remittance=f"payout {victim.id}"),
+        Entry("X2", credit=False, amount="10.00", remittance=exported.id),
+        Entry("X3", credit=True, amount="10.00", remittance=victim.id, return_code="AC04"),
+    ]
+    result = await treasury.bank.import_statement(camt053(lines, statement_id="S2"))
+    assert [line.outcome.value for line in result.lines] == ["unmatched"] * 3
+    assert (await treasury.withdrawals.get(company, victim.id)).status.value == "pending"
+
+
+async def test_an_embedding_app_can_limit_the_formats(treasury: Treasury) -> None:
+    mt940 = b":20:MT1\n:25:NL91ABNA0417164300\n:28C:1/1\n:60F:C260101EUR0,00\n:62F:C260101EUR0,00\n"
+    with pytest.raises(ValidationFailed) as refused:
+        await treasury.bank.import_statement(mt940, formats=("camt.053", "camt.054"))
+    assert "a mt940 statement is not accepted here" in refused.value.message
+    assert (await treasury.bank.import_statement(mt940)).statements[0].format == "mt940"

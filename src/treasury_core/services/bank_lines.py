@@ -11,18 +11,22 @@ place and the reason):
 
 A line's identity is the treasury account plus the bank's own reference of the movement,
 written without white space and in upper case, so the same booking counts once whoever imports
-it and however the file spells the reference; the company never takes part. A line the bank
-gives no reference for (or ``NONREF``) gets a derived identity: a digest of the account, the
-booking date, the amount and direction, every reference it quotes and its place in the
-statement (the ``NtryRef`` where there is one), which is the same when the same statement
-comes again and still tells apart two identical lines of one statement.
+it and however the file spells the reference; the company never takes part. A reference the
+statement gives to several lines (a batch whose transactions have none of their own) is told
+apart by a digest of what each line says. A line the bank gives no reference for (or
+``NONREF``) gets a derived identity: a digest of the account, the booking date, the amount and
+direction and every reference it quotes. Where a statement holds several lines that say the
+same, the k-th of them is the k-th booking. None of it depends on where a line stands in the
+file, so a statement the bank reissues with more lines, or with its lines in another order,
+counts each booking once, and two identical lines of one statement are still two.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Collection, Iterable
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -64,12 +68,17 @@ class ParsedLine:
     identity: str
     #: The records table's lookup key of the line: the account and the identity, hashed.
     key: str
+    #: Whether the statement gave this line's bank reference to other lines too.
+    shares_reference: bool = False
+
+    def system_ids(self, *, remittance: bool) -> tuple[str, ...]:
+        """The ids of ours the line quotes (see :func:`system_ids`)."""
+        return system_ids(self.line, remittance=remittance)
 
     @property
-    def system_ids(self) -> tuple[str, ...]:
-        """The ids of ours the line quotes, in order of how much they say (see
-        :func:`system_ids`)."""
-        return system_ids(self.line)
+    def reference(self) -> str | None:
+        """The bank's reference as identities compare it (see :func:`reference_of`)."""
+        return reference_of(self.line.entry_reference)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +102,8 @@ def reference_of(text: str | None) -> str | None:
     return None if written in _NO_REFERENCE else written
 
 
-def line_identity(account: str, line: StatementLine) -> str:
-    """What ``line`` of ``account``'s statement is remembered by."""
-    suffix = f"#{line.transaction}" if line.transaction is not None else ""
-    reference = reference_of(line.entry_reference)
-    if reference is not None:
-        return f"ref:{reference}{suffix}"
-    place = f"ntry:{line.entry_number}" if line.entry_number else f"pos:{line.position}"
+def _content(account: str, line: StatementLine) -> str:
+    """A digest of what the bank says of ``line``, leaving out where it stands in the file."""
     parts = (
         account,
         line.booking_date.isoformat(),
@@ -113,23 +117,51 @@ def line_identity(account: str, line: StatementLine) -> str:
         line.payment_information_id or "",
         *line.references,
         line.return_code or "",
-        place + suffix,
     )
-    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
-    return f"derived:{digest}"
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
-def system_ids(line: StatementLine) -> tuple[str, ...]:
+def line_identities(account: str, lines: Sequence[StatementLine]) -> list[str]:
+    """What each of one statement's ``lines`` is remembered by (see the module docstring)."""
+    references = [reference_of(line.entry_reference) for line in lines]
+    given = Counter(r for r in references if r is not None)
+    occurrences: Counter[str] = Counter()
+    identities: list[str] = []
+    for line, reference in zip(lines, references, strict=True):
+        if reference is not None and given[reference] == 1:
+            base = f"ref:{reference}"
+        elif reference is not None:
+            # The bank gave several bookings one reference (a batch whose transactions have
+            # none of their own, or a bank that repeats them): each is told apart by what it
+            # says, never by its place, which a reissued file may change.
+            base = f"ref:{reference}#{_content(account, line)[:16]}"
+        else:
+            base = f"derived:{_content(account, line)}"
+        occurrences[base] += 1
+        # Two lines saying the same thing are two bookings; the k-th of them is the k-th again
+        # when the statement comes again, however many other lines it gained.
+        count = occurrences[base]
+        identities.append(base if count == 1 else f"{base}~{count}")
+    return identities
+
+
+def system_ids(line: StatementLine, *, remittance: bool) -> tuple[str, ...]:
     """Every id of ours ``line`` may quote (``dep_…``, ``wdr_…``, ``bex_…``): the end-to-end id
-    first, then the file's ids, the other references and the remittance; each as written and in
-    lower case (how the default id source writes them), for banks that change the case.
-    Nothing a merchant chose is among them."""
+    first, then the file's ids, the other references and, with ``remittance``, the remittance
+    text; each as written and in lower case (how the default id source writes them), for
+    banks that change the case.
+
+    The remittance of a debit or a return is the text our payment file sent, which is the
+    merchant's own reference: an id in it is the merchant's word, not the bank's, so debits
+    and returns are matched without it. A payer writes a deposit's id in the remittance of a
+    credit, where it is all the payer has.
+    """
     sources: Iterable[str | None] = (
         line.end_to_end_id,
         line.message_id,
         line.payment_information_id,
         *line.references,
-        line.remittance,
+        line.remittance if remittance else None,
     )
     found: list[str] = []
     for text in sources:
@@ -182,22 +214,19 @@ def _checked(
             location=where,
         )
     lines: list[ParsedLine] = []
-    seen: set[str] = set()
-    for line in statement.lines:
+    identities = line_identities(account, statement.lines)
+    given = Counter(reference_of(line.entry_reference) for line in statement.lines)
+    for line, identity in zip(statement.lines, identities, strict=True):
         if line.currency != currency:
             raise StatementRejected(
                 f"the line is in {line.currency}; account {account} holds {currency}",
                 location=line.location,
             )
-        identity = line_identity(account, line)
-        if identity in seen:
-            raise StatementRejected(
-                f"the bank reference {line.entry_reference!r} appears twice",
-                location=line.location,
-            )
-        seen.add(identity)
         amount = _line_amount(ctx, line)
-        lines.append(ParsedLine(line, account, amount, identity, line_key(account, identity)))
+        reference = reference_of(line.entry_reference)
+        shared = reference is not None and given[reference] > 1
+        key = line_key(account, identity)
+        lines.append(ParsedLine(line, account, amount, identity, key, shares_reference=shared))
     for balance in (statement.opening_balance, statement.closing_balance):
         if balance is not None:
             if balance.currency.upper() != currency:

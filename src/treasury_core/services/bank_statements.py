@@ -31,11 +31,12 @@ from datetime import datetime
 from typing import Literal, TypeVar
 
 from treasury_core.config import normalized_account
+from treasury_core.errors import ValidationFailed
 from treasury_core.ledger import Journal
 from treasury_core.ports import Direction, StatementLine, UnitOfWork
 from treasury_core.services import safeguarding
 from treasury_core.services.accounts import apply_virtual_account_credit, virtual_account_credit
-from treasury_core.services.bank_lines import ParsedLine, ParsedStatement
+from treasury_core.services.bank_lines import ParsedLine, ParsedStatement, signed
 from treasury_core.services.settlement import complete_in, fail_in
 from treasury_core.services.support import TreasuryContext
 from treasury_core.treasury.bank_files import (
@@ -46,6 +47,7 @@ from treasury_core.treasury.bank_files import (
     ImportResult,
     LineOutcome,
     StatementLineRecord,
+    line_key,
 )
 from treasury_core.treasury.records import (
     Deposit,
@@ -154,7 +156,7 @@ def _export_plan(
 
 
 def _debit_plan(uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine) -> Plan:
-    ids = item.system_ids
+    ids = item.system_ids(remittance=False)
     withdrawal = _quoted(uow, Withdrawal, ids)
     if withdrawal is not None:
         return _withdrawal_plan(ctx, item, withdrawal, returned=False)
@@ -172,9 +174,8 @@ def _virtual_account(uow: UnitOfWork, line: StatementLine) -> VirtualAccount | N
 
 def _credit_plan(uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine) -> Plan:
     line = item.line
-    ids = item.system_ids
     if line.return_code is not None:
-        withdrawal = _quoted(uow, Withdrawal, ids)
+        withdrawal = _quoted(uow, Withdrawal, item.system_ids(remittance=False))
         if withdrawal is None:
             return _unmatched(item, "the return quotes no withdrawal of ours")
         return _withdrawal_plan(ctx, item, withdrawal, returned=True)
@@ -190,7 +191,7 @@ def _credit_plan(uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine) -> Pla
         wallet = uow.wallets.get(account.company_id, account.wallet_id)
         if wallet is not None:
             return Plan(item, "credit", account.id, account=account, wallet=wallet)
-    deposit = _quoted(uow, Deposit, ids)
+    deposit = _quoted(uow, Deposit, item.system_ids(remittance=True))
     if deposit is None:
         return _unmatched(item, "no virtual account, deposit or withdrawal of ours matches")
     problem = _mismatch(deposit.from_amount, deposit.from_currency_id, item)
@@ -201,21 +202,68 @@ def _credit_plan(uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine) -> Pla
     return Plan(item, "complete_deposit", deposit.id)
 
 
+def _conflict(item: ParsedLine, stored: BankStatementLine, amount: int) -> ValidationFailed:
+    return ValidationFailed(
+        "The statement was refused, nothing was applied: "
+        f"{item.line.location}: the bank reference {item.line.entry_reference!r} was imported "
+        f"before ({stored.id}) as a {stored.direction} of {abs(amount)} {item.line.currency} "
+        "(minor units); the bank cannot book it again for another amount",
+        param="statement",
+        code="statement_invalid",
+    )
+
+
+def _stored_signed(stored: BankStatementLine) -> int:
+    return stored.amount if stored.direction == Direction.CREDIT.value else -stored.amount
+
+
+def _known_as_a_whole(uow: UnitOfWork, parsed: ParsedStatement) -> dict[str, BankStatementLine]:
+    """References this statement gives several lines that an earlier import stored as one
+    line (the batch booked whole, then detailed): those lines are that booking, already
+    counted. Their sum must be what was stored, or the file is refused."""
+    groups: dict[str, list[ParsedLine]] = {}
+    for item in parsed.lines:
+        if item.shares_reference and item.reference is not None:
+            groups.setdefault(item.reference, []).append(item)
+    whole: dict[str, BankStatementLine] = {}
+    for reference, group in groups.items():
+        stored = uow.records.find(BankStatementLine, line_key(parsed.account, f"ref:{reference}"))
+        if stored is None:
+            continue
+        total = sum(signed(item) for item in group)
+        if _stored_signed(stored) != total:
+            raise _conflict(group[0], stored, _stored_signed(stored))
+        whole[reference] = stored
+    return whole
+
+
 def plan(
     uow: UnitOfWork, ctx: TreasuryContext, statements: Sequence[ParsedStatement]
 ) -> tuple[list[Plan], list[BankStatementLine]]:
     """Plans for the lines not imported before, and the stored lines of those that were. A
-    booking two statements of the file both list (the same identity) is planned once."""
+    booking two statements of the file both list (the same identity) is planned once. A line
+    the bank's reference says was imported before, for another amount or direction, refuses
+    the file: the bank's word about one booking cannot change."""
     plans: list[Plan] = []
     known: list[BankStatementLine] = []
     seen: set[str] = set()
     for parsed in statements:
+        whole = _known_as_a_whole(uow, parsed)
         for item in parsed.lines:
             if item.key in seen:
                 continue
             seen.add(item.key)
+            if item.reference in whole:
+                known.append(whole[item.reference])
+                continue
             stored = uow.records.find(BankStatementLine, item.key)
             if stored is not None:
+                if (stored.amount, stored.direction, stored.currency) != (
+                    item.amount,
+                    item.line.direction.value,
+                    item.line.currency,
+                ):
+                    raise _conflict(item, stored, _stored_signed(stored))
                 known.append(stored)
             elif item.line.direction is Direction.DEBIT:
                 plans.append(_debit_plan(uow, ctx, item))
@@ -265,13 +313,13 @@ async def apply(
         return stored, breaks
 
     new, breaks = await ctx.storage.run(run)
+    # In file order; then any stored line no identity of this file names (a batch detailed
+    # now that was imported whole before).
     by_key = {r.lookup_key: r for r in (*known, *new)}
-    lines = [
-        record_of(by_key[item.key])
-        for parsed in statements
-        for item in parsed.lines
-        if item.key in by_key
+    ordered = [
+        by_key[item.key] for parsed in statements for item in parsed.lines if item.key in by_key
     ]
+    lines = [record_of(r) for r in (*ordered, *known, *new)]
     return ImportResult(
         statements=[_summary(parsed) for parsed in statements],
         lines=list({line.id: line for line in lines}.values()),
