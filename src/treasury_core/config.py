@@ -7,6 +7,7 @@ command line. Nothing here reads the environment or opens a connection.
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from typing import Annotated
 
@@ -266,10 +267,18 @@ class TreasuryConfig(BaseModel):
                 raise ValueError(f"bank_accounts: {currency!r} is not a currency code")
             for account in accounts:
                 number = normalized_account(account)
-                if not number.isascii() or not number.isalnum():
+                # IBANs and plain numbers, and the bank-code forms statements write
+                # (``50880050/0194774600888``, ``123-456.78``).
+                if _ACCOUNT_NUMBER.fullmatch(number) is None:
                     raise ValueError(f"bank_accounts: {account!r} is not an account number")
                 if seen.setdefault(number, currency.upper()) != currency.upper():
                     raise ValueError(f"bank_accounts: {number} is listed under two currencies")
+        debtor = normalized_account(self.bank_debtor_iban or "")
+        if seen.get(debtor, "EUR") != "EUR":
+            raise ValueError(
+                f"bank_accounts: the debtor IBAN {debtor} pays EUR transfers; it cannot be "
+                f"listed under {seen[debtor]}"
+            )
         return self
 
     @model_validator(mode="after")
@@ -338,6 +347,10 @@ class TreasuryConfig(BaseModel):
         return CurrencyRegistry.from_codes(
             self.currencies, self.vban_currencies, exponents=self.currency_exponents
         )
+
+
+#: What a configured bank account number may be made of, once normalized.
+_ACCOUNT_NUMBER = re.compile(r"[A-Z0-9][A-Z0-9/.\-]*")
 
 
 def normalized_account(account: str) -> str:

@@ -58,8 +58,10 @@ class Currency:
 
     def minor_units(self, amount: Decimal) -> int | None:
         """``amount`` (major units, as a bank file states it) in minor units; ``None`` when it
-        is not a finite number or has more decimals than the currency."""
-        if not amount.is_finite():
+        is not a finite number or is written with more decimals than the currency has (even
+        zeros: ``10.000`` is no EUR amount)."""
+        exponent = amount.as_tuple().exponent
+        if not isinstance(exponent, int) or -exponent > self.decimal_places:
             return None
         minor = amount * self.minor_per_major
         return int(minor) if minor == minor.to_integral_value() else None

@@ -611,3 +611,25 @@ async def test_an_embedding_app_can_limit_the_formats(treasury: Treasury) -> Non
         await treasury.bank.import_statement(mt940, formats=("camt.053", "camt.054"))
     assert "a mt940 statement is not accepted here" in refused.value.message
     assert (await treasury.bank.import_statement(mt940)).statements[0].format == "mt940"
+
+
+async def test_an_exported_withdrawal_is_settled_only_by_the_bank(treasury: Treasury) -> None:
+    """Once its payment file is at the bank, a withdrawal is not failed or completed by hand
+    (the sandbox controls included): a refund the bank then pays out would be money twice."""
+    company, wallet, iban = await _funded_virtual_account(treasury)
+    await treasury.bank.import_statement(
+        camt053([Entry("F1", credit=True, amount="100.00", creditor_iban=iban)])
+    )
+    bank = await _bank_account(treasury, company)
+    request = CreateWithdrawalRequest(
+        wallet_id=wallet, from_amount=1_000, from_currency_id="EUR", bank_account_id=bank
+    )
+    withdrawal = await treasury.withdrawals.create(company, request)
+    exported = (await treasury.bank.export()).export
+    assert exported is not None
+    for settle in (treasury.withdrawals.fail, treasury.withdrawals.complete):
+        with pytest.raises(InvalidRequestError) as refused:
+            await settle(company, withdrawal.id)
+        assert refused.value.code == "movement_exported"
+        assert exported.id in refused.value.message
+    assert (await treasury.withdrawals.get(company, withdrawal.id)).status.value == "pending"

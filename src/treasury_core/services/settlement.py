@@ -193,6 +193,14 @@ def settle(
 
     def run(uow: UnitOfWork) -> M:
         record = locked_pending(uow, kind, record_id, company_id, param)
+        if isinstance(record, Withdrawal) and record.bank_export_id is not None:
+            # The payment file is at the bank: whether it paid is the bank's to say, on its
+            # statement. Failing it by hand would refund a payout the bank may still make.
+            raise InvalidRequestError(
+                f"The withdrawal {record.id} was sent to the bank in payment file "
+                f"{record.bank_export_id}; only the bank's statement settles it",
+                code="movement_exported",
+            )
         if fail is not None:
             done = fail_in(uow, ctx, record, code=fail[0], message=fail[1])
         else:
