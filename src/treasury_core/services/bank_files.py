@@ -7,6 +7,7 @@ Every operation needs a rail that exchanges files (:class:`~treasury_core.ports.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection
 
 from treasury_core.errors import ConflictRetryExhausted, InvalidRequestError
@@ -71,7 +72,9 @@ class BankFilesService:
         before, by anyone, are skipped. Only the operator imports: the bank's word about the
         treasury's own accounts, never a company's."""
         ctx = self._ctx
-        statements = bank_lines.read(ctx, self.files(), data, formats)
+        # Reading a large file takes a while: not on the event loop, which serves every other
+        # request meanwhile.
+        statements = await asyncio.to_thread(bank_lines.read, ctx, self.files(), data, formats)
         count = sum(len(parsed.lines) for parsed in statements)
         # Each retry follows a line another import committed meanwhile, so the lines left to
         # apply shrink every time: one attempt per line (and the first) always suffices.
