@@ -30,7 +30,8 @@ from treasury_core import (
 from treasury_core.errors import ValidationFailed
 from treasury_core.ports import Storage
 from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.bank_files import BankStatementLine, line_key
+from treasury_core.treasury.bank_files import BankExport, BankStatementLine, line_key
+from treasury_core.treasury.records import Withdrawal
 
 DEBTOR_IBAN = "NL91ABNA0417164300"
 
@@ -305,18 +306,9 @@ async def test_an_mt940_statement_books_an_exported_withdrawal(treasury: Treasur
         company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
     )
     await treasury.virtual_accounts.incoming(None, account.id, 10_000)
-    bank = await treasury.bank_accounts.register(
-        company,
-        RegisterBankAccountRequest(
-            bank_name="Commerzbank",
-            account_name="Jane Doe",
-            account_number="DE89370400440532013000",
-            routing_number="COBADEFFXXX",
-            currency_id="EUR",
-        ),
-    )
+    bank = await _bank_account(treasury, company)
     request = CreateWithdrawalRequest(
-        wallet_id=wallet, from_amount=2_500, from_currency_id="EUR", bank_account_id=bank.id
+        wallet_id=wallet, from_amount=2_500, from_currency_id="EUR", bank_account_id=bank
     )
     withdrawal = await treasury.withdrawals.create(company, request)
     # Not exported yet: the bank's booking matches nothing.
@@ -581,9 +573,8 @@ async def test_one_reference_on_several_bookings_is_each_of_them(treasury: Treas
     assert (await treasury.wallets.balance(company, wallet)).balance == 3_000
 
 
-async def test_a_merchants_text_in_a_debit_settles_no_withdrawal(treasury: Treasury) -> None:
-    """The remittance of a debit or return is what our file sent: the merchant's reference.
-    An id of ours written there is the merchant's word, so it matches nothing."""
+async def _exported_withdrawal(treasury: Treasury) -> tuple[int, Withdrawal, BankExport]:
+    """A company's 10.00 EUR withdrawal, funded by a statement and exported in a file."""
     company, wallet, iban = await _funded_virtual_account(treasury)
     await treasury.bank.import_statement(
         camt053([Entry("F1", credit=True, amount="100.00", creditor_iban=iban)])
@@ -592,9 +583,16 @@ async def test_a_merchants_text_in_a_debit_settles_no_withdrawal(treasury: Treas
     request = CreateWithdrawalRequest(
         wallet_id=wallet, from_amount=1_000, from_currency_id="EUR", bank_account_id=bank
     )
-    victim = await treasury.withdrawals.create(company, request)
+    withdrawal = await treasury.withdrawals.create(company, request)
     exported = (await treasury.bank.export()).export
     assert exported is not None
+    return company, withdrawal, exported
+
+
+async def test_a_merchants_text_in_a_debit_settles_no_withdrawal(treasury: Treasury) -> None:
+    """The remittance of a debit or return is what our file sent: the merchant's reference.
+    An id of ours written there is the merchant's word, so it matches nothing."""
+    company, victim, exported = await _exported_withdrawal(treasury)
     lines = [
         Entry("X1", credit=False, amount="10.00", remittance=f"payout {victim.id}"),
         Entry("X2", credit=False, amount="10.00", remittance=exported.id),
@@ -616,17 +614,7 @@ async def test_an_embedding_app_can_limit_the_formats(treasury: Treasury) -> Non
 async def test_an_exported_withdrawal_is_settled_only_by_the_bank(treasury: Treasury) -> None:
     """Once its payment file is at the bank, a withdrawal is not failed or completed by hand
     (the sandbox controls included): a refund the bank then pays out would be money twice."""
-    company, wallet, iban = await _funded_virtual_account(treasury)
-    await treasury.bank.import_statement(
-        camt053([Entry("F1", credit=True, amount="100.00", creditor_iban=iban)])
-    )
-    bank = await _bank_account(treasury, company)
-    request = CreateWithdrawalRequest(
-        wallet_id=wallet, from_amount=1_000, from_currency_id="EUR", bank_account_id=bank
-    )
-    withdrawal = await treasury.withdrawals.create(company, request)
-    exported = (await treasury.bank.export()).export
-    assert exported is not None
+    company, withdrawal, exported = await _exported_withdrawal(treasury)
     for settle in (treasury.withdrawals.fail, treasury.withdrawals.complete):
         with pytest.raises(InvalidRequestError) as refused:
             await settle(company, withdrawal.id)
