@@ -1,5 +1,8 @@
 """The bank's balance against the ledger: mirrors, breaks, the safeguarding report, and the
-audit of the mirrors, on the memory storage, an SQLite file and PostgreSQL.
+audit of the mirrors, on the memory storage, an SQLite file and PostgreSQL; also statements
+that do not come one a day in date order: several of one booking date imported again, an
+earlier day after a later one, a notification before any statement, and breaks that heal and
+break again.
 
 The treasury's one bank account is the debtor IBAN. Statements are camt.053 files whose stated
 booked balances the test states (tests/safeguarding.py).
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import date
+from decimal import Decimal
 
 import pytest
 
@@ -28,7 +32,8 @@ from treasury_core import (
 from treasury_core.events import EventType
 from treasury_core.ledger import Journal, Move
 from treasury_core.ledger.audit import audit_ledger
-from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.ports import Balance, Statement, Storage, UnitOfWork
+from treasury_core.services import safeguarding
 from treasury_core.services.safeguarding import bank_balance_as_of, check_bank_mirrors
 from treasury_core.testing.clock import FakeClock
 from treasury_core.treasury.bank_files import OPERATOR, BankStatementLine
@@ -36,6 +41,7 @@ from treasury_core.treasury.safeguarding import BankDay, BankMirror, BreakKind, 
 
 MIRROR = f"bank:{DEBTOR_IBAN}:EUR"
 JAN, FEB, MAR = (date(2026, m, 1) for m in (1, 2, 3))
+DAY3, DAY4, DAY5, DAY6 = (date(2026, 1, d) for d in (3, 4, 5, 6))
 
 
 @pytest.fixture
@@ -98,6 +104,15 @@ async def _bank(treasury: Treasury, on: date) -> int:
         mirror = uow.records.get(BankMirror, BankMirror.id_for(DEBTOR_IBAN, "EUR"), OPERATOR)
         assert mirror is not None
         return bank_balance_as_of(uow, mirror, on)
+
+    return await treasury.storage.run(read, write=False)
+
+
+async def _mirror(treasury: Treasury) -> BankMirror:
+    def read(uow: UnitOfWork) -> BankMirror:
+        mirror = uow.records.get(BankMirror, BankMirror.id_for(DEBTOR_IBAN, "EUR"), OPERATOR)
+        assert mirror is not None
+        return mirror
 
     return await treasury.storage.run(read, write=False)
 
@@ -187,8 +202,9 @@ async def test_a_missing_statement_is_a_break_on_the_next_opening(treasury: Trea
     assert await _bank(treasury, date(2026, 3, 31)) == 103_100
 
 
-async def test_lines_before_any_balance_leave_no_opening(treasury: Treasury) -> None:
-    """Once the mirror has moved, a stated opening is compared, never recorded."""
+async def test_lines_before_the_first_opening_are_inside_it(treasury: Treasury) -> None:
+    """A line imported before any statement stated a balance was already in the bank's first
+    stated opening: the opening recorded is that balance less the line."""
     notice = statement(
         "NOTE",
         [Entry("N1", credit=True, amount="7.00", booked=date(2025, 12, 30))],
@@ -198,9 +214,15 @@ async def test_lines_before_any_balance_leave_no_opening(treasury: Treasury) -> 
         closing=None,
     )
     assert (await treasury.bank.import_statement(notice)).breaks == ()
-    result = await treasury.bank.import_statement(january())
-    kinds = {b.kind: b.difference for b in result.breaks}
-    assert kinds == {BreakKind.OPENING: 100_000 - 700, BreakKind.CLOSING: 100_600 - 1_300}
+    assert (await treasury.bank.import_statement(january())).breaks == ()
+    mirror = await _mirror(treasury)
+    assert (mirror.opening, mirror.start_date) == (100_000 - 700, date(2026, 1, 5))
+    assert await _bank(treasury, date(2025, 12, 31)) == 100_000
+    assert await _bank(treasury, date(2025, 12, 29)) == 100_000 - 700
+    assert (await treasury.bank.import_statement(february())).breaks == ()
+    assert await _bank(treasury, date(2026, 2, 28)) == 102_600
+    sound = audit_ledger(treasury.storage, bank_mirrors=check_bank_mirrors)
+    assert sound.ok, sound.differences
 
 
 async def _company_wallet(treasury: Treasury) -> tuple[int, str]:
@@ -326,3 +348,265 @@ async def test_ledger_verify_finds_a_line_without_its_posting(treasury: Treasury
         f"[8] {MIRROR}: statement line bsl_01JFORGED00000000000000000 has 0 postings, not 1"
         in broken.differences
     )
+
+
+# --- statements out of date order ------------------------------------------------------------
+
+
+def day(
+    statement_id: str, on: date, opening: str, closing: str, *entries: tuple[str, str]
+) -> bytes:
+    """A camt.053 of one booking date: credits ``(ref, amount)`` from ``opening`` to
+    ``closing``."""
+    return statement(
+        statement_id,
+        [Entry(ref, credit=True, amount=amount, booked=on) for ref, amount in entries],
+        start=on,
+        end=on,
+        opening=opening,
+        closing=closing,
+    )
+
+
+def notification(ref: str, amount: str, on: date) -> bytes:
+    """A camt.054 booked credit notification: one entry, no balances."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.054.001.08">'
+        "<BkToCstmrDbtCdtNtfctn><GrpHdr><MsgId>N1</MsgId>"
+        "<CreDtTm>2026-01-05T12:00:00</CreDtTm></GrpHdr><Ntfctn><Id>NOTE-1</Id>"
+        "<CreDtTm>2026-01-05T12:00:00</CreDtTm>"
+        f"<Acct><Id><IBAN>{DEBTOR_IBAN}</IBAN></Id><Ccy>EUR</Ccy></Acct>"
+        f'<Ntry><Amt Ccy="EUR">{amount}</Amt><CdtDbtInd>CRDT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts>'
+        f"<BookgDt><Dt>{on.isoformat()}</Dt></BookgDt><AcctSvcrRef>{ref}</AcctSvcrRef></Ntry>"
+        "</Ntfctn></BkToCstmrDbtCdtNtfctn></Document>"
+    ).encode()
+
+
+def _verified(treasury: Treasury) -> None:
+    report = audit_ledger(treasury.storage, bank_mirrors=check_bank_mirrors)
+    assert report.ok, report.differences
+
+
+async def _stated(treasury: Treasury, on: date) -> int | None:
+    [row] = (await treasury.safeguarding.report(on)).rows
+    return row.bank_stated
+
+
+# --- several statements of one booking date ------------------------------------------------
+
+
+async def test_intraday_statements_imported_again_raise_no_break(treasury: Treasury) -> None:
+    first = day("P1", DAY5, "100.00", "110.00", ("A1", "10.00"))
+    second = day("P2", DAY5, "110.00", "130.00", ("A2", "20.00"))
+    assert (await treasury.bank.import_statement(first)).breaks == ()
+    assert (await treasury.bank.import_statement(second)).breaks == ()
+    # Again, in either order: each is compared with the mirror as it first saw it.
+    for data in (first, second, first, second):
+        result = await treasury.bank.import_statement(data)
+        assert (result.imported, result.breaks) == (0, ())
+    assert await treasury.safeguarding.breaks(None) == []
+    assert await _break_events(treasury) == []
+    assert await _bank(treasury, DAY5) == 13_000
+    # The day's stated balance stays the later statement's.
+    assert await _stated(treasury, DAY5) == 13_000
+    _verified(treasury)
+
+
+MT940_PAGES = (
+    f":20:PAGES\r\n:25:{DEBTOR_IBAN}\r\n:28C:7/1\r\n"
+    ":60F:C260104EUR100,00\r\n:61:2601050105C10,00NTRFNONREF//B1\r\n:86:one\r\n"
+    ":62M:C260105EUR110,00\r\n-\r\n"
+    f":20:PAGES\r\n:25:{DEBTOR_IBAN}\r\n:28C:7/2\r\n"
+    ":60M:C260105EUR110,00\r\n:61:2601050105C20,00NTRFNONREF//B2\r\n:86:two\r\n"
+    ":62F:C260105EUR130,00\r\n-\r\n"
+)
+
+
+async def test_mt940_pages_of_one_day_imported_again_raise_no_break(treasury: Treasury) -> None:
+    data = MT940_PAGES.encode()
+    first = await treasury.bank.import_statement(data)
+    assert (first.imported, first.breaks) == (2, ())
+    again = await treasury.bank.import_statement(data)
+    assert (again.imported, again.breaks) == (0, ())
+    assert await treasury.safeguarding.breaks(None) == []
+    assert await _bank(treasury, DAY4) == 10_000
+    assert await _bank(treasury, DAY5) == 13_000
+    _verified(treasury)
+
+
+async def test_a_new_line_of_a_statement_imported_again_counts(treasury: Treasury) -> None:
+    """The statement's own lines are before its closing, whenever they arrive."""
+    await treasury.bank.import_statement(day("P1", DAY5, "100.00", "110.00", ("A1", "10.00")))
+    # The bank sends the statement again with a line it had left out: its closing is a new
+    # balance, its opening the one already compared.
+    fuller = day("P1", DAY5, "100.00", "115.00", ("A1", "10.00"), ("A3", "5.00"))
+    result = await treasury.bank.import_statement(fuller)
+    assert (result.imported, result.breaks) == (1, ())
+    assert await _bank(treasury, DAY5) == 11_500
+    _verified(treasury)
+
+
+# --- an earlier day after a later one ------------------------------------------------------
+
+
+async def test_an_earlier_day_imported_later_moves_the_opening(treasury: Treasury) -> None:
+    later = day("D5", DAY5, "110.00", "130.00", ("A5", "20.00"))
+    assert (await treasury.bank.import_statement(later)).breaks == ()
+    assert (await _bank(treasury, DAY4), await _bank(treasury, DAY5)) == (11_000, 13_000)
+    # Day 4's line is inside day 5's opening: the opening before it becomes 100.00.
+    earlier = day("D4", DAY4, "100.00", "110.00", ("A4", "10.00"))
+    assert (await treasury.bank.import_statement(earlier)).breaks == ()
+    assert (await treasury.bank.import_statement(later)).breaks == ()
+    assert await treasury.safeguarding.breaks(None) == []
+    assert await _bank(treasury, DAY3) == 10_000
+    assert await _bank(treasury, DAY4) == 11_000
+    assert await _bank(treasury, DAY5) == 13_000
+    mirror = await treasury.storage.run(
+        lambda uow: uow.records.get(BankMirror, BankMirror.id_for(DEBTOR_IBAN, "EUR"), OPERATOR),
+        write=False,
+    )
+    assert mirror is not None and (mirror.opening, mirror.start_date) == (10_000, DAY5)
+    _verified(treasury)
+    # The next day follows on.
+    assert (await treasury.bank.import_statement(day("D6", DAY6, "130.00", "130.00"))).breaks == ()
+
+
+async def test_an_earlier_day_that_disagrees_still_breaks(treasury: Treasury) -> None:
+    await treasury.bank.import_statement(day("D5", DAY5, "110.00", "130.00", ("A5", "20.00")))
+    # Day 4 says it closed at 109.00, yet day 5 opened at 110.00.
+    result = await treasury.bank.import_statement(
+        day("D4", DAY4, "100.00", "109.00", ("A4", "10.00"))
+    )
+    found = {b.kind: (b.stated, b.expected) for b in result.breaks}
+    assert found == {BreakKind.CLOSING: (10_900, 11_000), BreakKind.STATEMENT: (10_900, 11_000)}
+    _verified(treasury)
+
+
+async def test_ledger_verify_finds_an_opening_moved_by_no_line(treasury: Treasury) -> None:
+    await treasury.bank.import_statement(day("D5", DAY5, "110.00", "130.00", ("A5", "20.00")))
+    await treasury.bank.import_statement(day("D4", DAY4, "100.00", "110.00", ("A4", "10.00")))
+    _verified(treasury)
+
+    def forget(uow: UnitOfWork) -> None:
+        mirror = uow.records.get(BankMirror, BankMirror.id_for(DEBTOR_IBAN, "EUR"), OPERATOR)
+        assert mirror is not None
+        uow.records.update(mirror.model_copy(update={"opening": 11_000}))
+
+    await treasury.storage.run(forget)
+    report = audit_ledger(treasury.storage, bank_mirrors=check_bank_mirrors)
+    mirror_id = f"bank:{DEBTOR_IBAN}:EUR"
+    assert f"[8] {mirror_id}: opening postings make 10000, the recorded opening 11000" in (
+        report.differences
+    )
+
+
+# --- a notification before any statement ---------------------------------------------------
+
+
+async def test_a_notification_before_the_first_statement(treasury: Treasury) -> None:
+    assert (await treasury.bank.import_statement(notification("A1", "10.00", DAY5))).breaks == ()
+    # The account held 1,000.00 before; the day's statement holds the notified line too.
+    first = day("S5", DAY5, "1000.00", "1010.00", ("A1", "10.00"))
+    result = await treasury.bank.import_statement(first)
+    assert (result.imported, result.breaks) == (0, ())
+    assert (
+        await treasury.bank.import_statement(day("S6", DAY6, "1010.00", "1010.00"))
+    ).breaks == ()
+    assert await _bank(treasury, DAY4) == 100_000
+    assert await _bank(treasury, DAY6) == 101_000
+    _verified(treasury)
+
+
+async def test_a_notification_of_an_earlier_day_is_in_the_opening(treasury: Treasury) -> None:
+    await treasury.bank.import_statement(notification("A4", "10.00", DAY4))
+    result = await treasury.bank.import_statement(
+        day("S5", DAY5, "110.00", "130.00", ("A5", "20.00"))
+    )
+    assert result.breaks == ()
+    assert (await _bank(treasury, DAY3), await _bank(treasury, DAY4)) == (10_000, 11_000)
+    _verified(treasury)
+
+
+# --- breaks kept up to date ------------------------------------------------------------------
+
+
+async def test_a_break_follows_the_latest_comparison(treasury: Treasury) -> None:
+    assert (await treasury.bank.import_statement(day("D3", DAY3, "100.00", "100.00"))).breaks == ()
+    d5 = day("D5", DAY5, "130.00", "130.00")
+    gap = await treasury.bank.import_statement(d5)
+    opening = next(b for b in gap.breaks if b.kind is BreakKind.OPENING)
+    assert (opening.expected, opening.difference) == (10_000, 3_000)
+    events = await _break_events(treasury)
+    assert opening.id in events
+
+    # Part of the gap arrives: the same break, its figures brought up to date, no event.
+    await treasury.bank.import_statement(notification("G1", "10.00", DAY4))
+    again = await treasury.bank.import_statement(d5)
+    same = next(b for b in again.breaks if b.kind is BreakKind.OPENING)
+    assert (same.id, same.expected, same.difference) == (opening.id, 11_000, 2_000)
+    [listed] = [b for b in await treasury.safeguarding.breaks() if b.id == opening.id]
+    assert (listed.expected, listed.difference, listed.status) == (11_000, 2_000, BreakStatus.OPEN)
+    assert await _break_events(treasury) == events
+
+    # The rest arrives: resolved.
+    await treasury.bank.import_statement(
+        statement(
+            "D4",
+            [Entry("G2", credit=True, amount="20.00", booked=DAY4)],
+            start=DAY4,
+            end=DAY4,
+            opening=None,
+            closing=None,
+        )
+    )
+    assert (await treasury.bank.import_statement(d5)).breaks == ()
+    assert await treasury.safeguarding.breaks() == []
+    [resolved] = [b for b in await treasury.safeguarding.breaks(None) if b.id == opening.id]
+    assert resolved.status is BreakStatus.RESOLVED and resolved.resolved_at is not None
+
+    # A line nobody stated lands on day 4 after all: the balance disagrees again and the
+    # break opens again, announced once more.
+    await treasury.bank.import_statement(notification("G3", "1.00", DAY4))
+    broken = await treasury.bank.import_statement(d5)
+    reopened = next(b for b in broken.breaks if b.kind is BreakKind.OPENING)
+    assert (reopened.id, reopened.status, reopened.resolved_at) == (
+        opening.id,
+        BreakStatus.OPEN,
+        None,
+    )
+    assert (reopened.expected, reopened.difference) == (13_100, -100)
+    after = await _break_events(treasury)
+    assert after.count(opening.id) == 2
+    assert opening.id in {b.id for b in await treasury.safeguarding.breaks()}
+    # Imported again with nothing new: found, not announced again.
+    await treasury.bank.import_statement(d5)
+    assert await _break_events(treasury) == after
+
+
+# --- an amount the import did not check ------------------------------------------------------
+
+
+async def test_an_unchecked_amount_is_an_error_not_a_figure(treasury: Treasury) -> None:
+    bad = Statement(
+        statement_id="X",
+        account=DEBTOR_IBAN,
+        currency="EUR",
+        period_start=DAY5,
+        period_end=DAY5,
+        lines=(),
+        format="camt.053",
+        opening_balance=Balance(Decimal("1.001"), "EUR", DAY5),
+    )
+
+    def run(uow: UnitOfWork) -> None:
+        safeguarding.reconcile_statement(uow, treasury.context, bad, ())
+
+    with pytest.raises(RuntimeError, match=r"1\.001 EUR reached the mirror without being checked"):
+        await treasury.storage.run(run)
+    # Nothing was recorded.
+    mirror = await treasury.storage.run(
+        lambda uow: uow.records.get(BankMirror, BankMirror.id_for(DEBTOR_IBAN, "EUR"), OPERATOR),
+        write=False,
+    )
+    assert mirror is not None and mirror.opening is None

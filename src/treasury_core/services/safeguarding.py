@@ -8,17 +8,31 @@ Rules (docs/guides/banking.md, "Safeguarding reconciliation"):
   the bank is a debit balance of the credit-normal ledger) and credits the world, which offsets
   the world's debit a deposit made; a debit line the reverse. One journal per line, whose id is
   the line's, so ``ledger verify`` can tell each posting's line.
-- The first statement stating an opening balance while the mirror has never moved records that
-  balance (a journal against the world), so an account that held money before the treasury
-  began starts where the bank says it does.
+- The first statement stating an opening balance records it, once, whatever the mirror holds
+  already (a journal against the world): less the lines posted so far that were booked
+  before the statement's first line (a notification that came first), which the bank's
+  opening already holds. That first line's date (the day after the statement's last date
+  when it has no line) is the mirror's start. A line booked before
+  the start imported later (an earlier day after a later one) was in that opening too: its
+  own journal moves the mirror, a second one (``{line}_opening``) takes it out of the
+  opening, so the mirror at every date from the start on is unchanged and the opening is the
+  bank's balance before the earliest line known.
 - Then each balance the statement states is compared, in the same transaction:
   the closing balance with the mirror as of the closing date; the opening balance with that
-  figure less the statement's own lines (whatever the format dates its opening balance); the
-  closing with the opening plus the lines. A difference is a :class:`BankBreak`, announced by
-  ``treasury.reconciliation.break``; the same statement imported again finds it, never adds it.
+  figure at the statement's last date less the statement's own lines (whatever the format
+  dates its opening balance); the closing with the opening plus the lines. A difference is a
+  :class:`BankBreak`, announced by ``treasury.reconciliation.break`` when it opens or opens
+  again; it holds the latest comparison's figures.
+- The first comparison of a balance records what part of its date's lines the mirror held
+  (:class:`BankComparison`). Compared again, lines of that date imported since count only if
+  the statement itself brought them: the others came after it at the bank (the next page of
+  an MT940 statement, a later intraday camt.053). So a statement imported again is compared
+  with what it was first compared with, plus lines of earlier dates that arrived since (the
+  missing statement that heals a break). The order of one date's statements is the order
+  they were first imported in.
 - The mirror as of a date is its balance now less the nets of the days booked after that date
-  (:class:`BankDay`, one record per booking date): statements arrive in order, so that is a
-  read of a few days, never of the lines.
+  (:class:`BankDay`, one record per booking date): statements arrive mostly in order, so that
+  is a read of a few days, never of the lines.
 """
 
 from __future__ import annotations
@@ -42,7 +56,9 @@ from treasury_core.treasury.bank_files import OPERATOR, BankStatementLine
 from treasury_core.treasury.movements import world_account
 from treasury_core.treasury.safeguarding import (
     MAX_ACCOUNT_LENGTH,
+    OPENING_LINE_SUFFIX,
     BankBreak,
+    BankComparison,
     BankDay,
     BankMirror,
     BreakKind,
@@ -109,9 +125,11 @@ def _has_mirror(uow: UnitOfWork, mirror_id: str) -> bool:
 
 
 def _minor(ctx: TreasuryContext, amount: Decimal, currency: str) -> int:
-    # The import read the statement whole first (bank_lines.read): every amount fits.
+    # The import read the statement whole first (bank_lines.read): every amount fits, so one
+    # that does not is a bug in the import, not the bank's mistake.
     minor = ctx.currencies.get(currency).minor_units(amount)
-    assert minor is not None, f"{amount} {currency} was not checked"
+    if minor is None:
+        raise RuntimeError(f"{amount} {currency} reached the mirror without being checked")
     return minor
 
 
@@ -135,47 +153,42 @@ def reconcile_statement(
     currencies = sorted({line.currency for line in new_lines} | {b.currency for b in balances})
     breaks: list[BankBreak] = []
     for currency in currencies:
-        # Locked: the imports of one bank account queue here, so the days and the opening
-        # are read and written by one of them at a time.
+        # Locked: the imports of one bank account queue here, so the days, the opening and
+        # the comparisons are read and written by one of them at a time.
         mirror = uow.records.get(
             BankMirror, BankMirror.id_for(statement.account, currency), OPERATOR, for_update=True
         )
         if mirror is None:
             continue
         lines = [line for line in new_lines if line.currency == currency]
-        _post(uow, ctx, statement, mirror, lines)
+        mirror = _post(uow, ctx, mirror, lines)
+        mirror = _record_opening(uow, ctx, statement, mirror)
         if any(b.currency == currency for b in balances):
-            breaks += _compare(uow, ctx, statement, mirror)
+            breaks += _compare(uow, ctx, statement, mirror, lines)
     return breaks
 
 
 def _post(
     uow: UnitOfWork,
     ctx: TreasuryContext,
-    statement: Statement,
     mirror: BankMirror,
     lines: Sequence[BankStatementLine],
-) -> None:
+) -> BankMirror:
+    """Post each line to the mirror and its day; a line booked before the mirror's start was
+    in the bank's opening balance already, so it moves the opening instead. The mirror as
+    now stored."""
     now = ctx.clock.now()
-    opening = statement.opening_balance
-    if mirror.opening is None and opening is not None and opening.currency == mirror.currency:
-        account = uow.ledger.get_account(mirror.ledger_account_id)
-        if account is not None and account.debits_posted == account.credits_posted == 0:
-            amount = _minor(ctx, opening.amount, mirror.currency)
-            if amount:
-                uow.ledger.apply(_journal(mirror, mirror.opening_journal_id, amount), now)
-            uow.records.update(
-                mirror.model_copy(
-                    update={
-                        "opening": amount,
-                        "opening_date": opening.date,
-                        "opening_statement_id": statement.statement_id,
-                    }
-                )
-            )
+    start = mirror.start_date or mirror.opening_date
+    early = 0
     days: dict[date, list[BankStatementLine]] = defaultdict(list)
     for line in lines:
-        uow.ledger.apply(_journal(mirror, line.id, _signed(line)), now)
+        signed = _signed(line)
+        uow.ledger.apply(_journal(mirror, line.id, signed), now)
+        if mirror.opening is not None and start is not None and line.booking_date < start:
+            uow.ledger.apply(
+                _journal(mirror, BankMirror.opening_line_journal_id(line.id), -signed), now
+            )
+            early += signed
         days[line.booking_date].append(line)
     for on, booked in sorted(days.items()):
         net = sum(_signed(line) for line in booked)
@@ -198,6 +211,43 @@ def _post(
             uow.records.update(
                 day.model_copy(update={"net": day.net + net, "lines": day.lines + len(booked)})
             )
+    if not early:
+        return mirror
+    moved = mirror.model_copy(update={"opening": (mirror.opening or 0) - early})
+    uow.records.update(moved)
+    return moved
+
+
+def _record_opening(
+    uow: UnitOfWork, ctx: TreasuryContext, statement: Statement, mirror: BankMirror
+) -> BankMirror:
+    """Record the opening from the first statement that states one (once, whatever the mirror
+    holds already): the stated balance less the lines posted so far that were booked before
+    the statement's first line, which the bank's opening balance already holds."""
+    opening = statement.opening_balance
+    if mirror.opening is not None or opening is None or opening.currency != mirror.currency:
+        return mirror
+    ours = [line.booking_date for line in statement.lines if line.currency == mirror.currency]
+    if ours:
+        start = min(ours)
+    else:
+        # No line: the opening is the balance at the end of the statement's last date.
+        last = max(b.date for b in (opening, statement.closing_balance) if b is not None)
+        start = last + timedelta(days=1) if last < date.max else last
+    before = _as_of_before(uow, mirror, start)
+    amount = _minor(ctx, opening.amount, mirror.currency) - before
+    if amount:
+        uow.ledger.apply(_journal(mirror, mirror.opening_journal_id, amount), ctx.clock.now())
+    recorded = mirror.model_copy(
+        update={
+            "opening": amount,
+            "opening_date": opening.date,
+            "opening_statement_id": statement.statement_id,
+            "start_date": start,
+        }
+    )
+    uow.records.update(recorded)
+    return recorded
 
 
 def _journal(mirror: BankMirror, journal_id: str, signed: int) -> Journal:
@@ -212,21 +262,42 @@ def _journal(mirror: BankMirror, journal_id: str, signed: int) -> Journal:
     )
 
 
-def bank_balance_as_of(uow: UnitOfWork, mirror: BankMirror, on: date) -> int:
-    """What the mirror says is at the bank at the end of ``on`` (signed minor units, as the bank
-    states it): its balance now less what was booked after ``on``."""
+def _bank_now(uow: UnitOfWork, mirror: BankMirror) -> int:
     account = uow.ledger.get_account(mirror.ledger_account_id)
-    total = -account.balance if account is not None else 0
+    return -account.balance if account is not None else 0
+
+
+def _booked_from(uow: UnitOfWork, mirror: BankMirror, on: date) -> int:
+    """The net of the mirror's lines booked on or after ``on``, read newest day first."""
     prefix = f"bkd_{mirror_digest(mirror.account, mirror.currency)}_"
     cursor: str | None = BankDay.after_last(mirror.account, mirror.currency)
+    total = 0
     while cursor is not None:
         page = uow.records.list(BankDay, OPERATOR, _PAGE, cursor)
         cursor = page[-1].id if len(page) == _PAGE else None
         for day in page:
-            if not day.id.startswith(prefix) or day.booking_date <= on:
+            if not day.id.startswith(prefix) or day.booking_date < on:
                 return total
-            total -= day.net
+            total += day.net
     return total
+
+
+def _as_of_before(uow: UnitOfWork, mirror: BankMirror, on: date) -> int:
+    """What the mirror says was at the bank before the lines booked on ``on``."""
+    return _bank_now(uow, mirror) - _booked_from(uow, mirror, on)
+
+
+def _day_net(uow: UnitOfWork, mirror: BankMirror, on: date) -> int:
+    day = uow.records.get(BankDay, BankDay.id_for(mirror.account, mirror.currency, on), OPERATOR)
+    return day.net if day is not None else 0
+
+
+def bank_balance_as_of(uow: UnitOfWork, mirror: BankMirror, on: date) -> int:
+    """What the mirror says is at the bank at the end of ``on`` (signed minor units, as the bank
+    states it): its balance now less what was booked after ``on``."""
+    if on == date.max:
+        return _bank_now(uow, mirror)
+    return _as_of_before(uow, mirror, on + timedelta(days=1))
 
 
 def stated_balance_as_of(uow: UnitOfWork, mirror: BankMirror, on: date) -> StatedBalance | None:
@@ -238,7 +309,11 @@ def stated_balance_as_of(uow: UnitOfWork, mirror: BankMirror, on: date) -> State
 
 
 def _compare(
-    uow: UnitOfWork, ctx: TreasuryContext, statement: Statement, mirror: BankMirror
+    uow: UnitOfWork,
+    ctx: TreasuryContext,
+    statement: Statement,
+    mirror: BankMirror,
+    new_lines: Sequence[BankStatementLine],
 ) -> list[BankBreak]:
     currency = mirror.currency
     opening, closing = statement.opening_balance, statement.closing_balance
@@ -250,15 +325,35 @@ def _compare(
     dates = [line.booking_date for line in ours]
     dates += [b.date for b in (opening, closing) if b is not None and b.currency == currency]
     # After every line of the statement: the opening is this less the statement's lines.
-    after_all = bank_balance_as_of(uow, mirror, max(dates))
+    last = max(dates)
     found: list[tuple[BreakKind, date, int, int]] = []
     if opening is not None and opening.currency == currency:
         stated_open = _minor(ctx, opening.amount, currency)
+        after_all = _mirror_figure(
+            uow,
+            ctx,
+            statement,
+            mirror,
+            BreakKind.OPENING,
+            opening.date,
+            stated_open,
+            last,
+            new_lines,
+        )
         found.append((BreakKind.OPENING, opening.date, stated_open, after_all - lines))
     if closing is not None and closing.currency == currency:
         stated = _minor(ctx, closing.amount, currency)
-        _remember_closing(uow, ctx, statement, mirror, closing.date, stated)
-        at_close = bank_balance_as_of(uow, mirror, closing.date)
+        at_close = _mirror_figure(
+            uow,
+            ctx,
+            statement,
+            mirror,
+            BreakKind.CLOSING,
+            closing.date,
+            stated,
+            closing.date,
+            new_lines,
+        )
         found.append((BreakKind.CLOSING, closing.date, stated, at_close))
         if found[0][0] is BreakKind.OPENING:
             found.append((BreakKind.STATEMENT, closing.date, stated, found[0][2] + lines))
@@ -268,6 +363,59 @@ def _compare(
         if found_break is not None:
             breaks.append(found_break)
     return breaks
+
+
+def _mirror_figure(
+    uow: UnitOfWork,
+    ctx: TreasuryContext,
+    statement: Statement,
+    mirror: BankMirror,
+    kind: BreakKind,
+    on: date,
+    stated: int,
+    anchor: date,
+    new_lines: Sequence[BankStatementLine],
+) -> int:
+    """The mirror at the end of ``anchor`` as this statement balance sees it.
+
+    The first time the balance is compared that is the mirror now, and the part of
+    ``anchor``'s lines it holds is recorded (:class:`BankComparison`). Compared again, the
+    lines of ``anchor`` imported since count only if this statement brought them: the others
+    came after it at the bank (a later page, a later statement of the day). Lines of earlier
+    dates count whenever they came: they were before it.
+    """
+    key = break_key(mirror.account, mirror.currency, statement.statement_id, kind, on, stated)
+    record_id = BankComparison.id_for(key)
+    known = uow.records.get(BankComparison, record_id, OPERATOR)
+    if known is not None:
+        # The anchor first recorded: the statement may have grown a later line since.
+        brought = sum(_signed(line) for line in new_lines if line.booking_date == known.anchor_date)
+        if brought:
+            known = known.model_copy(update={"anchor_part": known.anchor_part + brought})
+            uow.records.update(known)
+        return _as_of_before(uow, mirror, known.anchor_date) + known.anchor_part
+    before = _as_of_before(uow, mirror, anchor)
+    part = _day_net(uow, mirror, anchor)
+    uow.records.add(
+        BankComparison(
+            id=record_id,
+            company_id=OPERATOR,
+            account=mirror.account,
+            currency=mirror.currency,
+            statement_id=statement.statement_id,
+            kind=kind,
+            balance_date=on,
+            stated=stated,
+            anchor_date=anchor,
+            anchor_part=part,
+            created_at=ctx.clock.now(),
+        )
+    )
+    if kind is BreakKind.CLOSING:
+        # The statement first compared for a date states its balance; one imported again
+        # does not take it back from a later statement of that date.
+        _remember_closing(uow, ctx, statement, mirror, on, stated)
+    return before + part
 
 
 def _remember_closing(
@@ -309,8 +457,9 @@ def _record(
     stated: int,
     expected: int,
 ) -> BankBreak | None:
-    """The break of this statement balance if it disagrees (stored and announced once); an
-    open break of the same balance that now agrees is resolved."""
+    """The break of this statement balance if it disagrees, holding this comparison's
+    figures; announced when it opens or opens again. An open break of the same balance that
+    now agrees is resolved."""
     key = break_key(mirror.account, mirror.currency, statement.statement_id, kind, on, stated)
     known = uow.records.find(BankBreak, key)
     if stated == expected:
@@ -321,24 +470,38 @@ def _record(
                 )
             )
         return None
-    if known is not None:
+    if known is None:
+        found = BankBreak(
+            id=ctx.ids.new_id(BankBreak.prefix),
+            company_id=OPERATOR,
+            account=mirror.account,
+            currency=mirror.currency,
+            statement_id=statement.statement_id,
+            kind=kind,
+            date=on,
+            stated=stated,
+            expected=expected,
+            difference=stated - expected,
+            status=BreakStatus.OPEN,
+            created_at=ctx.clock.now(),
+        )
+        ctx.add_announced(uow, found, EventType.RECONCILIATION_BREAK)
+        return found
+    reopened = known.status is BreakStatus.RESOLVED
+    if not reopened and known.expected == expected:
         return known
-    found = BankBreak(
-        id=ctx.ids.new_id(BankBreak.prefix),
-        company_id=OPERATOR,
-        account=mirror.account,
-        currency=mirror.currency,
-        statement_id=statement.statement_id,
-        kind=kind,
-        date=on,
-        stated=stated,
-        expected=expected,
-        difference=stated - expected,
-        status=BreakStatus.OPEN,
-        created_at=ctx.clock.now(),
+    current = known.model_copy(
+        update={
+            "expected": expected,
+            "difference": stated - expected,
+            "status": BreakStatus.OPEN,
+            "resolved_at": None,
+        }
     )
-    ctx.add_announced(uow, found, EventType.RECONCILIATION_BREAK)
-    return found
+    uow.records.update(current)
+    if reopened:
+        ctx.event(uow, EventType.RECONCILIATION_BREAK, current)
+    return current
 
 
 def break_record(found: BankBreak) -> BreakRecord:
@@ -384,7 +547,9 @@ def check_bank_mirrors(
 
     each mirror's bank figure (minus its balance) is its opening plus the signed sum of the
     lines of its account and currency stored since it was opened; each of its postings is its
-    opening's or one such line's, with the line's amount; each such line has one posting.
+    opening's, one such line's (with the line's amount), or one that takes a line booked before
+    the mirror's start out of the opening (the line's amount reversed); the opening postings
+    make the recorded opening; each such line has one posting of its own.
     ``accounts`` is every ledger account, ``postings`` the postings of each ``bank`` account.
     """
     mirrors = {m.ledger_account_id: m for m in _records(uow, BankMirror, OPERATOR)}
@@ -414,15 +579,25 @@ def _mirror_differences(
 ) -> list[str]:
     out: list[str] = []
     by_id = {line.id: line for line in lines}
+    start = mirror.start_date or mirror.opening_date
     posted: dict[str, int] = defaultdict(int)
+    opening = 0
     for posting in postings:
         amount = _posted_amount(posting, account.id)
         if posting.journal_id == mirror.opening_journal_id:
-            if amount != mirror.opening:
+            opening += amount
+            continue
+        if posting.journal_id.endswith(OPENING_LINE_SUFFIX):
+            # A line booked before the start, taken out of the opening it was already in.
+            early = by_id.get(posting.journal_id.removesuffix(OPENING_LINE_SUFFIX))
+            if early is None or start is None or early.booking_date >= start:
+                out.append(f"[8] {account.id}: posting {posting.id} moves the opening by no line")
+            elif amount != -_signed(early):
                 out.append(
-                    f"[8] {account.id}: opening posting {posting.id} is {amount}, "
-                    f"the recorded opening {mirror.opening}"
+                    f"[8] {account.id}: posting {posting.id} moves the opening by {amount}, "
+                    f"its line {early.id} by {-_signed(early)}"
                 )
+            opening += amount
             continue
         line = by_id.get(posting.journal_id)
         if line is None:
@@ -433,6 +608,11 @@ def _mirror_differences(
                 f"its line {line.id} {_signed(line)}"
             )
         posted[posting.journal_id] += 1
+    if opening != (mirror.opening or 0):
+        out.append(
+            f"[8] {account.id}: opening postings make {opening}, "
+            f"the recorded opening {mirror.opening}"
+        )
     for line in lines:
         if posted[line.id] != 1:
             out.append(

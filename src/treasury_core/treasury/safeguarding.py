@@ -12,8 +12,12 @@ Rules:
 - A mirror's records have ids built from its :func:`mirror_digest` and a date (``YYYYMMDD``),
   so the records of one mirror sort by date: the day's net at a date and the latest stated
   balance on or before a date are each one indexed range read, whatever the history.
+- Each statement balance is compared once with the mirror as it then stood
+  (:class:`BankComparison`, agreeing or not): importing the statement again compares it with
+  those figures, so a later statement of the same booking date is never read as a break of
+  an earlier one.
 - A break is kept once per statement balance (its :attr:`BankBreak.lookup_key`): importing
-  the statement again finds it rather than adding another.
+  the statement again finds it (and brings it up to date) rather than adding another.
 """
 
 from __future__ import annotations
@@ -64,11 +68,16 @@ class BankMirrorRecord(_Frozen):
     currency: str
     #: The ledger account: ``bank:{account}:{currency}``.
     ledger_account_id: str
-    #: The opening balance recorded from the first statement that stated one while the mirror
-    #: had never moved (minor units, signed as the bank states it); ``None`` until then.
+    #: What the bank held before :attr:`start_date` (minor units, signed as the bank states
+    #: it): the first stated opening balance less the lines booked before that date, recorded
+    #: once and moved by every such line imported later; ``None`` until a statement states one.
     opening: int | None = None
+    #: The date the recorded opening balance was stated for.
     opening_date: date | None = None
     opening_statement_id: str | None = None
+    #: The first booking date after the opening: lines booked before it were in the bank's
+    #: opening balance, so each moves :attr:`opening` rather than the mirror's bank figure.
+    start_date: date | None = None
     created_at: Timestamp
 
 
@@ -88,6 +97,16 @@ class BankMirror(TreasuryRecord, BankMirrorRecord):
     def opening_journal_id(self) -> str:
         """The id of the journal that recorded the opening balance."""
         return f"{self.id}_opening"
+
+    @staticmethod
+    def opening_line_journal_id(line_id: str) -> str:
+        """The id of the journal that takes a line booked before the start out of the opening
+        (its line's own journal put it in the mirror)."""
+        return f"{line_id}{OPENING_LINE_SUFFIX}"
+
+
+#: Ends the id of a journal that moves the opening by a line booked before the start.
+OPENING_LINE_SUFFIX = "_opening"
 
 
 class BankDayRecord(_Frozen):
@@ -134,7 +153,8 @@ class StatedBalanceRecord(_Frozen):
 
 
 class StatedBalance(TreasuryRecord, StatedBalanceRecord):
-    """A stored stated balance: the latest statement stating one for the date wins."""
+    """A stored stated balance: of the statements stating one for the date, the one whose
+    balance was compared last for the first time wins (one imported again does not)."""
 
     prefix: ClassVar[str] = "bkc"
     record_model: ClassVar[type[BaseModel]] = StatedBalanceRecord
@@ -168,8 +188,44 @@ _BREAK_DESCRIPTIONS = {
 }
 
 
+class BankComparisonRecord(_Frozen):
+    """One statement balance as first compared with the mirror, agreeing or not."""
+
+    id: str
+    account: str
+    currency: str
+    statement_id: str
+    kind: BreakKind
+    #: The date of the balance compared.
+    balance_date: date
+    #: The balance the statement states (signed minor units).
+    stated: int
+    #: The booking date whose lines the comparison counted only in part: the balance's own
+    #: date, or for an opening the statement's last date.
+    anchor_date: date
+    #: The net of the lines booked on :attr:`anchor_date` that were in the mirror when the
+    #: balance was compared (this statement's included); lines of that date imported later
+    #: came after it at the bank.
+    anchor_part: int
+    created_at: Timestamp
+
+
+class BankComparison(TreasuryRecord, BankComparisonRecord):
+    """A stored comparison; its id is built from the balance's :func:`break_key`, so the same
+    statement balance imported again finds it with one read."""
+
+    prefix: ClassVar[str] = "bkq"
+    record_model: ClassVar[type[BaseModel]] = BankComparisonRecord
+
+    @staticmethod
+    def id_for(key: str) -> str:
+        """The comparison's record id for the balance whose :func:`break_key` is ``key``."""
+        return f"bkq_{key[:60]}"
+
+
 class BreakStatus(StrEnum):
-    """``open`` until a later import finds the same balance agreeing, then ``resolved``."""
+    """``open`` until a later import finds the same balance agreeing, then ``resolved``; open
+    again if a later import finds it disagreeing once more."""
 
     OPEN = "open"
     RESOLVED = "resolved"
