@@ -58,10 +58,10 @@ class Currency:
 
     def minor_units(self, amount: Decimal) -> int | None:
         """``amount`` (major units, as a bank file states it) in minor units; ``None`` when it
-        is not a finite number or is written with more decimals than the currency has (even
-        zeros: ``10.000`` is no EUR amount)."""
-        exponent = amount.as_tuple().exponent
-        if not isinstance(exponent, int) or -exponent > self.decimal_places:
+        is not a finite number or has more decimals than the currency has. Trailing zeros are
+        no decimals (``5442.09000`` RON is 544209 bani): they say nothing the currency cannot
+        hold."""
+        if not amount.is_finite():
             return None
         minor = amount * self.minor_per_major
         return int(minor) if minor == minor.to_integral_value() else None
