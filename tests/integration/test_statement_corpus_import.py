@@ -62,8 +62,9 @@ def treasury_for(storage: Storage) -> Iterator[Opener]:
         config = TreasuryConfig(
             database_url="memory://",
             currencies=currencies,
-            # Hungarian banks book forints with two decimals (ISO 4217); the treasury's default
-            # table has none (docs/decisions.md), so a treasury banking there says so.
+            # Hungarian banks book forints with two decimals, as ISO 4217 counts them; the
+            # default table follows CLDR's 0 for HUF (it lacks an override), so a treasury
+            # banking there sets the exponent.
             currency_exponents={"HUF": 2},
             bank_rail="files",
             bank_debtor_name="Acme Treasury BV",
