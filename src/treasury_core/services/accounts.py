@@ -243,7 +243,7 @@ class VirtualAccountService:
         )
 
         def credit(uow: UnitOfWork) -> Deposit:
-            apply_virtual_account_credit(uow, ctx, deposit, journal)
+            apply_completed_credit(uow, ctx, deposit, journal)
             return finish(uow, idempotency, deposit)
 
         return await ctx.storage.run(credit)
@@ -261,37 +261,62 @@ def virtual_account_credit(
     """The completed deposit and its journal for ``amount`` received at ``account``, quoted
     into the wallet's currency (``rate``, ``to_amount``); built before the transaction, which
     may be re-run, so its ids stay the same."""
-    now = ctx.clock.now()
+    return completed_credit(
+        ctx,
+        wallet,
+        (amount, account.source_currency),
+        (rate, to_amount),
+        reference=reference,
+        description=f"Received at virtual account {account.id}",
+        operation="virtual_account_credit",
+        virtual_account_id=account.id,
+    )
+
+
+def completed_credit(
+    ctx: TreasuryContext,
+    wallet: Wallet,
+    received: tuple[int, str],
+    quote: tuple[Decimal, int],
+    *,
+    reference: str | None,
+    description: str,
+    operation: str,
+    virtual_account_id: str | None = None,
+) -> tuple[Deposit, Journal]:
+    """A completed deposit into ``wallet`` of money that arrived (``received``: amount and
+    currency), quoted into the wallet's currency (``quote``: rate and amount), and its journal:
+    the one shape of money that reached the bank for a wallet, built before the transaction."""
+    amount, currency = received
+    rate, to_amount = quote
     deposit = Deposit(
         id=ctx.ids.new_id(Deposit.prefix),
-        company_id=account.company_id,
+        company_id=wallet.company_id,
         wallet_id=wallet.id,
         from_amount=amount,
-        from_currency_id=account.source_currency,
+        from_currency_id=currency,
         to_amount=to_amount,
         to_currency_id=wallet.currency,
         exchange_rate_from_to=rate,
         reference=reference,
-        description=f"Received at virtual account {account.id}",
+        description=description,
         status=next_status(None, MovementTrigger.CREATE_SETTLED),
         payment_instructions=[],
         error=None,
-        created_at=now,
-        virtual_account_id=account.id,
+        created_at=ctx.clock.now(),
+        virtual_account_id=virtual_account_id,
     )
     journal = Journal(
         ctx.ids.new_id("jr"),
-        completed_deposit_legs(
-            wallet.id, account.source_currency, amount, wallet.currency, to_amount
-        ),
-        operation="virtual_account_credit",
-        company_id=account.company_id,
+        completed_deposit_legs(wallet.id, currency, amount, wallet.currency, to_amount),
+        operation=operation,
+        company_id=wallet.company_id,
         source_id=deposit.id,
     )
     return deposit, journal
 
 
-def apply_virtual_account_credit(
+def apply_completed_credit(
     uow: UnitOfWork, ctx: TreasuryContext, deposit: Deposit, journal: Journal
 ) -> None:
     """Post the credit, store the deposit and write ``treasury.deposit.completed``, in ``uow``
