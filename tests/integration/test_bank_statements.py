@@ -398,8 +398,9 @@ def _batch_entry(
 
 
 async def test_a_batch_entrys_transactions_settle_one_by_one(treasury: Treasury) -> None:
-    """One booked debit for two transfers completes each; a booked batch of returns fails
-    only the withdrawal each return names."""
+    """One booked debit for two transfers completes each; a booked batch of returns settles
+    only the withdrawal each return names: the unpaid one fails, the one just paid has its
+    amount credited back."""
     company, wallet = await _company(treasury)
     account = await treasury.virtual_accounts.create(
         company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
@@ -423,14 +424,63 @@ async def test_a_batch_entrys_transactions_settle_one_by_one(treasury: Treasury)
         ("ref:D-", "withdrawal_completed"),
         ("ref:D-", "withdrawal_completed"),
         ("ref:R-", "withdrawal_returned"),
-        ("ref:R-", "unmatched"),
+        ("ref:R-", "return_credited"),
     ]
     assert all("#" in line.identity for line in result.lines)
     statuses = [(await treasury.withdrawals.get(company, w)).status.value for w in paid]
     assert statuses == ["completed", "completed", "failed"]
-    assert f"{paid[0]} is completed" in (result.lines[3].reason or "")
+    # 100.00 in; 10.00 and 25.00 paid with their fees; the 10.00 came back; the failed 5.00's
+    # amount and fee were released.
+    fees = 0
+    for withdrawal_id in paid[:2]:
+        fees += (await treasury.withdrawals.get(company, withdrawal_id)).withdraw_fee
+    assert (await treasury.wallets.balance(company, wallet)).balance == 10_000 - 2_500 - fees
     again = await treasury.bank.import_statement(statement)
     assert (again.imported, again.already_imported) == (0, 4)
+
+
+async def test_a_paid_payout_the_bank_returns_is_credited_back_once(treasury: Treasury) -> None:
+    """SEPA returns come after the debit: the withdrawal stays completed (it was paid) and its
+    amount comes back to the wallet as a completed deposit (the fee is not refunded); a second
+    return of the same payout credits nothing."""
+    company, withdrawal, exported = await _exported_withdrawal(treasury)
+    wallet = withdrawal.wallet_id
+    await treasury.bank.import_statement(
+        camt053([Entry("P1", credit=False, amount="10.00", batch=exported.id)], statement_id="S2")
+    )
+    paid = (await treasury.wallets.balance(company, wallet)).balance
+    returned = await treasury.bank.import_statement(
+        camt053(
+            [
+                Entry(
+                    "RT1",
+                    credit=True,
+                    amount="10.00",
+                    end_to_end=withdrawal.id,
+                    return_code="AC04",
+                    return_info="Account closed",
+                ),
+                Entry(
+                    "RT2", credit=True, amount="10.00", end_to_end=withdrawal.id, return_code="AC04"
+                ),
+            ],
+            statement_id="S3",
+        )
+    )
+    first, second = returned.lines
+    assert first.outcome.value == "return_credited" and first.matched_id is not None
+    deposit = await treasury.deposits.get(company, first.matched_id)
+    assert (deposit.status.value, deposit.to_amount, deposit.wallet_id) == (
+        "completed",
+        1_000,
+        wallet,
+    )
+    assert "AC04" in (deposit.description or "") and withdrawal.id in (deposit.description or "")
+    assert second.outcome.value == "unmatched"
+    assert "was returned already" in (second.reason or "")
+    assert (await treasury.wallets.balance(company, wallet)).balance == paid + 1_000
+    done = await treasury.withdrawals.get(company, withdrawal.id)
+    assert done.status.value == "completed"
 
 
 async def test_a_balance_beyond_the_ledger_is_refused(storage: Storage) -> None:

@@ -35,7 +35,11 @@ from treasury_core.errors import ValidationFailed
 from treasury_core.ledger import Journal
 from treasury_core.ports import Direction, StatementLine, UnitOfWork
 from treasury_core.services import safeguarding
-from treasury_core.services.accounts import apply_virtual_account_credit, virtual_account_credit
+from treasury_core.services.accounts import (
+    apply_completed_credit,
+    completed_credit,
+    virtual_account_credit,
+)
 from treasury_core.services.bank_lines import ParsedLine, ParsedStatement, signed
 from treasury_core.services.settlement import complete_in, fail_in
 from treasury_core.services.support import TreasuryContext
@@ -62,6 +66,7 @@ R = TypeVar("R", Deposit, Withdrawal, BankExport)
 
 Action = Literal[
     "complete_withdrawal",
+    "credit_return",
     "complete_export",
     "return_withdrawal",
     "complete_deposit",
@@ -172,12 +177,34 @@ def _virtual_account(uow: UnitOfWork, line: StatementLine) -> VirtualAccount | N
     return uow.records.find(VirtualAccount, normalized_account(line.creditor_account))
 
 
-def _credit_plan(uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine) -> Plan:
+def _paid_return_plan(
+    uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine, withdrawal: Withdrawal
+) -> Plan:
+    """A return of a payout the bank paid (or pays earlier in this import): its amount goes
+    back to the wallet, once."""
+    problem = (
+        _mismatch(withdrawal.to_amount, withdrawal.to_currency_id, item)
+        or _paying_account(ctx, item)
+        or (
+            f"withdrawal {withdrawal.id} was returned already ({withdrawal.returned_by})"
+            if withdrawal.returned_by is not None
+            else None
+        )
+    )
+    wallet = uow.wallets.get(withdrawal.company_id, withdrawal.wallet_id)
+    if problem is not None or wallet is None:
+        return _unmatched(item, problem or f"the wallet of {withdrawal.id} is gone", withdrawal.id)
+    return Plan(item, "credit_return", withdrawal.id, wallet=wallet)
+
+
+def _credit_plan(uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine, paying: set[str]) -> Plan:
     line = item.line
     if line.return_code is not None:
         withdrawal = _quoted(uow, Withdrawal, item.system_ids(remittance=False))
         if withdrawal is None:
             return _unmatched(item, "the return quotes no withdrawal of ours")
+        if withdrawal.status is MovementStatus.COMPLETED or withdrawal.id in paying:
+            return _paid_return_plan(uow, ctx, item, withdrawal)
         return _withdrawal_plan(ctx, item, withdrawal, returned=True)
     account = _virtual_account(uow, line)
     if account is not None:
@@ -247,6 +274,7 @@ def plan(
     plans: list[Plan] = []
     known: list[BankStatementLine] = []
     seen: set[str] = set()
+    paying: set[str] = set()
     for parsed in statements:
         whole = _known_as_a_whole(uow, parsed)
         for item in parsed.lines:
@@ -266,10 +294,23 @@ def plan(
                     raise _conflict(item, stored, _stored_signed(stored))
                 known.append(stored)
             elif item.line.direction is Direction.DEBIT:
-                plans.append(_debit_plan(uow, ctx, item))
+                planned = _debit_plan(uow, ctx, item)
+                plans.append(planned)
+                paying |= _paid_by(uow, planned)
             else:
-                plans.append(_credit_plan(uow, ctx, item))
+                plans.append(_credit_plan(uow, ctx, item, paying))
     return plans, known
+
+
+def _paid_by(uow: UnitOfWork, planned: Plan) -> set[str]:
+    """The withdrawals ``planned`` completes: a return later in the same import finds them
+    paid."""
+    if planned.action == "complete_withdrawal" and planned.target is not None:
+        return {planned.target}
+    if planned.action == "complete_export" and planned.target is not None:
+        export = uow.records.get(BankExport, planned.target, None)
+        return set(export.withdrawal_ids) if export is not None else set()
+    return set()
 
 
 async def apply(
@@ -288,6 +329,18 @@ async def apply(
             )
             credits[p.line.key] = virtual_account_credit(
                 ctx, p.account, p.wallet, p.line.amount, _reference(p.line.line), rate, to_amount
+            )
+        elif p.action == "credit_return" and p.wallet is not None:
+            line = p.line.line
+            quote = await ctx.quote(line.currency, p.wallet.currency, p.line.amount)
+            credits[p.line.key] = completed_credit(
+                ctx,
+                p.wallet,
+                (p.line.amount, line.currency),
+                quote,
+                reference=p.target,
+                description=f"Returned by the bank ({line.return_code}): withdrawal {p.target}",
+                operation="payout_return",
             )
     now = ctx.clock.now()
     ids = {p.line.key: ctx.ids.new_id(BankStatementLine.prefix) for p in plans}
@@ -403,9 +456,12 @@ def _carry_out(
         return LineOutcome.UNMATCHED, None, p.reason
     if p.action == "credit":
         deposit, journal = credits[p.line.key]
-        apply_virtual_account_credit(uow, ctx, deposit, journal)
+        apply_completed_credit(uow, ctx, deposit, journal)
         return LineOutcome.VIRTUAL_ACCOUNT_CREDITED, deposit.id, None
-    assert p.target is not None
+    if p.target is None:
+        raise RuntimeError(f"plan {p.action} has no target")  # every other plan names one
+    if p.action == "credit_return":
+        return _credit_return(uow, ctx, p.target, credits[p.line.key])
     if p.action == "complete_export":
         return _complete_export(uow, ctx, p.target)
     kind: type[Withdrawal] | type[Deposit] = (
@@ -431,12 +487,31 @@ def _carry_out(
     return outcome, record.id, None
 
 
+def _credit_return(
+    uow: UnitOfWork, ctx: TreasuryContext, withdrawal_id: str, credit: tuple[Deposit, Journal]
+) -> tuple[LineOutcome, str | None, str | None]:
+    """Credit back a paid payout the bank returned, unless it was returned already (checked
+    under the withdrawal's lock, so two imports cannot both credit it)."""
+    withdrawal = uow.records.get(Withdrawal, withdrawal_id, None, for_update=True)
+    if withdrawal is None or withdrawal.status is not MovementStatus.COMPLETED:
+        state = "gone" if withdrawal is None else withdrawal.status.value
+        return LineOutcome.UNMATCHED, None, f"{withdrawal_id} is {state}, not paid"
+    if withdrawal.returned_by is not None:
+        reason = f"withdrawal {withdrawal_id} was returned already ({withdrawal.returned_by})"
+        return LineOutcome.UNMATCHED, None, reason
+    deposit, journal = credit
+    apply_completed_credit(uow, ctx, deposit, journal)
+    uow.records.update(withdrawal.model_copy(update={"returned_by": deposit.id}))
+    return LineOutcome.RETURN_CREDITED, deposit.id, None
+
+
 def _complete_export(
     uow: UnitOfWork, ctx: TreasuryContext, export_id: str
 ) -> tuple[LineOutcome, str | None, str | None]:
     """Complete every withdrawal of a batch-booked export, or none of them."""
     export = uow.records.get(BankExport, export_id, None)
-    assert export is not None  # exports are never deleted
+    if export is None:
+        raise RuntimeError(f"export {export_id} is gone")  # exports are never deleted
     withdrawals, problem = _export_withdrawals(uow, export, lock=True)
     if problem is not None:
         return LineOutcome.UNMATCHED, None, problem

@@ -56,6 +56,9 @@ class LineOutcome(StrEnum):
     WITHDRAWAL_COMPLETED = "withdrawal_completed"
     #: A debit booking a whole payment file: every withdrawal in it completed.
     BATCH_COMPLETED = "batch_completed"
+    #: A return of a payout the bank had paid: the amount credited back to its wallet as a
+    #: completed deposit (the withdrawal stays completed).
+    RETURN_CREDITED = "return_credited"
     WITHDRAWAL_RETURNED = "withdrawal_returned"
     UNMATCHED = "unmatched"
 

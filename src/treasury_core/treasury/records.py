@@ -239,6 +239,9 @@ class Withdrawal(TreasuryRecord, WithdrawalRecord):
     #: The bank export (``bex_…``) whose payment file carries it; ``None`` until exported. A
     #: bank-file rail exports a withdrawal once, then waits for the bank's statement.
     bank_export_id: str | None = None
+    #: The deposit (``dep_…``) that credited the wallet when the bank returned the payout after
+    #: paying it; ``None`` while it has not been returned. A payout comes back once.
+    returned_by: str | None = None
 
 
 class Transfer(TreasuryRecord, TransferRecord):
