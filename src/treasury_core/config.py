@@ -258,27 +258,18 @@ class TreasuryConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _bank_accounts_are_distinct(self) -> TreasuryConfig:
-        # An account listed under two currencies, or a blank one, would make a statement's
-        # currency ambiguous; refused at start rather than at the first import.
-        seen: dict[str, str] = {}
+    def _bank_accounts_are_accounts(self) -> TreasuryConfig:
+        # A blank or malformed entry would never match a statement; refused at start rather
+        # than at the first import. One account may be listed under several currencies: a
+        # multi-currency account holds each of them (its statements say which per line).
         for currency, accounts in self.bank_accounts.items():
             if len(currency) != 3 or not currency.isascii() or not currency.isalpha():
                 raise ValueError(f"bank_accounts: {currency!r} is not a currency code")
             for account in accounts:
-                number = normalized_account(account)
                 # IBANs and plain numbers, and the bank-code forms statements write
                 # (``50880050/0194774600888``, ``123-456.78``).
-                if _ACCOUNT_NUMBER.fullmatch(number) is None:
+                if _ACCOUNT_NUMBER.fullmatch(normalized_account(account)) is None:
                     raise ValueError(f"bank_accounts: {account!r} is not an account number")
-                if seen.setdefault(number, currency.upper()) != currency.upper():
-                    raise ValueError(f"bank_accounts: {number} is listed under two currencies")
-        debtor = normalized_account(self.bank_debtor_iban or "")
-        if seen.get(debtor, "EUR") != "EUR":
-            raise ValueError(
-                f"bank_accounts: the debtor IBAN {debtor} pays EUR transfers; it cannot be "
-                f"listed under {seen[debtor]}"
-            )
         return self
 
     @model_validator(mode="after")
@@ -330,17 +321,17 @@ class TreasuryConfig(BaseModel):
         """The (fixed, basis points) fee rule for withdrawals in ``currency``."""
         return self.withdrawal_fees.get(currency, self.withdrawal_fees.get("*", (0, 0)))
 
-    def treasury_bank_accounts(self) -> dict[str, str]:
-        """The treasury's own bank accounts, each to its currency: :attr:`bank_accounts` and
-        the debtor IBAN (EUR), written without spaces and in upper case."""
-        found = {
-            normalized_account(account): currency.upper()
-            for currency, accounts in self.bank_accounts.items()
-            for account in accounts
-        }
+    def treasury_bank_accounts(self) -> dict[str, frozenset[str]]:
+        """The treasury's own bank accounts, each to the currencies it holds: :attr:`bank_accounts`
+        and the debtor IBAN (which always holds EUR, what its payment files pay), written
+        without spaces and in upper case."""
+        found: dict[str, set[str]] = {}
+        for currency, accounts in self.bank_accounts.items():
+            for account in accounts:
+                found.setdefault(normalized_account(account), set()).add(currency.upper())
         if self.bank_debtor_iban:
-            found.setdefault(normalized_account(self.bank_debtor_iban), "EUR")
-        return found
+            found.setdefault(normalized_account(self.bank_debtor_iban), set()).add("EUR")
+        return {account: frozenset(currencies) for account, currencies in found.items()}
 
     def currency_registry(self) -> CurrencyRegistry:
         """The enabled currencies."""

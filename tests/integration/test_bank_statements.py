@@ -671,3 +671,34 @@ async def test_an_exported_withdrawal_is_settled_only_by_the_bank(treasury: Trea
         assert refused.value.code == "movement_exported"
         assert exported.id in refused.value.message
     assert (await treasury.withdrawals.get(company, withdrawal.id)).status.value == "pending"
+
+
+async def test_a_multi_currency_account_holds_each_of_its_currencies(storage: Storage) -> None:
+    """One account listed under two currencies takes lines in either, each against the mirror
+    of its own currency; a third currency is still refused."""
+    clock = FakeClock()
+    swiss = "CH9300762011623852957"
+    config = TreasuryConfig(
+        database_url="memory://",
+        currencies=("EUR", "CHF", "USD"),
+        bank_rail="files",
+        bank_debtor_name="Acme Treasury BV",
+        bank_debtor_iban=DEBTOR_IBAN,
+        bank_accounts={"CHF": [swiss], "EUR": [swiss]},
+    )
+    assert config.treasury_bank_accounts()[swiss] == frozenset({"CHF", "EUR"})
+    treasury = bootstrap(config, storage=storage, clock=clock, wall_clock=clock)
+    try:
+        lines = [
+            Entry("C1", credit=True, amount="10.00", currency="CHF"),
+            Entry("E1", credit=True, amount="20.00", currency="EUR"),
+        ]
+        result = await treasury.bank.import_statement(camt053(lines, account=swiss, currency="CHF"))
+        assert [line.currency for line in result.lines] == ["CHF", "EUR"]
+        with pytest.raises(ValidationFailed) as refused:
+            await treasury.bank.import_statement(
+                camt053([Entry("U1", credit=True, amount="1.00", currency="USD")], account=swiss)
+            )
+        assert f"the line is in USD; account {swiss} holds CHF, EUR" in refused.value.message
+    finally:
+        treasury.close()

@@ -88,7 +88,7 @@ class ParsedStatement:
     statement: Statement
     #: The statement's account, written as configuration and identities compare it.
     account: str
-    #: The account's currency, as configured.
+    #: What the statement is in (``""`` for a multi-currency statement naming none).
     currency: str
     lines: tuple[ParsedLine, ...]
 
@@ -199,29 +199,33 @@ def _line_amount(ctx: TreasuryContext, line: StatementLine) -> int:
 
 
 def _checked(
-    ctx: TreasuryContext, statement: Statement, accounts: dict[str, str], number: int
+    ctx: TreasuryContext,
+    statement: Statement,
+    accounts: dict[str, frozenset[str]],
+    number: int,
 ) -> ParsedStatement:
     account = normalized_account(statement.account)
     where = f"statement {number}"
-    currency = accounts.get(account)
-    if currency is None:
+    held = accounts.get(account)
+    if held is None:
         raise StatementRejected(
             f"account {account} is not one of the treasury's bank accounts", location=where
         )
-    if statement.currency and statement.currency.upper() != currency:
-        raise StatementRejected(
-            f"the statement is in {statement.currency}; account {account} holds {currency}",
-            location=where,
-        )
+    holds = ", ".join(sorted(held))
+
+    def check(currency: str, what: str, location: str) -> None:
+        if currency.upper() not in held:
+            raise StatementRejected(
+                f"{what} is in {currency}; account {account} holds {holds}", location=location
+            )
+
+    if statement.currency:
+        check(statement.currency, "the statement", where)
     lines: list[ParsedLine] = []
     identities = line_identities(account, statement.lines)
     given = Counter(reference_of(line.entry_reference) for line in statement.lines)
     for line, identity in zip(statement.lines, identities, strict=True):
-        if line.currency != currency:
-            raise StatementRejected(
-                f"the line is in {line.currency}; account {account} holds {currency}",
-                location=line.location,
-            )
+        check(line.currency, "the line", line.location)
         amount = _line_amount(ctx, line)
         reference = reference_of(line.entry_reference)
         shared = reference is not None and given[reference] > 1
@@ -229,16 +233,19 @@ def _checked(
         lines.append(ParsedLine(line, account, amount, identity, key, shares_reference=shared))
     for balance in (statement.opening_balance, statement.closing_balance):
         if balance is not None:
-            if balance.currency.upper() != currency:
+            check(balance.currency, "a balance", where)
+            if abs(minor_units(ctx, balance.amount, balance.currency, where)) > MAX_BALANCE:
                 raise StatementRejected(
-                    f"a balance is in {balance.currency}; account {account} holds {currency}",
+                    f"a balance of {balance.amount} {balance.currency} is beyond what the "
+                    "ledger holds",
                     location=where,
                 )
-            if abs(minor_units(ctx, balance.amount, currency, where)) > MAX_BALANCE:
-                raise StatementRejected(
-                    f"a balance of {balance.amount} {currency} is beyond what the ledger holds",
-                    location=where,
-                )
+    # What the statement is in: its own word, else the account's one currency, else its lines'
+    # one currency; a multi-currency statement names none.
+    currencies = {line.currency for line in statement.lines}
+    currency = statement.currency.upper() or (
+        next(iter(held)) if len(held) == 1 else (currencies.pop() if len(currencies) == 1 else "")
+    )
     return ParsedStatement(statement, account, currency, tuple(lines))
 
 

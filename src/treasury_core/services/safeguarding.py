@@ -87,7 +87,8 @@ def open_mirrors(
     """Open the mirror (ledger account and record) of every configured treasury bank account
     whose currency is enabled and that lacks one. Done when the treasury is assembled, so no
     import ever creates an account."""
-    for account, currency in sorted(config.treasury_bank_accounts().items()):
+    pairs = ((a, c) for a, held in config.treasury_bank_accounts().items() for c in held)
+    for account, currency in sorted(pairs):
         if currency not in currencies:
             continue  # its statements are refused: nothing of that currency is imported
         if len(account) > MAX_ACCOUNT_LENGTH:
