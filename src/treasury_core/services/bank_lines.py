@@ -5,8 +5,9 @@ refused whole (:class:`~treasury_core.errors.ValidationFailed`, ``statement_inva
 place and the reason):
 
 - every statement must be for one of the treasury's own bank accounts
-  (:meth:`~treasury_core.config.TreasuryConfig.treasury_bank_accounts`), and every line in that
-  account's currency: a statement of any other account is not the bank speaking about our money;
+  (:meth:`~treasury_core.config.TreasuryConfig.treasury_bank_accounts`), and every line and
+  balance in one of that account's currencies: a statement of any other account is not the bank
+  speaking about our money;
 - every amount must fit the currency's decimals and the configured ``max_amount``.
 
 A line's identity is the treasury account plus the bank's own reference of the movement,
