@@ -537,3 +537,40 @@ def test_0017_live_operator_key_names_are_unique_and_downgrade_drops_the_table(
         assert "operator_keys" in inspect(engine).get_table_names()
     finally:
         engine.dispose()
+
+
+def test_0018_downgrades_lines_its_identities_told_apart(database_url: str) -> None:
+    """Two lines without a bank reference are two bookings at head but one old key below it:
+    the downgrade keeps the oldest's key rather than failing on the unique index."""
+    import json
+    from datetime import UTC, datetime
+
+    from alembic import command
+
+    from treasury_sqlalchemy.migrate import alembic_config
+
+    storage = SqlStorage(database_url)
+    storage.migrate()
+    with storage.engine.begin() as conn:
+        for line_id in ("bsl_1", "bsl_2"):
+            body = {"id": line_id, "account": "NL91ABNA0417164300", "entry_reference": None}
+            conn.execute(
+                text(
+                    "INSERT INTO treasury_records (id, kind, company_id, status, lookup_key,"
+                    " created_at, body) VALUES (:id, 'bsl', 0, 'unmatched', :key, :at, :body)"
+                ),
+                {
+                    "id": line_id,
+                    "key": f"derived-{line_id}",
+                    "at": datetime(2026, 1, 1, tzinfo=UTC),
+                    "body": json.dumps(body),
+                },
+            )
+    config = alembic_config()
+    with storage.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0017")
+    with storage.engine.connect() as conn:
+        keys = dict(conn.execute(text("SELECT id, lookup_key FROM treasury_records")).all())
+    assert keys["bsl_1"] is not None and keys["bsl_2"] is None
+    storage.close()

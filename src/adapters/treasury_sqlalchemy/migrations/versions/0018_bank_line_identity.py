@@ -57,12 +57,22 @@ def upgrade() -> None:
 def downgrade() -> None:
     conn = op.get_bind()
     rows = conn.execute(
-        sa.text("SELECT id, company_id, body FROM treasury_records WHERE kind = 'bsl'")
+        sa.text("SELECT id, company_id, body FROM treasury_records WHERE kind = 'bsl' ORDER BY id")
     ).all()
+    # Lines told apart only by what the new identities see (no reference, a batch's
+    # transactions) share one old key: the oldest keeps it, as on the way up.
+    keys: dict[str, str | None] = {}
+    taken: set[str] = set()
     for row_id, company_id, body in rows:
         data = json.loads(body)
         raw = f"{company_id}\x1f{data.get('account')}\x1f{data.get('entry_reference') or ''}"
-        conn.execute(
-            sa.text("UPDATE treasury_records SET lookup_key = :key WHERE id = :id"),
-            {"key": hashlib.sha256(raw.encode()).hexdigest(), "id": row_id},
-        )
+        old_key = hashlib.sha256(raw.encode()).hexdigest()
+        keys[row_id] = None if old_key in taken else old_key
+        taken.add(old_key)
+    conn.execute(sa.text("UPDATE treasury_records SET lookup_key = NULL WHERE kind = 'bsl'"))
+    for row_id, kept in keys.items():
+        if kept is not None:
+            conn.execute(
+                sa.text("UPDATE treasury_records SET lookup_key = :key WHERE id = :id"),
+                {"key": kept, "id": row_id},
+            )
