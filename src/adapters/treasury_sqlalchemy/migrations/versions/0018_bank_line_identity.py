@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 
 import sqlalchemy as sa
 from alembic import op
@@ -32,43 +33,20 @@ def _key(body: dict[str, object]) -> str:
     return hashlib.sha256(f"{account}\x1fref:{reference}".encode()).hexdigest()
 
 
-def upgrade() -> None:
-    conn = op.get_bind()
-    rows = conn.execute(
-        sa.text("SELECT id, body FROM treasury_records WHERE kind = 'bsl' ORDER BY id")
-    ).all()
-    keys: dict[str, str | None] = {}
-    taken: set[str] = set()
-    for row_id, body in rows:
-        key = _key(json.loads(body))
-        keys[row_id] = None if key in taken else key
-        taken.add(key)
-    # Cleared first, then set: the unique index must never see two rows with one new key, nor
-    # a new key still held by a row not yet rewritten.
-    conn.execute(sa.text("UPDATE treasury_records SET lookup_key = NULL WHERE kind = 'bsl'"))
-    for row_id, new_key in keys.items():
-        if new_key is not None:
-            conn.execute(
-                sa.text("UPDATE treasury_records SET lookup_key = :key WHERE id = :id"),
-                {"key": new_key, "id": row_id},
-            )
-
-
-def downgrade() -> None:
-    conn = op.get_bind()
+def _rekey(conn: sa.Connection, key_of: Callable[[int, dict[str, object]], str]) -> None:
+    """Give every statement line ``key_of(company_id, body)``; where two lines get one key, the
+    oldest keeps it and the others lose theirs (``NULL``)."""
     rows = conn.execute(
         sa.text("SELECT id, company_id, body FROM treasury_records WHERE kind = 'bsl' ORDER BY id")
     ).all()
-    # Lines told apart only by what the new identities see (no reference, a batch's
-    # transactions) share one old key: the oldest keeps it, as on the way up.
     keys: dict[str, str | None] = {}
     taken: set[str] = set()
     for row_id, company_id, body in rows:
-        data = json.loads(body)
-        raw = f"{company_id}\x1f{data.get('account')}\x1f{data.get('entry_reference') or ''}"
-        old_key = hashlib.sha256(raw.encode()).hexdigest()
-        keys[row_id] = None if old_key in taken else old_key
-        taken.add(old_key)
+        key = key_of(company_id, json.loads(body))
+        keys[row_id] = None if key in taken else key
+        taken.add(key)
+    # Cleared first, then set: the unique index must never see two rows with one key, nor a
+    # key still held by a row not yet rewritten.
     conn.execute(sa.text("UPDATE treasury_records SET lookup_key = NULL WHERE kind = 'bsl'"))
     for row_id, kept in keys.items():
         if kept is not None:
@@ -76,3 +54,18 @@ def downgrade() -> None:
                 sa.text("UPDATE treasury_records SET lookup_key = :key WHERE id = :id"),
                 {"key": kept, "id": row_id},
             )
+
+
+def _old_key(company_id: int, body: dict[str, object]) -> str:
+    raw = f"{company_id}\x1f{body.get('account')}\x1f{body.get('entry_reference') or ''}"
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def upgrade() -> None:
+    _rekey(op.get_bind(), lambda _company_id, body: _key(body))
+
+
+def downgrade() -> None:
+    # Lines told apart only by what the new identities see (no reference, a batch's
+    # transactions) share one old key: the oldest keeps it, as on the way up.
+    _rekey(op.get_bind(), _old_key)
