@@ -210,12 +210,7 @@ async def test_lines_without_a_bank_reference_get_a_stable_identity(treasury: Tr
 
 
 async def test_a_batch_booking_completes_every_withdrawal_of_the_file(treasury: Treasury) -> None:
-    company, wallet = await _company(treasury)
-    account = await treasury.virtual_accounts.create(
-        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
-    )
-    await treasury.virtual_accounts.incoming(None, account.id, 10_000)
-    bank = await _bank_account(treasury, company)
+    company, wallet, bank = await _paying_wallet(treasury)
     withdrawals = [
         await treasury.withdrawals.create(
             company,
@@ -258,12 +253,7 @@ async def test_single_booking_exports_one_block_per_transfer(storage: Storage) -
     )
     treasury = bootstrap(config, storage=storage, clock=clock, wall_clock=clock)
     try:
-        company, wallet = await _company(treasury)
-        account = await treasury.virtual_accounts.create(
-            company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
-        )
-        await treasury.virtual_accounts.incoming(None, account.id, 10_000)
-        bank = await _bank_account(treasury, company)
+        company, wallet, bank = await _paying_wallet(treasury)
         ids = []
         for amount in (1_000, 2_500):
             request = CreateWithdrawalRequest(
@@ -286,6 +276,17 @@ async def test_single_booking_exports_one_block_per_transfer(storage: Storage) -
         treasury.close()
 
 
+async def _paying_wallet(treasury: Treasury) -> tuple[int, str, str]:
+    """A company, its EUR wallet holding 100.00 (credited by hand at a virtual account) and a
+    registered bank account to pay out to."""
+    company, wallet = await _company(treasury)
+    account = await treasury.virtual_accounts.create(
+        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
+    )
+    await treasury.virtual_accounts.incoming(None, account.id, 10_000)
+    return company, wallet, await _bank_account(treasury, company)
+
+
 async def _bank_account(treasury: Treasury, company: int) -> str:
     registered = await treasury.bank_accounts.register(
         company,
@@ -301,12 +302,7 @@ async def _bank_account(treasury: Treasury, company: int) -> str:
 
 
 async def test_an_mt940_statement_books_an_exported_withdrawal(treasury: Treasury) -> None:
-    company, wallet = await _company(treasury)
-    account = await treasury.virtual_accounts.create(
-        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
-    )
-    await treasury.virtual_accounts.incoming(None, account.id, 10_000)
-    bank = await _bank_account(treasury, company)
+    company, wallet, bank = await _paying_wallet(treasury)
     request = CreateWithdrawalRequest(
         wallet_id=wallet, from_amount=2_500, from_currency_id="EUR", bank_account_id=bank
     )
@@ -401,12 +397,7 @@ async def test_a_batch_entrys_transactions_settle_one_by_one(treasury: Treasury)
     """One booked debit for two transfers completes each; a booked batch of returns settles
     only the withdrawal each return names: the unpaid one fails, the one just paid has its
     amount credited back."""
-    company, wallet = await _company(treasury)
-    account = await treasury.virtual_accounts.create(
-        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
-    )
-    await treasury.virtual_accounts.incoming(None, account.id, 10_000)
-    bank = await _bank_account(treasury, company)
+    company, wallet, bank = await _paying_wallet(treasury)
     paid = []
     for amount in (1_000, 2_500, 500):
         request = CreateWithdrawalRequest(
