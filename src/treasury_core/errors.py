@@ -204,6 +204,16 @@ class ProviderError(TreasuryError):
     default_code = "provider_error"
 
 
+class ProviderDidNotAct(ProviderError):
+    """The provider certainly did not act on the call: it said so (a 429, a refused key), the
+    connection was refused before anything was sent, or the adapter's circuit breaker is open.
+
+    A plain :class:`ProviderError` may hide an effect (the answer was lost after the provider
+    acted), so the services keep its record in doubt and ask the provider later; after this one
+    they fail or release the record at once, as nothing happened there.
+    """
+
+
 class FxRateUnavailable(ProviderError):
     """No rate, or only a stale one, for a currency pair; the movement was refused whole."""
 

@@ -23,9 +23,9 @@ appear in a reference, a result, an error message or a log line.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Literal, Protocol, TypeGuard, runtime_checkable
 
@@ -71,6 +71,9 @@ class CardProviderStatus(StrEnum):
     #: provider event (:attr:`CardProviderEventKind.REFUND_SUCCEEDED` or ``REFUND_FAILED``).
     REFUND_PENDING = "refund_pending"
     VERIFIED = "verified"  # the card checked out (a verification); nothing held or moved
+    #: A refund the provider refused or cancelled (only :meth:`CardProviderLookups.find_refund`
+    #: answers it: a refund call raises :class:`CardError` instead).
+    REFUND_FAILED = "refund_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,22 @@ class CardProviderResult:
     def requires_action(self) -> bool:
         """Whether the customer must act (3-D Secure) before the charge is authorized."""
         return self.status is CardProviderStatus.REQUIRES_ACTION
+
+
+@dataclass(frozen=True, slots=True)
+class CallOwner:
+    """The record of ours a provider call acts for: the company, the payment intent and, for a
+    refund, the refund's id.
+
+    Passed to a provider whose ``keyed_calls_supported()`` answers ``True``
+    (:func:`takes_keyed_calls`), which sets it on every object the call makes there (Stripe:
+    metadata), so that an object or event found at the provider later names its owner here
+    even when the call's answer was lost.
+    """
+
+    company_id: int
+    payment_intent_id: int
+    refund_id: str | None = None
 
 
 class HoldGone(CardError):
@@ -343,11 +362,104 @@ class CardProviderBase(ABC):
         :class:`CardProviderEvents`."""
         return False
 
+    def keyed_calls_supported(self) -> bool:
+        """Default: no ``key`` or ``owner`` keywords are passed (see :func:`takes_keyed_calls`),
+        so adapters whose methods do not take them keep working."""
+        return False
+
+    def lookups_supported(self) -> bool:
+        """Default: the provider cannot be asked what a call did (see
+        :class:`CardProviderLookups`); a lost answer waits for the provider's events."""
+        return False
+
     def parse_event(self, body: bytes, headers: Mapping[str, str]) -> CardProviderEvent:
         """See :meth:`CardProviderEvents.parse_event`. Refused unless overridden."""
         raise BadProviderEvent(
             "This card provider does not send events", code="provider_events_unsupported"
         )
+
+
+# --- keyed calls and lookups ------------------------------------------------------------------
+
+
+def _flagged(provider: object, name: str) -> bool:
+    # Looked up rather than required: providers written before a capability existed have
+    # neither the flag nor the keywords it brings.
+    flag = getattr(provider, name, None)
+    return callable(flag) and flag() is True
+
+
+def takes_keyed_calls(provider: object) -> bool:
+    """Whether the services pass keys and owners to ``provider``'s money-moving calls.
+
+    With ``keyed_calls_supported()`` answering ``True`` the services call
+    ``authorize(..., attempt_key=, owner=)``, ``authorize_saved(..., attempt_key=, owner=)``,
+    ``capture(reference, amount, key=)``, ``void(reference, key=)`` and
+    ``refund(reference, amount, key=, owner=)``. Each ``key`` is derived from our record of the
+    call (the refund's id, the intent's attempt), never fresh per call, so a call repeated
+    after its answer was lost makes nothing twice at the provider; each ``owner`` is a
+    :class:`CallOwner` the provider keeps on what it makes.
+    """
+    return _flagged(provider, "keyed_calls_supported")
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderCharge:
+    """A charge as the provider holds it now (:meth:`CardProviderLookups.recent_charges`).
+
+    ``owner`` and ``attempt_key`` are what our calls set on it (``None`` for a charge made
+    without us, at the provider's dashboard say). Amounts are in ISO 4217 minor units of
+    ``currency``: ``amount`` authorized, ``amount_captured`` moved to the merchant,
+    ``amount_refunded`` returned to the card. ``status`` is ``requires_action``,
+    ``authorized``, ``captured`` or ``voided``.
+    """
+
+    reference: str
+    owner: CallOwner | None
+    attempt_key: str | None
+    status: CardProviderStatus
+    amount: int
+    currency: str
+    amount_captured: int
+    amount_refunded: int
+    created_at: datetime
+
+
+@runtime_checkable
+class CardProviderLookups(Protocol):
+    """The optional capability of a provider that can be asked what a call did
+    (``lookups_supported()`` answering ``True``; see :func:`answers_lookups`).
+
+    The services ask before any new attempt on a record whose last call's answer was lost, and a
+    background job asks for every record left in doubt, so an unknown outcome ends in agreement
+    with the provider rather than pending for ever. None of these moves money.
+    """
+
+    def lookups_supported(self) -> bool:
+        """Whether :meth:`find_charge`, :meth:`find_refund` and :meth:`recent_charges` work."""
+        ...
+
+    async def find_charge(self, attempt_key: str) -> CardProviderResult | None:
+        """The charge an ``authorize`` or ``authorize_saved`` with ``attempt_key`` made, as it
+        stands now (``requires_action``, ``authorized``, ``captured`` or ``voided``, with
+        ``brand`` and ``last4`` when known), or ``None`` when the provider holds none: the call
+        never reached it, or it was declined before anything was made."""
+        ...
+
+    async def find_refund(self, reference: str, key: str) -> CardProviderResult | None:
+        """The refund of charge ``reference`` made by a ``refund`` with ``key``: status
+        ``refunded``, ``refund_pending`` or ``refund_failed``, its reference the refund's own;
+        ``None`` when the provider made none."""
+        ...
+
+    async def recent_charges(self, since: datetime) -> Sequence[ProviderCharge]:
+        """Every charge the provider made on or after ``since``, for reconciliation."""
+        ...
+
+
+def answers_lookups(provider: object) -> TypeGuard[CardProviderLookups]:
+    """Whether ``provider`` can be asked what a call did (see :class:`CardProviderLookups`)."""
+    return _flagged(provider, "lookups_supported")
 
 
 # --- card on file kept by the provider --------------------------------------------------------
@@ -464,7 +576,8 @@ class CardProviderEvent:
     provider's id of the dispute (the same on its opening and its closing). ``failure_reason``
     is a provider code of :attr:`~CardProviderEventKind.PAYMENT_FAILED` or
     :attr:`~CardProviderEventKind.REFUND_FAILED` (snake_case, never a message). ``refund`` is
-    the provider's reference of the refund a ``REFUND_*`` event is about. ``kind`` is ``None``
+    the provider's reference of the refund a ``REFUND_*`` event is about; ``owner`` the
+    record our call set on the provider's object (:class:`CallOwner`). ``kind`` is ``None``
     for an event the port does not map: it is acknowledged and ignored.
     """
 
@@ -477,6 +590,10 @@ class CardProviderEvent:
     dispute: str | None = None
     failure_reason: str | None = None
     refund: str | None = None
+    #: The record of ours the provider's object names in what our call set on it (Stripe:
+    #: metadata), when the adapter reads it: an event about a charge whose answer was lost
+    #: still finds its intent.
+    owner: CallOwner | None = None
 
 
 class BadProviderEvent(InvalidRequestError):

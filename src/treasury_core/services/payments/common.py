@@ -29,6 +29,7 @@ from treasury_core.payments.records import (
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports import CardProvider
 from treasury_core.ports.card_provider import (
+    CallOwner,
     CardData,
     SavedCardReference,
 )
@@ -60,6 +61,12 @@ PAYOUT = "payout"
 PAYOUT_APPLY = "payout_apply"
 CHARGEBACK_OPEN = "chargeback_open"
 CHARGEBACK_RESOLVE = "chargeback_resolve"
+#: Asks the card provider what a charge attempt whose answer was lost did, and records it
+#: (resource :func:`charge_attempt_resource`); run outside transactions.
+RESOLVE_CHARGE = "resolve_charge"
+#: Asks the card provider what a refund whose answer was lost did, and settles it (resource:
+#: the refund's id); run outside transactions.
+RESOLVE_REFUND = "resolve_refund"
 
 #: Default delays of decisions.md's sandbox (payouts 2 days after capture) and of the simulated
 #: card network (a chargeback opens a day after capture and is decided a day later; a payout
@@ -158,8 +165,43 @@ def attempt_key(intent: PaymentIntent) -> str:
     is random, rather than the intent id, which another treasury sharing the provider account
     (a test database, a restored backup) reuses; hashed because the lookup id is a secret.
     """
-    seed = f"{intent.payment_intent_lookup_id}:{intent.latest_transaction_id or ''}"
+    return _derived(intent, intent.latest_transaction_id or "")
+
+
+def _derived(intent: PaymentIntent, *parts: str) -> str:
+    # The lookup id, random, keeps two treasuries sharing one provider account apart (an
+    # intent id repeats across databases); hashed because the lookup id is a bearer secret.
+    seed = ":".join((intent.payment_intent_lookup_id, *parts))
     return hashlib.sha256(seed.encode()).hexdigest()[:40]
+
+
+def capture_key(intent: PaymentIntent, transaction_id: str) -> str:
+    """The provider key of a capture: one per capture attempt (its transaction's id), which a
+    client's retry with the same ``Idempotency-Key`` resumes, so Stripe-like providers answer
+    a repeated capture with its first outcome."""
+    return _derived(intent, "capture", transaction_id)
+
+
+def void_key(intent: PaymentIntent) -> str:
+    """The provider key of releasing the intent's current charge (voiding twice is harmless)."""
+    return _derived(intent, "void", intent.provider_reference or "")
+
+
+def refund_key(intent: PaymentIntent, refund_id: str) -> str:
+    """The provider key of one refund: derived from our refund, so every call about it, a
+    client's retry and the resolver's question included, names the same refund."""
+    return _derived(intent, "refund", refund_id)
+
+
+def call_owner(intent: PaymentIntent, refund_id: str | None = None) -> CallOwner:
+    """The record a provider call acts for (set on what the provider makes)."""
+    return CallOwner(intent.company_id, intent.id, refund_id)
+
+
+def charge_attempt_resource(intent_id: int, key: str) -> str:
+    """The ``resource_id`` of a :data:`RESOLVE_CHARGE` job: the intent and the attempt key
+    (at most 64 characters: an intent id has at most 19 digits, a key 40)."""
+    return f"pi:{intent_id}:{key}"
 
 
 def challenge_return_path(intent: PaymentIntent) -> str:
