@@ -2,8 +2,8 @@
 
 Every error a caller can act on derives from :class:`TreasuryError`. Each carries the fields of the
 error body the HTTP interface returns (``{"error": {"type", "code", "message", "param"?,
-"failure_reason"?}}``) and an :class:`ErrorKind`: what went wrong, in terms of what the caller
-can do about it, with no transport in it. The interface's HTTP status for each kind is
+"failure_reason"?, "resource"?}}``) and an :class:`ErrorKind`: what went wrong, in terms of what
+the caller can do about it, with no transport in it. The interface's HTTP status for each kind is
 :func:`treasury_core.http_statuses.http_status`, which the bundled server and an embedding
 application's own routes both use. The tree, with each error's status there::
 
@@ -23,6 +23,7 @@ application's own routes both use. The tree, with each error's status there::
     ├── RateLimited                    429 rate_limit_error
     ├── ConflictRetryExhausted         503 api_error (storage kept reporting conflicts)
     ├── ProviderError                  502 api_error (an outside provider failed)
+    │   ├── ProviderDidNotAct          502 api_error (it certainly did nothing: retry is safe)
     │   └── FxRateUnavailable          503 api_error (no fresh rate: nothing moved, retry later)
 
 :class:`LedgerInvariantViolation` is deliberately *not* a ``TreasuryError``: it means a bug in the
@@ -32,7 +33,7 @@ caller (an unbalanced journal, a currency mismatch), never a customer mistake.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 
 class ErrorKind(StrEnum):
@@ -80,6 +81,15 @@ class TreasuryError(Exception):
         self.code = code or self.default_code
         self.param = param
         self.failure_reason = failure_reason
+        #: The record the failed call left behind and where it stands (``object``, ``id``,
+        #: ``status``), for an error that leaves one: a 502 after a provider call whose answer
+        #: was lost names the intent or refund a retry with the same ``Idempotency-Key`` resumes.
+        self.resource: dict[str, Any] | None = None
+
+    def leaving(self, object_name: str, record_id: int | str, status: str) -> Self:
+        """This error, naming the record it leaves (:attr:`resource`); for raising."""
+        self.resource = {"object": object_name, "id": record_id, "status": status}
+        return self
 
     def to_body(self) -> dict[str, Any]:
         """The error body of the HTTP interface for this error."""
@@ -92,6 +102,8 @@ class TreasuryError(Exception):
             error["param"] = self.param
         if self.failure_reason is not None:
             error["failure_reason"] = self.failure_reason
+        if self.resource is not None:
+            error["resource"] = self.resource
         return {"error": error}
 
     def __repr__(self) -> str:

@@ -6,6 +6,11 @@ same commit as the change, and a replay within the retention window returns that
 lease that runs out (its process died) lets the next request take the key over; completion checks
 the claim's token, so a late original cannot overwrite the new owner's result.
 
+A request that calls a card provider *binds* the key to the record it wrote before the call (the
+intent, the refund, the capture attempt). If the call's outcome is lost, the key is not given back
+but left bound and free to take: the retry with the same key resumes that record, with the same
+provider key, instead of starting a second charge or refund.
+
 A secret key's answer must never be replayed to a publishable key (it may hold what that key
 may not see, such as a manual-capture intent's lookup id), nor the other way round: the two
 kinds of key have separate key spaces. A secret key's ``Idempotency-Key`` is stored as given, so
@@ -69,16 +74,25 @@ class IdempotencyRecord:
     created_at: datetime
     lease_until: datetime
     response: StoredResponse | None = None
+    #: The record the request started (``pi:123``, a refund's id, ``capture:123:txn_…``), bound
+    #: in the transaction that wrote it: a retry after an unknown outcome resumes that record
+    #: instead of starting another (:func:`~treasury_core.services.idempotency.bind`).
+    resource: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyTicket(Generic[R]):
-    """Proof of a claim; a service completes it inside its business transaction with ``render``."""
+    """Proof of a claim; a service completes it inside its business transaction with ``render``.
+
+    ``resource`` is the record an earlier request with this key started and left without an
+    answer (a provider call whose outcome was lost): the service resumes it.
+    """
 
     company_id: int
     key: str
     token: str
     render: Callable[[R], StoredResponse]
+    resource: str | None = None
 
 
 def scoped_key(key: str, kind: KeyKind) -> str:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
+import pytest
+
 from treasury_core import TreasuryConfig, bootstrap
 from treasury_core.companies import KeyKind
+from treasury_core.errors import IdempotencyError
 from treasury_core.idempotency import MAX_KEY_LENGTH, IdempotencyState, StoredResponse, scoped_key
 from treasury_core.ports import Storage, UnitOfWork
-from treasury_core.services.idempotency import Claim, Replay, complete_in
+from treasury_core.services.idempotency import Claim, Replay, bind, complete_in
 from treasury_core.testing.clock import FakeClock
 
 
@@ -104,3 +107,55 @@ def test_no_presented_key_names_a_publishable_record() -> None:
     assert not scoped.isprintable()
     assert len(scoped_key("x" * MAX_KEY_LENGTH, KeyKind.PUBLISHABLE)) <= MAX_KEY_LENGTH
     assert scoped_key("k", KeyKind.SECRET) == "k"
+
+
+def test_a_key_bound_to_a_record_is_given_back_with_it(storage: Storage) -> None:
+    """A request that bound its key to the record it wrote and then failed without an answer
+    leaves the key free at once (no lease to wait out), bound still; a retry with another body
+    is refused as any reuse is."""
+    clock = FakeClock()
+    service = bootstrap(
+        TreasuryConfig(database_url="memory://"), storage=storage, clock=clock, wall_clock=clock
+    ).idempotency
+
+    async def scenario() -> object:
+        first = await service.claim(1, "bound", "f" * 64, kind=KeyKind.SECRET)
+        assert isinstance(first, Claim) and first.resource is None
+        ticket = first.ticket(lambda result: StoredResponse(200, result))
+        await storage.run(lambda uow: bind(uow, ticket, "pi:7"))
+        await service.release(first)  # the 502 of a provider call whose answer was lost
+        with pytest.raises(IdempotencyError):
+            await service.claim(1, "bound", "0" * 64, kind=KeyKind.SECRET)
+        return await service.claim(1, "bound", "f" * 64, kind=KeyKind.SECRET)
+
+    resumed = asyncio.run(scenario())
+    assert isinstance(resumed, Claim) and resumed.resource == "pi:7"
+
+
+def test_a_bound_key_resumes_and_an_unbound_one_starts_afresh(storage: Storage) -> None:
+    """The retry of a bound key gets its record; the retry of a released unbound key gets a
+    plain claim; unbinding (the record ended) makes the next release delete the key."""
+    clock = FakeClock()
+    service = bootstrap(
+        TreasuryConfig(database_url="memory://"), storage=storage, clock=clock, wall_clock=clock
+    ).idempotency
+
+    async def scenario() -> list[object]:
+        seen: list[object] = []
+        first = await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)
+        assert isinstance(first, Claim)
+        ticket = first.ticket(lambda result: StoredResponse(200, result))
+        await storage.run(lambda uow: bind(uow, ticket, "re_1"))
+        await service.release(first)
+        second = await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)
+        assert isinstance(second, Claim)
+        seen.append(second.resource)
+        again = second.ticket(lambda result: StoredResponse(200, result))
+        await storage.run(lambda uow: bind(uow, again, None))
+        await service.release(second)
+        third = await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)
+        assert isinstance(third, Claim)
+        seen.append(third.resource)
+        return seen
+
+    assert asyncio.run(scenario()) == ["re_1", None]

@@ -30,6 +30,7 @@ class SqlIdempotency:
             "lease_until": record.lease_until,
             "response_status": record.response.status if record.response else None,
             "response_body": record.response.body if record.response else None,
+            "resource": record.resource,
         }
 
     def get(self, company_id: int, key: str) -> IdempotencyRecord | None:
@@ -53,6 +54,7 @@ class SqlIdempotency:
             created_at=m["created_at"],
             lease_until=m["lease_until"],
             response=response,
+            resource=m["resource"],
         )
 
     def insert(self, record: IdempotencyRecord) -> bool:

@@ -310,6 +310,7 @@ idempotency_keys = Table(
     Column("lease_until", UtcDateTime, nullable=False),
     Column("response_status", Integer, nullable=True),
     Column("response_body", LargeBinary, nullable=True),
+    Column("resource", String(64), nullable=True),
 )
 
 # The metadata filter's index of treasury records, on PostgreSQL only (migration 0013), spelled

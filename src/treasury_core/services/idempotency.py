@@ -37,16 +37,18 @@ class Claim:
     """The key is ours until completed or released; ``token`` proves it.
 
     ``key`` is the stored name (:func:`~treasury_core.idempotency.scoped_key`), not always the
-    presented one.
+    presented one. ``resource`` is the record an earlier request with this key started and left
+    without an answer (see :func:`bind`): the service resumes it.
     """
 
     company_id: int
     key: str
     token: str
+    resource: str | None = None
 
     def ticket(self, render: Callable[[R], StoredResponse]) -> IdempotencyTicket[R]:
         """A ticket a service completes in its transaction, rendering its result with ``render``."""
-        return IdempotencyTicket(self.company_id, self.key, self.token, render)
+        return IdempotencyTicket(self.company_id, self.key, self.token, render, self.resource)
 
 
 class IdempotencyService:
@@ -116,11 +118,13 @@ class IdempotencyService:
                     return Replay(current.response)
                 if current.lease_until > now:
                     break
-                # The first owner's lease ran out (its process died): take the key over.
+                # The first owner's lease ran out (its process died, or it gave back a key
+                # bound to a record): take the key over, and with it the record to resume.
                 if uow.idempotency.replace(
-                    replace(fresh, created_at=current.created_at), current.token
+                    replace(fresh, created_at=current.created_at, resource=current.resource),
+                    current.token,
                 ):
-                    return Claim(company_id, key, token)
+                    return Claim(company_id, key, token, current.resource)
             raise IdempotencyInFlight(
                 "A request with this Idempotency-Key is still being processed; retry later",
                 param="Idempotency-Key",
@@ -144,10 +148,23 @@ class IdempotencyService:
         return await self._storage.run(lambda uow: uow.idempotency.purge(cutoff))
 
     async def release(self, claim: Claim) -> None:
-        """Give the key back without a stored response (the request failed unexpectedly)."""
-        await self._storage.run(
-            lambda uow: uow.idempotency.delete(claim.company_id, claim.key, claim.token)
-        )
+        """Give the key back without a stored response (the request failed unexpectedly).
+
+        A key bound to a record (:func:`bind`) is kept, free to take at once: the retry resumes
+        that record. Any other is deleted, so the retry starts afresh.
+        """
+        now = self._clock.now()
+
+        def release(uow: UnitOfWork) -> None:
+            current = uow.idempotency.get(claim.company_id, claim.key)
+            if current is None or current.token != claim.token:
+                return  # completed or taken over meanwhile: no longer ours to give back
+            if current.resource is None or current.state is not IdempotencyState.IN_FLIGHT:
+                uow.idempotency.delete(claim.company_id, claim.key, claim.token)
+            else:
+                uow.idempotency.replace(replace(current, lease_until=now), claim.token)
+
+        await self._storage.run(release)
 
 
 def complete_in(uow: UnitOfWork, ticket: IdempotencyTicket[R], response: StoredResponse) -> None:
@@ -168,6 +185,26 @@ def complete_in(uow: UnitOfWork, ticket: IdempotencyTicket[R], response: StoredR
     )
     if not uow.idempotency.replace(done, ticket.token):  # pragma: no cover - token checked above
         raise IdempotencyInFlight("This Idempotency-Key was taken over by another request")
+
+
+def bind(uow: UnitOfWork, ticket: IdempotencyTicket[R] | None, resource: str | None) -> None:
+    """Bind ``ticket``'s key to ``resource``, the record the request just wrote, in the caller's
+    transaction (``None`` unbinds it: the record ended and a retry should start afresh).
+
+    Done before a provider call whose outcome may be lost: if the request then fails without an
+    answer, its key is kept for that record (:meth:`IdempotencyService.release`), and the retry
+    with the same key resumes it rather than charging or refunding again. Raises
+    :class:`IdempotencyInFlight` if the claim was lost, rolling the transaction back.
+    """
+    if ticket is None:
+        return
+    current = uow.idempotency.get(ticket.company_id, ticket.key)
+    if current is None or current.token != ticket.token:
+        raise IdempotencyInFlight(
+            "This Idempotency-Key was taken over by another request", param="Idempotency-Key"
+        )
+    if current.resource != resource:
+        uow.idempotency.replace(replace(current, resource=resource), ticket.token)
 
 
 def finish(uow: UnitOfWork, ticket: IdempotencyTicket[R] | None, result: R) -> R:

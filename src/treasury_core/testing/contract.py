@@ -31,8 +31,8 @@ What the contract covers, through the unit of work's repositories:
   applied once, postings in id order;
 - the outbox and deliveries: events committing with the change, dispatching once, paging,
   purging only finished old events, delivery claims under a lease;
-- idempotency records: insert once, replace by token, purge; keys kept exactly (control
-  characters included);
+- idempotency records: insert once, replace by token, purge, the bound resource kept; keys kept
+  exactly (control characters included);
 - payment intents: increasing ids, company scoping, every field round-tripping, lists and counts
   agreeing with the filter, rollbacks, unique lookup ids;
 - the sandbox clock's offset: zero at first, advanced to the microsecond and rolled back with
@@ -294,6 +294,29 @@ class StorageContract(
         assert not storage.run_sync(lambda uow: uow.idempotency.delete(1, "k1", "nope"))
         assert storage.run_sync(lambda uow: uow.idempotency.purge(NOW + timedelta(seconds=1))) == 1
         assert storage.run_sync(lambda uow: uow.idempotency.get(1, "k1"), write=False) is None
+
+    def test_idempotency_records_keep_their_resource(self, storage: Storage) -> None:
+        """The record a key is bound to is stored, replaced and read back as given; a key bound
+        to nothing reads ``None``."""
+        record = IdempotencyRecord(
+            company_id=1,
+            key="bound",
+            fingerprint="f" * 64,
+            state=IdempotencyState.IN_FLIGHT,
+            token="t1",  # noqa: S106 - an idempotency lease token, not a secret
+            created_at=NOW,
+            lease_until=NOW + timedelta(seconds=60),
+        )
+        assert storage.run_sync(lambda uow: uow.idempotency.insert(record))
+        read = storage.run_sync(lambda uow: uow.idempotency.get(1, "bound"), write=False)
+        assert read is not None
+        assert read.resource is None
+        bound = replace(record, resource="re_" + "x" * 61)
+        assert storage.run_sync(lambda uow: uow.idempotency.replace(bound, "t1"))
+        assert storage.run_sync(lambda uow: uow.idempotency.get(1, "bound"), write=False) == bound
+        freed = replace(bound, lease_until=NOW)
+        assert storage.run_sync(lambda uow: uow.idempotency.replace(freed, "t1"))
+        assert storage.run_sync(lambda uow: uow.idempotency.get(1, "bound"), write=False) == freed
 
     def test_idempotency_keys_are_kept_exactly(self, storage: Storage) -> None:
         """A key is stored and found as given, control characters included: a publishable key's
