@@ -7,11 +7,13 @@ from datetime import datetime
 
 from treasury_core.errors import (
     CardError,
+    ProviderError,
 )
 from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.ledger import ExpirePending, Leg, PostPending, VoidPending
 from treasury_core.payments.intents import (
+    IntentStatus,
     PaymentIntent,
 )
 from treasury_core.payments.records import (
@@ -28,10 +30,13 @@ from treasury_core.payments.states import (
 from treasury_core.ports import UnitOfWork
 from treasury_core.ports.card_provider import (
     HoldGone,
+    takes_keyed_calls,
 )
-from treasury_core.services.idempotency import finish
+from treasury_core.services.idempotency import bind, finish
 from treasury_core.services.payments.common import (
+    capture_key,
     intent_job_key,
+    void_key,
 )
 from treasury_core.services.payments.core import PaymentCore
 
@@ -60,15 +65,38 @@ class CaptureAndVoid(PaymentCore):
         ctx = self._ctx
         async with self._lock(intent_id):
             intent = await self.get(company_id, intent_id)
+            resumed = _resumed(idempotency, "capture", intent_id)
+            if resumed is not None and intent.status is IntentStatus.PROCESSED:
+                # The retry of a capture whose answer was lost, recorded meanwhile (the
+                # provider's event, or the first call after all): the intent as it is.
+                return await ctx.storage.run(lambda uow: finish(uow, idempotency, intent))
             now = ctx.clock.now()
             check_capturable(intent, now)
             self._check_manual_capture()
             assert intent.provider_reference is not None  # an AUTHORIZED intent has a charge
             txn = self._transaction(intent, TransactionType.CAPTURE, TransactionStatus.COMPLETED)
+            if resumed:
+                txn = txn.model_copy(update={"id": resumed})
+            elif idempotency is not None:
+                # Bound before the call: the retry after a lost answer is this same capture,
+                # with the same provider key.
+                resource = f"capture:{intent_id}:{txn.id}"
+                await ctx.storage.run(lambda uow: bind(uow, idempotency, resource))
             try:
-                result = await self.provider.capture(
-                    intent.provider_reference, intent.billing_amount
-                )
+                if takes_keyed_calls(self.provider):
+                    result = await self.provider.capture(  # type: ignore[call-arg]  # keyed
+                        intent.provider_reference,
+                        intent.billing_amount,
+                        key=capture_key(intent, txn.id),
+                    )
+                else:
+                    result = await self.provider.capture(
+                        intent.provider_reference, intent.billing_amount
+                    )
+            except ProviderError as exc:
+                # Not recorded: the intent stays AUTHORIZED until the retry, the provider's
+                # event or the reconciliation says what the provider did.
+                raise exc.leaving("payment_intent", intent.id, intent.status.value) from None
             except HoldGone as gone:
                 await self._capture_refused(intent, txn, gone, Trigger.CAPTURE_HOLD_GONE, now)
                 raise
@@ -164,11 +192,26 @@ class CaptureAndVoid(PaymentCore):
         ctx = self._ctx
         async with self._lock(intent_id):
             intent = await self.get(company_id, intent_id)
+            resumed = _resumed(idempotency, "cancel", intent_id)
+            if resumed is not None and intent.status is IntentStatus.CANCELLED:
+                # The retry of a cancel whose answer was lost, recorded meanwhile.
+                return await ctx.storage.run(lambda uow: finish(uow, idempotency, intent))
             now = ctx.clock.now()
             # The capture checks: past the deadline the hold is gone (the expiry job will say so).
             check_capturable(intent, now)
             assert intent.provider_reference is not None  # an AUTHORIZED intent has a charge
-            result = await self.provider.void(intent.provider_reference)
+            if idempotency is not None and resumed is None:
+                resource = f"cancel:{intent_id}:"
+                await ctx.storage.run(lambda uow: bind(uow, idempotency, resource))
+            try:
+                if takes_keyed_calls(self.provider):
+                    result = await self.provider.void(  # type: ignore[call-arg]  # keyed
+                        intent.provider_reference, key=void_key(intent)
+                    )
+                else:
+                    result = await self.provider.void(intent.provider_reference)
+            except ProviderError as exc:
+                raise exc.leaving("payment_intent", intent.id, intent.status.value) from None
 
             def write(uow: UnitOfWork) -> PaymentIntent:
                 current = self._locked(uow, intent)
@@ -183,3 +226,16 @@ class CaptureAndVoid(PaymentCore):
                 return finish(uow, idempotency, stored)
 
             return await ctx.storage.run(write)
+
+
+def _resumed(
+    idempotency: IdempotencyTicket[PaymentIntent] | None, operation: str, intent_id: int
+) -> str | None:
+    """The attempt id a retry with the same ``Idempotency-Key`` resumes (``""`` for an
+    operation that keeps none), or ``None`` when the key started no ``operation`` on this
+    intent."""
+    prefix = f"{operation}:{intent_id}:"
+    resource = None if idempotency is None else idempotency.resource
+    if resource is None or not resource.startswith(prefix):
+        return None
+    return resource.removeprefix(prefix)

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 from treasury_core.errors import (
     CardError,
+    InvalidRequestError,
     NotFound,
+    ProviderDidNotAct,
     ProviderError,
     ValidationFailed,
 )
 from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.jobs import Job
 from treasury_core.ledger import Journal
 from treasury_core.metadata import checked_metadata
 from treasury_core.payments.expiry import check_link_open, link_expiry
 from treasury_core.payments.intents import (
     CaptureMethod,
+    IntentStatus,
     PaymentIntent,
     check_create_rules,
 )
@@ -28,6 +32,7 @@ from treasury_core.payments.records import (
 )
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.payments.states import (
+    TRANSITIONS,
     IllegalTransition,
     Trigger,
     transition,
@@ -36,19 +41,29 @@ from treasury_core.ports import UnitOfWork
 from treasury_core.ports.card_provider import (
     CardData,
     CardProviderResult,
+    CardProviderStatus,
     SavedCardReference,
+    answers_lookups,
     keeps_saved_cards,
+    takes_keyed_calls,
 )
 from treasury_core.services.cards import checked_card
-from treasury_core.services.idempotency import finish
+from treasury_core.services.idempotency import bind, finish
 from treasury_core.services.payment_links import schedule_link_expiry
 from treasury_core.services.payments.common import (
+    ATTEMPT_IN_DOUBT,
     EXPIRE_AUTHORIZATION,
+    RESOLVE_CHARGE,
     PaymentOutcome,
     attempt_key,
+    call_owner,
     challenge_return_path,
+    charge_attempt_resource,
     check_publishable_create,
     intent_job_key,
+    intent_of_resource,
+    intent_resource,
+    log,
     new_lookup_id,
     safe_last4,
     takes_attempt_keys,
@@ -86,6 +101,10 @@ class Charging(PaymentCore):
         ctx = self._ctx
         if publishable:
             check_publishable_create(request)
+        if idempotency is not None and idempotency.resource is not None:
+            resumed = await self._resume_create(company_id, request, idempotency)
+            if resumed is not None:
+                return resumed
         check_create_rules(request.payment_type, request.capture_method)
         if request.capture_method is CaptureMethod.MANUAL:
             self._check_manual_capture(param="capture_method")
@@ -144,6 +163,10 @@ class Charging(PaymentCore):
             schedule_link_expiry(uow, ctx, stored)
             moved = transition(stored, Trigger.CREATE, now=now)
             self._intent_events(uow, moved)
+            if card is not None:
+                # The charge follows outside this transaction; if its answer is lost, the
+                # client's retry with the same key resumes this intent (one charge, one key).
+                bind(uow, idempotency, intent_resource(stored.id))
             return finish(uow, ticket, stored)
 
         intent = await ctx.storage.run(create)
@@ -155,6 +178,31 @@ class Charging(PaymentCore):
             return intent
         outcome = await self._attempt(intent, card, idempotency=idempotency)
         return outcome.intent
+
+    async def _resume_create(
+        self,
+        company_id: int,
+        request: CreateIntentRequest,
+        idempotency: IdempotencyTicket[PaymentIntent],
+    ) -> PaymentIntent | None:
+        """The retry of a create-and-charge whose answer was lost: the intent it created,
+        charged again under the same attempt key if still unpaid (a provider keeping keys
+        answers with the first charge), else answered as it stands. ``None`` when the key names
+        no intent of this company (the request then starts afresh)."""
+        intent_id = intent_of_resource(idempotency.resource)
+        if intent_id is None:
+            return None
+        intent = await self._ctx.storage.run(
+            lambda uow: uow.intents.get(intent_id, company_id), write=False
+        )
+        if intent is None:
+            return None
+        if intent.status is IntentStatus.INITIALIZED and request.card_token is not None:
+            card = await self._saved_card(company_id, request.card_token)
+            assert card is not None  # a token was given
+            outcome = await self._attempt(intent, card, idempotency=idempotency)
+            return outcome.intent
+        return await self._ctx.storage.run(lambda uow: finish(uow, idempotency, intent))
 
     async def _saved_card(
         self, company_id: int, token: str | None
@@ -221,6 +269,10 @@ class Charging(PaymentCore):
                 self._check_manual_capture()
             await self._abandon_challenge(intent)
             kind = TransactionType.SALE if capture else TransactionType.AUTHORIZATION
+            key = attempt_key(intent)
+            # Our record's name, on what the provider makes: found there later even if this
+            # call's answer is lost.
+            owner = {"owner": call_owner(intent)} if takes_keyed_calls(self.provider) else {}
             try:
                 if isinstance(card, SavedCardReference):
                     if not keeps_saved_cards(self.provider):  # checked by _saved_card
@@ -230,15 +282,17 @@ class Charging(PaymentCore):
                         intent.billing_amount,
                         intent.billing_currency,
                         capture=capture,
-                        attempt_key=attempt_key(intent),
+                        attempt_key=key,
+                        **owner,
                     )
-                elif takes_attempt_keys(self.provider):
+                elif takes_attempt_keys(self.provider) or owner:
                     result = await self.provider.authorize(
                         card,
                         intent.billing_amount,
                         intent.billing_currency,
                         capture=capture,
-                        attempt_key=attempt_key(intent),
+                        attempt_key=key,
+                        **owner,
                         **self._challenge_return(intent),
                     )
                 else:
@@ -253,6 +307,28 @@ class Charging(PaymentCore):
                 # Not replayed: the answer is the decline, and a retry is a new attempt.
                 await self._record_decline(intent, kind, declined, card)
                 raise
+            except ProviderDidNotAct as exc:
+                # Nothing was made; the attempt key stays, so a retry is this same attempt.
+                raise exc.leaving("payment_intent", intent.id, intent.status.value) from None
+            except ProviderError as exc:
+                # The provider may hold a charge we never heard of: ask it, from a job, under
+                # the attempt's key (the retry of this attempt reuses the key, too).
+                await self._ctx.storage.run(
+                    lambda uow: self._schedule_charge_resolution(uow, intent, key)
+                )
+                raise exc.leaving("payment_intent", intent.id, intent.status.value) from None
+            except InvalidRequestError as exc:
+                if exc.code != ATTEMPT_IN_DOUBT or not answers_lookups(self.provider):
+                    raise
+                # Another card under the key of an attempt whose answer was lost: ask what the
+                # first did before anything else.
+                found = await self.provider.find_charge(key)
+                if found is None:
+                    raise
+                adopted = await self._adopt(intent, found, None, None)
+                if adopted is None:
+                    raise
+                return adopted
             if result.requires_action:
                 if not self.provider.three_d_secure_supported():
                     # The provider broke its own contract; nothing here could finish the
@@ -263,6 +339,96 @@ class Charging(PaymentCore):
                     )
                 return await self._record_challenge(intent, kind, result, card, idempotency)
             return await self._record_success(intent, kind, result, card.last4, idempotency)
+
+    def _schedule_charge_resolution(self, uow: UnitOfWork, intent: PaymentIntent, key: str) -> None:
+        """A job asking the provider what the attempt ``key`` on ``intent`` made (see
+        :data:`RESOLVE_CHARGE`), due at once; none for a provider that cannot be asked (its
+        events and the customer's retry under the same key settle it)."""
+        if not answers_lookups(self.provider):
+            return
+        uow.jobs.schedule(
+            Job(
+                id=self._ctx.ids.new_id("job"),
+                kind=RESOLVE_CHARGE,
+                resource_id=charge_attempt_resource(intent.id, key),
+                company_id=intent.company_id,
+                due_at=self._ctx.clock.now(),
+            )
+        )
+
+    async def adopt_charge(
+        self,
+        company_id: int,
+        intent_id: int,
+        result: CardProviderResult,
+        *,
+        amount: int | None = None,
+        currency: str | None = None,
+    ) -> PaymentIntent | None:
+        """Record a charge the provider holds for this intent, found after its answer was lost
+        (by a lookup, a provider event naming the intent, or reconciliation).
+
+        Recorded as a successful attempt would be (or as a 3-D Secure challenge, for
+        ``requires_action``) when the intent still waits for payment and the charge matches it
+        (``amount`` and ``currency`` when given; a capture for an automatic intent, a hold for a
+        manual one). Otherwise the charge is an orphan nobody will follow: a hold is voided, a
+        capture refunded, at the provider. The intent as stored when recorded (or already
+        recorded with this reference), ``None`` when undone or there was nothing to do.
+        """
+        async with self._lock(intent_id):
+            intent = await self.get(company_id, intent_id)
+            outcome = await self._adopt(intent, result, amount, currency)
+            return None if outcome is None else outcome.intent
+
+    async def _adopt(
+        self,
+        intent: PaymentIntent,
+        result: CardProviderResult,
+        amount: int | None,
+        currency: str | None,
+    ) -> PaymentOutcome | None:
+        """:meth:`adopt_charge` with the intent's lock held."""
+        status = result.status
+        if intent.provider_reference == result.reference:
+            return None  # recorded already (by the call, an event or an earlier lookup)
+        waiting = await self._waiting_challenge(intent)
+        if waiting is not None and waiting.provider_reference == result.reference:
+            return None  # the challenge this charge is waiting on is recorded
+        expected = (
+            CardProviderStatus.CAPTURED
+            if intent.capture_method is CaptureMethod.AUTOMATIC
+            else CardProviderStatus.AUTHORIZED
+        )
+        matches = (amount is None or amount == intent.billing_amount) and (
+            currency is None or currency == intent.billing_currency
+        )
+        payable = (intent.capture_method, intent.status, Trigger.PAY_SUCCEEDED) in TRANSITIONS
+        if payable and matches and status in (expected, CardProviderStatus.REQUIRES_ACTION):
+            kind = (
+                TransactionType.SALE
+                if intent.capture_method is CaptureMethod.AUTOMATIC
+                else TransactionType.AUTHORIZATION
+            )
+            try:
+                if status is CardProviderStatus.REQUIRES_ACTION:
+                    await self._abandon_challenge(intent)
+                    intent = await self.get(intent.company_id, intent.id)
+                    return await self._record_challenge(intent, kind, result, None, None)
+                return await self._record_success(intent, kind, result, result.last4, None)
+            except IllegalTransition:
+                return None  # moved meanwhile; _record_success undid the charge
+        log.warning(
+            "card provider holds charge %s (%s) for payment intent %s, which cannot take it; "
+            "undoing it there",
+            result.reference,
+            status.value,
+            intent.id,
+        )
+        if status in (CardProviderStatus.AUTHORIZED, CardProviderStatus.REQUIRES_ACTION):
+            await self._undo(result.reference, None)
+        elif status is CardProviderStatus.CAPTURED:
+            await self._undo(result.reference, intent.billing_amount if amount is None else amount)
+        return None
 
     async def _record_decline(
         self,
@@ -291,7 +457,7 @@ class Charging(PaymentCore):
         intent: PaymentIntent,
         kind: TransactionType,
         result: CardProviderResult,
-        card: CardData | SavedCardReference,
+        card: CardData | SavedCardReference | None,
         idempotency: IdempotencyTicket[PaymentIntent] | None,
     ) -> PaymentOutcome:
         txn = self._transaction(
@@ -299,7 +465,7 @@ class Charging(PaymentCore):
             kind,
             TransactionStatus.REQUIRES_ACTION,
             brand=result.brand,
-            last4=result.last4 or safe_last4(card),
+            last4=result.last4 or (None if card is None else safe_last4(card)),
             reference=result.reference,
         ).model_copy(update={"action_url": result.action_url})
 

@@ -198,6 +198,23 @@ def call_owner(intent: PaymentIntent, refund_id: str | None = None) -> CallOwner
     return CallOwner(intent.company_id, intent.id, refund_id)
 
 
+#: The ``code`` of the 400 refusing another card under the key of an attempt whose outcome is
+#: unknown (the Stripe adapter's translation of Stripe's ``idempotency_error``).
+ATTEMPT_IN_DOUBT = "payment_attempt_in_doubt"
+
+
+def intent_resource(intent_id: int) -> str:
+    """What an ``Idempotency-Key`` is bound to when its request created this intent."""
+    return f"pi:{intent_id}"
+
+
+def intent_of_resource(resource: str | None) -> int | None:
+    """The intent id of :func:`intent_resource`'s value, else ``None``."""
+    if resource is None or not resource.startswith("pi:") or not resource[3:].isdigit():
+        return None
+    return int(resource[3:])
+
+
 def charge_attempt_resource(intent_id: int, key: str) -> str:
     """The ``resource_id`` of a :data:`RESOLVE_CHARGE` job: the intent and the attempt key
     (at most 64 characters: an intent id has at most 19 digits, a key 40)."""

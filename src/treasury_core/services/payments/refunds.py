@@ -9,9 +9,12 @@ from datetime import datetime
 from treasury_core.errors import (
     CardError,
     NotFound,
+    ProviderDidNotAct,
+    ProviderError,
 )
 from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.jobs import Job
 from treasury_core.ledger import Journal
 from treasury_core.payments.intents import (
     PaymentIntent,
@@ -25,10 +28,18 @@ from treasury_core.payments.states import (
     check_refundable,
 )
 from treasury_core.ports import UnitOfWork
-from treasury_core.ports.card_provider import CardProviderStatus
-from treasury_core.services.idempotency import finish
+from treasury_core.ports.card_provider import (
+    CardProviderStatus,
+    answers_lookups,
+    takes_keyed_calls,
+)
+from treasury_core.services.idempotency import bind, finish
 from treasury_core.services.payments.common import (
+    RESOLVE_REFUND,
+    call_owner,
+    log,
     processing_share,
+    refund_key,
     unsupported,
 )
 from treasury_core.services.payments.core import PaymentCore
@@ -60,9 +71,19 @@ class Refunds(PaymentCore):
         A card provider without refunds, or without partial refunds for less than the captured
         amount, is not asked: :class:`InvalidRequestError` (``provider_capability_unsupported``)
         and nothing reserved.
+
+        A provider call whose answer was lost (:class:`ProviderError`) leaves the refund
+        ``pending``, its key bound to it and a job to ask the provider what happened; the 502
+        names the refund. The retry with the same ``Idempotency-Key`` resumes that refund (see
+        :meth:`_resume_refund`) rather than making another. A provider that certainly did
+        nothing (:class:`ProviderDidNotAct`) fails the refund at once, its amount given back.
         """
         ctx = self._ctx
         async with self._lock(intent_id):
+            if idempotency is not None and idempotency.resource is not None:
+                resumed = await self._resume_refund(company_id, intent_id, idempotency)
+                if resumed is not None:
+                    return resumed
             now = ctx.clock.now()
             refund_id = ctx.ids.new_id(Refund.prefix)
             journal_id = ctx.ids.new_id("jr")
@@ -87,27 +108,102 @@ class Refunds(PaymentCore):
                 refund = self.reserve_refund(
                     uow, intent, value, reason, refund_id=refund_id, journal_id=journal_id, now=now
                 )
+                bind(uow, idempotency, refund.id)
                 return intent, refund
 
             intent, refund = await ctx.storage.run(reserve)
-            assert intent.provider_reference is not None  # a PROCESSED intent has a charge
-            try:
-                result = await self.provider.refund(intent.provider_reference, refund.amount)
-            except CardError as exc:
-                await ctx.storage.run(self._refund_failed(refund, exc))
-                raise
-            # Any other failure (a timeout: ProviderError) may have moved the money: the refund
-            # stays pending with its reservation, counted as refunded, until reconciled.
-            if result.status is CardProviderStatus.REFUND_PENDING:
-                # The provider's event about this reference settles it, either way.
-                return await ctx.storage.run(
-                    lambda uow: finish(
-                        uow, idempotency, refund_in_progress(uow, refund, result.reference)
-                    )
+            return await self._ask_refund(intent, refund, idempotency)
+
+    async def _ask_refund(
+        self,
+        intent: PaymentIntent,
+        refund: Refund,
+        idempotency: IdempotencyTicket[Refund] | None,
+    ) -> Refund:
+        """Ask the provider for the reserved ``refund`` and record its answer."""
+        ctx = self._ctx
+        assert intent.provider_reference is not None  # a PROCESSED intent has a charge
+        try:
+            if takes_keyed_calls(self.provider):
+                result = await self.provider.refund(  # type: ignore[call-arg]  # keyed calls
+                    intent.provider_reference,
+                    refund.amount,
+                    key=refund_key(intent, refund.id),
+                    owner=call_owner(intent, refund.id),
                 )
+            else:
+                result = await self.provider.refund(intent.provider_reference, refund.amount)
+        except CardError as exc:
+            await ctx.storage.run(self._refund_failed(refund, exc))
+            raise
+        except ProviderDidNotAct as exc:
+            # Nothing happened at the provider: the refund fails now and gives its amount back,
+            # and the key is unbound, so the retry is a refund of its own.
+            def did_not_act(uow: UnitOfWork) -> None:
+                refund_failed(self, uow, refund, "provider_did_not_act")
+                bind(uow, idempotency, None)
+
+            await ctx.storage.run(did_not_act)
+            raise exc.leaving("refund", refund.id, RefundStatus.FAILED.value) from None
+        except ProviderError as exc:
+            # The provider may have paid it: the refund stays pending with its reservation,
+            # counted as refunded, until the provider is asked (the job) or tells (an event).
+            await ctx.storage.run(lambda uow: self._schedule_resolution(uow, refund))
+            raise exc.leaving("refund", refund.id, RefundStatus.PENDING.value) from None
+        if result.status is CardProviderStatus.REFUND_PENDING:
+            # The provider's event about this reference settles it, either way.
             return await ctx.storage.run(
-                self._refund_succeeded(refund, idempotency, result.reference)
+                lambda uow: finish(
+                    uow, idempotency, refund_in_progress(uow, refund, result.reference)
+                )
             )
+        return await ctx.storage.run(self._refund_succeeded(refund, idempotency, result.reference))
+
+    def _schedule_resolution(self, uow: UnitOfWork, refund: Refund) -> None:
+        """A job to ask the provider what became of ``refund`` (see :data:`RESOLVE_REFUND`);
+        due at once, as the answer was lost just now."""
+        if not answers_lookups(self.provider):
+            # Nothing can be asked: the provider's events (or the reconciliation) settle it.
+            log.warning("refund %s is in doubt and the card provider cannot be asked", refund.id)
+            return
+        uow.jobs.schedule(
+            Job(
+                id=self._ctx.ids.new_id("job"),
+                kind=RESOLVE_REFUND,
+                resource_id=refund.id,
+                company_id=refund.company_id,
+                due_at=self._ctx.clock.now(),
+            )
+        )
+
+    async def _resume_refund(
+        self, company_id: int, intent_id: int, idempotency: IdempotencyTicket[Refund]
+    ) -> Refund | None:
+        """The retry of a refund request whose answer was lost: the refund it started, as it
+        stands, asked again when still in doubt. ``None`` when the key names no refund of this
+        intent that is still to be answered (the request then starts afresh)."""
+        ctx = self._ctx
+        resource = idempotency.resource
+        found = None
+        if resource is not None and resource.startswith(Refund.prefix + "_"):
+            found = await ctx.storage.run(
+                lambda uow: uow.records.get(Refund, resource, company_id), write=False
+            )
+        if found is None or found.payment_intent_id != intent_id:
+            return None
+        refund = found
+        if refund.status is RefundStatus.FAILED:
+            return None
+        if refund.status is RefundStatus.SUCCEEDED or refund.provider_reference is not None:
+            # Settled, or taken by the provider and waiting for its event: answer it as it is.
+            return await ctx.storage.run(lambda uow: finish(uow, idempotency, refund))
+        if not takes_keyed_calls(self.provider):
+            # Asking again without a key could refund twice: the pending refund is the answer,
+            # settled later by the provider's events or the resolution job.
+            return await ctx.storage.run(lambda uow: finish(uow, idempotency, refund))
+        intent = await self.get(company_id, intent_id)
+        # The same key as the first call: a provider that keeps keys answers with that refund.
+        return await self._ask_refund(intent, refund, idempotency)
 
     def reserve_refund(
         self,
