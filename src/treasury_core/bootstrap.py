@@ -88,7 +88,12 @@ class Treasury:
     safeguarding: SafeguardingService
 
     def close(self) -> None:
-        """Release the storage's connections and threads."""
+        """Release the storage's connections and threads, and the card provider's when it has
+        a ``close()`` (the Stripe provider's worker threads)."""
+        # Not part of the card provider port: only a provider that holds resources has one.
+        close_provider = getattr(self.payments.provider, "close", None)
+        if callable(close_provider):
+            close_provider()
         self.storage.close()
 
 

@@ -122,6 +122,19 @@ class TreasuryConfig(BaseModel):
     stripe_webhook_secret: SecretStr | None = Field(
         default=None, description="Verifies Stripe's webhook signatures (whsec_…)."
     )
+    stripe_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="How long one HTTP request to Stripe may take (connecting, then each "
+        "read) before it counts as a timeout; the SDK retries it twice.",
+    )
+    stripe_max_threads: int = Field(
+        default=32,
+        ge=1,
+        description="The stripe card provider's own threads: how many Stripe calls may be in "
+        "flight at once; more wait their turn, and no other work waits for them.",
+    )
     payment_delays_seconds: dict[str, float] = Field(
         default_factory=dict,
         description="Delays of payment jobs by kind (payout, payout_apply, chargeback_open, "

@@ -126,6 +126,8 @@ class TreasurySettings(BaseSettings):
     stripe_api_key: SecretStr | None = None
     stripe_api_base: str | None = None
     stripe_webhook_secret: SecretStr | None = None
+    stripe_timeout_seconds: float | None = None
+    stripe_max_threads: int | None = None
     payment_delays_seconds: Json[dict[str, float]] | None = None
     job_poll_seconds: float | None = None
     max_body_bytes: int | None = None

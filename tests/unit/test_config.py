@@ -161,6 +161,13 @@ def test_tables_come_from_the_environment_as_json() -> None:
         ("TREASURY_WITHDRAWAL_FEES", '{"EUR": [25]}', "EUR"),
         ("TREASURY_ALLOW_PRIVATE_DESTINATIONS", "maybe", "boolean"),
         ("TREASURY_FRAME_ANCESTORS", "javascript:alert(1)", "pattern"),
+        ("TREASURY_STRIPE_TIMEOUT_SECONDS", "0", "greater than 0"),
+        ("TREASURY_STRIPE_TIMEOUT_SECONDS", "-5", "greater than 0"),
+        ("TREASURY_STRIPE_TIMEOUT_SECONDS", "inf", "finite"),
+        ("TREASURY_STRIPE_TIMEOUT_SECONDS", "soon", "number"),
+        ("TREASURY_STRIPE_MAX_THREADS", "0", "greater than or equal to 1"),
+        ("TREASURY_STRIPE_MAX_THREADS", "2.5", "integer"),
+        ("TREASURY_STRIPE_MAX_THREADS", "many", "integer"),
     ],
 )
 def test_a_bad_value_names_its_variable_and_value(name: str, value: str, says: str) -> None:
@@ -208,6 +215,20 @@ def test_stripe_settings_from_the_environment_keep_their_secrets() -> None:
     assert "whsec_xyz" not in repr(config)
     # A key alone, with the sandbox provider, is fine: it is simply not used.
     assert config_from_env({"TREASURY_STRIPE_API_KEY": "sk_test_abc"}).card_provider == "sandbox"
+
+
+def test_stripe_timeout_and_threads_from_the_environment() -> None:
+    defaults = config_from_env({})
+    assert (defaults.stripe_timeout_seconds, defaults.stripe_max_threads) == (30.0, 32)
+    config = config_from_env(
+        {"TREASURY_STRIPE_TIMEOUT_SECONDS": "2.5", "TREASURY_STRIPE_MAX_THREADS": "8"}
+    )
+    assert (config.stripe_timeout_seconds, config.stripe_max_threads) == (2.5, 8)
+
+
+def test_an_infinite_stripe_timeout_is_refused_in_code_too() -> None:
+    with pytest.raises(ValidationError, match="finite"):
+        TreasuryConfig(stripe_timeout_seconds=float("inf"))
 
 
 def test_a_bad_override_is_not_blamed_on_a_variable() -> None:

@@ -47,11 +47,22 @@ its amount reserved, so no later refund can return more than was captured.
 Stripe's errors are translated here, at the boundary: a decline is a
 :class:`~treasury_core.errors.CardError` whose ``failure_reason`` is Stripe's decline code;
 timeouts, rate limits, refused credentials and anything unexpected are
-:class:`~treasury_core.errors.ProviderError`. No ``stripe`` exception leaves this module.
+:class:`~treasury_core.errors.ProviderError` (its subclass ``ProviderDidNotAct`` when Stripe
+certainly did nothing). No ``stripe`` exception leaves this module.
 
-The SDK's calls are blocking and run in a worker thread (``asyncio.to_thread``): its async
-client keeps one aiohttp session bound to the event loop of its first call, and an embedding
-application may call a provider from more than one loop.
+The SDK's calls are blocking and run on the provider's own worker threads (a
+``ThreadPoolExecutor`` of ``max_threads``, 32 by default), never on asyncio's default executor,
+which the rest of the process shares: slow Stripe calls then take only the provider's threads,
+and other work, another provider's calls included, goes on. (The SDK's async client keeps one
+aiohttp session bound to the event loop of its first call, and an embedding application may
+call a provider from more than one loop.) Each HTTP request may take ``timeout_seconds``. A
+circuit breaker (:mod:`treasury_stripe.breaker`) counts calls that found Stripe unreachable or
+failing (connection failures, timeouts, 5xx, after the SDK's retries): after
+``breaker_failures`` in a row, calls fail at once for ``breaker_cooldown_seconds`` with
+:class:`~treasury_core.errors.ProviderDidNotAct`, then one trial call decides whether it closes.
+A failure after which Stripe certainly did nothing (a 429, a refused key, a refused connection,
+on every attempt; :mod:`treasury_stripe.transport`) is ``ProviderDidNotAct`` too. :meth:`close`
+releases the threads; :meth:`treasury_core.Treasury.close` calls it.
 
 3-D Secure: a PaymentIntent Stripe leaves ``requires_action`` is answered ``requires_action``
 with its id as the reference. Confirmed with a ``return_url`` (passed when the server knows its
@@ -72,8 +83,12 @@ further. Nothing is asked of Stripe to read an event.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import logging
 import re
+import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import TypeVar
@@ -106,11 +121,21 @@ from treasury_core.ports.card_provider import (
     refuse_unusable_card,
 )
 from treasury_stripe.amounts import check_amount, to_stripe_amount
-from treasury_stripe.errors import authentication_failure, refuse, translate
+from treasury_stripe.breaker import COOLDOWN_SECONDS, FAILURE_THRESHOLD, Admission, CircuitBreaker
+from treasury_stripe.errors import (
+    authentication_failure,
+    circuit_open,
+    mark_nothing_processed,
+    provider_closed,
+    refuse,
+    translate,
+    unreachable,
+)
 from treasury_stripe.events import (
     REFERENCE,
     verified_event,
 )
+from treasury_stripe.transport import TrackingRequestsClient
 
 T = TypeVar("T")
 
@@ -121,6 +146,9 @@ log = logging.getLogger("treasury.stripe")
 MAX_NETWORK_RETRIES = 2
 #: Seconds one HTTP request to Stripe may take before it counts as a timeout.
 REQUEST_TIMEOUT_SECONDS = 30.0
+#: Worker threads of one provider: as many Stripe calls may be in flight at once, so a handful
+#: of slow ones leave room for the rest.
+MAX_THREADS = 32
 
 #: A saved card's reference: a PaymentMethod's id (checked before it is put in a URL path).
 _SAVED_CARD = re.compile(r"pm_[A-Za-z0-9]{1,200}")
@@ -191,16 +219,46 @@ class StripeCardProvider(CardProviderBase):
         max_network_retries: int = MAX_NETWORK_RETRIES,
         timeout_seconds: float = REQUEST_TIMEOUT_SECONDS,
         webhook_secret: str | None = None,
+        max_threads: int = MAX_THREADS,
+        breaker_failures: int = FAILURE_THRESHOLD,
+        breaker_cooldown_seconds: float = COOLDOWN_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``timeout_seconds`` bounds each HTTP request (connecting, then each read);
+        ``max_threads`` is how many Stripe calls may be in flight at once (more wait their
+        turn); ``breaker_failures`` calls in a row that find Stripe unreachable open the
+        circuit breaker for ``breaker_cooldown_seconds`` of ``monotonic`` time."""
+        if not timeout_seconds > 0:
+            raise ValueError("timeout_seconds must be more than 0")
+        if max_threads < 1:
+            raise ValueError("max_threads must be at least 1")
         _silence_request_bodies()
         self._clock = clock
         self._webhook_secret = webhook_secret
+        self._http = TrackingRequestsClient(timeout=timeout_seconds)
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base} if api_base else {},
             max_network_retries=max_network_retries,
-            http_client=stripe.new_default_http_client(timeout=timeout_seconds),
+            http_client=self._http,
         )
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_threads, thread_name_prefix="treasury-stripe"
+        )
+        self._breaker = CircuitBreaker(
+            failure_threshold=breaker_failures,
+            cooldown_seconds=breaker_cooldown_seconds,
+            monotonic=monotonic,
+        )
+        self._closed = threading.Event()
+
+    def close(self) -> None:
+        """Release the provider's threads; harmless to repeat. Calls under way finish on their
+        threads; calls still waiting for one, and later calls, fail with
+        :class:`~treasury_core.errors.ProviderDidNotAct` without reaching Stripe. Does not
+        wait, so it may be called from the event loop."""
+        self._closed.set()
+        self._pool.shutdown(wait=False)
 
     def manual_capture_supported(self) -> bool:
         """Holds (``capture_method=manual``) can be captured later."""
@@ -215,10 +273,57 @@ class StripeCardProvider(CardProviderBase):
         return True
 
     async def _call(self, call: Callable[[], T]) -> T:
+        """``call`` (one SDK call) through :meth:`_run`, Stripe's errors translated."""
         try:
-            return await asyncio.to_thread(call)
+            return await self._run(call)
         except stripe.StripeError as exc:
             raise translate(exc) from None
+
+    async def _run(self, call: Callable[[], T]) -> T:
+        """``call`` on the provider's own threads, if the circuit breaker lets it through.
+
+        Stripe's errors come out untranslated, marked when Stripe certainly processed none of
+        the call's attempts. The outcome is recorded on the worker thread, so a call whose
+        caller stopped waiting still counts; one cancelled before a thread took it is
+        abandoned. Raises :class:`~treasury_core.errors.ProviderDidNotAct` when the breaker
+        is open or the provider closed.
+        """
+        admission = self._breaker.admit()
+        if admission is None:
+            raise circuit_open()
+        # As asyncio.to_thread does: the call sees the caller's context variables (log fields).
+        context = contextvars.copy_context()
+        try:
+            future = self._pool.submit(context.run, self._attempt, call, admission)
+        except RuntimeError:  # the pool is shut down
+            self._breaker.abandon(admission)
+            raise provider_closed() from None
+        future.add_done_callback(lambda done: self._abandon_cancelled(done, admission))
+        return await asyncio.wrap_future(future)
+
+    def _attempt(self, call: Callable[[], T], admission: Admission) -> T:
+        """On a worker thread: ``call``, its outcome recorded with the breaker."""
+        if self._closed.is_set():
+            self._breaker.abandon(admission)
+            raise provider_closed()
+        with self._http.tracking() as record:
+            try:
+                result = call()
+            except stripe.StripeError as exc:
+                self._breaker.record(admission, failed=unreachable(exc))
+                if record.nothing_processed:
+                    mark_nothing_processed(exc)
+                raise
+            except BaseException:
+                # Not Stripe's answer (a bug here, say): no sign that Stripe is down.
+                self._breaker.record(admission, failed=False)
+                raise
+        self._breaker.record(admission, failed=False)
+        return result
+
+    def _abandon_cancelled(self, done: concurrent.futures.Future[T], admission: Admission) -> None:
+        if done.cancelled():
+            self._breaker.abandon(admission)
 
     async def _intent(self, reference: str) -> stripe.PaymentIntent:
         _check_reference(reference)
@@ -400,7 +505,7 @@ class StripeCardProvider(CardProviderBase):
         if amount > capturable:
             raise refuse("The capture exceeds the authorized amount", "amount_too_large")
         try:
-            captured = await asyncio.to_thread(
+            captured = await self._run(
                 lambda: self._client.v1.payment_intents.capture(
                     reference,
                     params={"amount_to_capture": amount},

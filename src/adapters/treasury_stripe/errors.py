@@ -1,6 +1,14 @@
 """Stripe's errors in the port's terms: declines as :class:`CardError` with Stripe's decline
 code, everything else as :class:`ProviderError` (or a 400 the caller can act on). Stripe's
-own messages are never passed on, only its codes."""
+own messages are never passed on, only its codes.
+
+A failure after which Stripe certainly did nothing is the subclass :class:`ProviderDidNotAct`:
+a call every attempt of which was rate limited (429), refused for its key (401, 403) or refused
+its connection (:mod:`treasury_stripe.transport` judges each attempt and
+:func:`mark_nothing_processed` says so on the error), and a call the open circuit breaker
+kept from Stripe (:func:`circuit_open`). When in doubt (a timeout, a reset, a 5xx, an answer
+lost) it stays a plain :class:`ProviderError`, as Stripe may have acted.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ import stripe
 from treasury_core.errors import (
     CardError,
     InvalidRequestError,
+    ProviderDidNotAct,
     ProviderError,
     TreasuryError,
     ValidationFailed,
@@ -39,6 +48,44 @@ _CALLERS_AMOUNT: dict[str, str] = {
 }
 
 
+#: Set on a Stripe error whose call Stripe certainly did not process: the SDK's exceptions have
+#: no field for it, and only the attempts' transport saw every attempt.
+_NOTHING_PROCESSED = "_treasury_nothing_processed"
+
+
+def mark_nothing_processed(exc: stripe.StripeError) -> None:
+    """Say on ``exc`` that Stripe processed none of its call's attempts."""
+    setattr(exc, _NOTHING_PROCESSED, True)
+
+
+def nothing_processed(exc: stripe.StripeError) -> bool:
+    """Whether ``exc`` was marked by :func:`mark_nothing_processed`."""
+    return getattr(exc, _NOTHING_PROCESSED, False) is True
+
+
+def unreachable(exc: stripe.StripeError) -> bool:
+    """Whether ``exc`` says Stripe cannot be reached or is failing, after the SDK's retries:
+    what the circuit breaker counts. A decline or a refused request is Stripe working."""
+    status = exc.http_status
+    return isinstance(exc, stripe.APIConnectionError) or (status is not None and status >= 500)
+
+
+def circuit_open() -> ProviderDidNotAct:
+    """A call the open circuit breaker refused, without asking Stripe."""
+    return ProviderDidNotAct("The card provider is not answering; try again shortly")
+
+
+def provider_closed() -> ProviderDidNotAct:
+    """A call made after the provider was closed, which therefore never reached Stripe."""
+    return ProviderDidNotAct("The card provider has been closed")
+
+
+def _failed(exc: stripe.StripeError, message: str) -> ProviderError:
+    if nothing_processed(exc):
+        return ProviderDidNotAct(message)
+    return ProviderError(message)
+
+
 def refuse(message: str, failure_reason: str) -> CardError:
     return CardError(message, failure_reason=failure_reason)
 
@@ -55,7 +102,12 @@ def decline(exc: stripe.CardError) -> CardError:
 
 
 def translate(exc: stripe.StripeError) -> TreasuryError:
-    """A Stripe error as the port's error; the SDK's message is never passed on."""
+    """A Stripe error as the port's error; the SDK's message is never passed on.
+
+    A rate limit, a connection failure or a refused key is :class:`ProviderDidNotAct` when
+    ``exc`` is marked (:func:`mark_nothing_processed`), a plain :class:`ProviderError`
+    otherwise.
+    """
     if isinstance(exc, stripe.CardError):
         return decline(exc)
     if isinstance(exc, stripe.IdempotencyError):
@@ -68,11 +120,11 @@ def translate(exc: stripe.StripeError) -> TreasuryError:
             code="payment_attempt_in_doubt",
         )
     if isinstance(exc, stripe.RateLimitError):
-        return ProviderError("The card provider is limiting requests; try again shortly")
+        return _failed(exc, "The card provider is limiting requests; try again shortly")
     if isinstance(exc, stripe.APIConnectionError):
-        return ProviderError("The card provider did not answer in time")
+        return _failed(exc, "The card provider did not answer in time")
     if isinstance(exc, stripe.AuthenticationError | stripe.PermissionError):
-        return ProviderError("The card provider refused this treasury's API key")
+        return _failed(exc, "The card provider refused this treasury's API key")
     # Stripe says resource_missing; localstripe only answers 404.
     if isinstance(exc, stripe.InvalidRequestError) and (
         exc.code == "resource_missing" or exc.http_status == 404

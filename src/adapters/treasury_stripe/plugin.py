@@ -40,7 +40,9 @@ def _stripe_card_provider(config: TreasuryConfig, clock: Clock) -> CardProvider:
         config.stripe_api_key.get_secret_value(),
         clock,
         api_base=config.stripe_api_base,
+        timeout_seconds=config.stripe_timeout_seconds,
         webhook_secret=None if secret is None else secret.get_secret_value(),
+        max_threads=config.stripe_max_threads,
     )
 
 
