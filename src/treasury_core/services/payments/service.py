@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from treasury_core.services.payments.adoption import Adoption
 from treasury_core.services.payments.capture import CaptureAndVoid
-from treasury_core.services.payments.challenges import Challenges
 from treasury_core.services.payments.refunds import Refunds
 
 
-class PaymentService(Challenges, CaptureAndVoid, Refunds):
+class PaymentService(Adoption, CaptureAndVoid, Refunds):
     """Payment intents over a card provider (see the package docstring for the call pattern).
 
     Its operations live in one class per seam, all over one shared
