@@ -90,6 +90,8 @@ class CardDifferenceRecord(_Frozen):
     payment_intent_id: int | None = None
     refund_id: str | None = None
     provider_reference: str | None = None
+    #: The key of the payment attempt, for ``charge_in_doubt``: what the provider is asked.
+    attempt_key: str | None = None
     currency: str | None = None
     provider_amount: int | None = None
     recorded_amount: int | None = None

@@ -36,6 +36,7 @@ class Found:
     payment_intent_id: int | None = None
     refund_id: str | None = None
     provider_reference: str | None = None
+    attempt_key: str | None = None
     currency: str | None = None
     provider_amount: int | None = None
     recorded_amount: int | None = None
@@ -56,6 +57,7 @@ def note_difference(
         "payment_intent_id": found.payment_intent_id,
         "refund_id": found.refund_id,
         "provider_reference": found.provider_reference,
+        "attempt_key": found.attempt_key,
         "currency": found.currency,
         "provider_amount": found.provider_amount,
         "recorded_amount": found.recorded_amount,

@@ -54,6 +54,7 @@ from treasury_core.services.payments import PaymentService
 from treasury_core.services.payments.common import (
     RESOLVE_CHARGE,
     RESOLVE_REFUND,
+    charge_attempt_resource,
     refund_key,
 )
 from treasury_core.services.refund_outcomes import (
@@ -161,14 +162,16 @@ def refund_in_doubt(refund: Refund, detail: str, reference: str | None = None) -
     )
 
 
-def charge_in_doubt(company_id: int, intent_id: int, resource: str, detail: str) -> Found:
-    """The operator's record of a payment attempt whose outcome could not be learnt."""
+def charge_in_doubt(company_id: int, intent_id: int, key: str, detail: str) -> Found:
+    """The operator's record of the payment attempt with ``key`` whose outcome could not be
+    learnt (its subject: the attempt's job resource)."""
     return Found(
         kind=CardDifferenceKind.CHARGE_IN_DOUBT,
-        subject=resource,
+        subject=charge_attempt_resource(intent_id, key),
         detail=detail,
         merchant_company_id=company_id,
         payment_intent_id=intent_id,
+        attempt_key=key,
     )
 
 
@@ -315,11 +318,11 @@ class ProviderResolution:
                 intent_id,
             )
             detail = "the card provider cannot be asked; waiting for its events"
-            return await self._finish(job, charge_in_doubt(company, intent_id, resource, detail))
+            return await self._finish(job, charge_in_doubt(company, intent_id, key, detail))
         in_doubt = charge_in_doubt(
             company,
             intent_id,
-            resource,
+            key,
             f"the card provider did not answer {ASKS} questions about the attempt",
         )
         try:

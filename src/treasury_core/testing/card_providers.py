@@ -311,6 +311,13 @@ class FlakyCardProvider(CardProviderBase):
         charge = self._charge(reference)
         charge.status, charge.gone = _S.VOIDED, True
 
+    def charge_for(self, attempt_key: str) -> FakeCharge:
+        """The charge the ``authorize`` with ``attempt_key`` made (``KeyError`` if none)."""
+        for charge in self.charges.values():
+            if charge.attempt_key == attempt_key:
+                return charge
+        raise KeyError(attempt_key)
+
     def _fault(self, call: Call) -> _Fault | None:
         self.calls.append(call)
         queued = self._faults.get(call)
