@@ -12,8 +12,9 @@ from treasury_aiohttp.worker import work_loop
 from treasury_core.payments.card_differences import CardDifferenceKind, CardDifferenceStatus
 from treasury_core.payments.intents import CaptureMethod, IntentStatus
 from treasury_core.ports import Storage
-from treasury_core.ports.card_provider import CallOwner, CardProviderEventKind
+from treasury_core.ports.card_provider import CallOwner, CardProviderEventKind, CardProviderStatus
 from treasury_core.services.card_reconciliation import CardReconciliation
+from treasury_core.services.payment_jobs import RELEASE_ATTEMPTS
 from treasury_core.testing import MemoryStorage
 from treasury_core.testing.card_providers import Call
 
@@ -172,4 +173,31 @@ async def test_the_worker_loop_resolves_and_reconciles() -> None:
     for intent in (resolved, missed):
         assert (await world.get(intent)).status is IntentStatus.PROCESSED
     assert await kinds(world) == {D.CHARGE_ADOPTED: RESOLVED}
+    world.check()
+
+
+async def test_a_hold_released_here_but_not_at_the_provider_is_released_there(
+    world: World,
+) -> None:
+    intent = await world.intent(CaptureMethod.MANUAL)
+    key = await lost_attempt(world, intent)
+    await world.run_jobs()
+    hold = world.provider.charge_for(key)
+    # The authorization expires here; every release at the provider is refused.
+    world.provider.refuse_calls(Call.VOID, RELEASE_ATTEMPTS)
+    await world.advance(7 * 24 * 3600 + 1)
+    for _ in range(RELEASE_ATTEMPTS):
+        await world.advance(6 * 3600)
+    assert (await world.get(intent)).status is IntentStatus.CANCELLED
+    assert hold.status is CardProviderStatus.AUTHORIZED
+    # A window reaching back past the authorization's 7 days (the default's 48 h does not).
+    reconciliation = CardReconciliation(
+        world.treasury.payments, every=None, window=timedelta(days=30)
+    )
+    report = await reconciliation.run()
+    assert report.orphans == 1
+    assert hold.status is CardProviderStatus.VOIDED
+    assert await kinds(world) == {D.ORPHAN_CHARGE: OPEN}
+    await reconciliation.run()
+    assert await kinds(world) == {D.ORPHAN_CHARGE: RESOLVED}
     world.check()

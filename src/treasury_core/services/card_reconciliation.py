@@ -9,6 +9,8 @@ each whose owner names an intent of that very company:
 =============================================  ================================================
 what the provider holds                        what is done
 =============================================  ================================================
+the intent's own hold, the intent cancelled    released at the provider (``orphan_charge``):
+here                                           the release's call was lost for good
 the intent's own charge                        its captured and refunded amounts are compared
                                                with ours (refunds still pending here may or may
                                                not be counted there); a difference is reported
@@ -56,10 +58,15 @@ from treasury_core.ports.card_provider import (
     CardProviderStatus,
     ProviderCharge,
     answers_lookups,
+    takes_keyed_calls,
 )
 from treasury_core.services.card_differences import Found, note_difference, resolve_difference
 from treasury_core.services.payments import PaymentService
-from treasury_core.services.payments.common import charge_attempt_resource, refund_key
+from treasury_core.services.payments.common import (
+    charge_attempt_resource,
+    refund_key,
+    void_key,
+)
 from treasury_core.services.provider_resolution import settle_refund_by_answer
 from treasury_core.treasury.bank_files import OPERATOR
 
@@ -230,6 +237,9 @@ class CardReconciliation:
             )
             return
         if intent.provider_reference == charge.reference:
+            if intent.status is IntentStatus.CANCELLED and charge.status is _S.AUTHORIZED:
+                await self._release(intent, charge, report)
+                return
             await self._ctx.storage.run(lambda uow: self._compare(uow, intent, charge, report))
             return
         if not holds_money(charge):
@@ -295,6 +305,27 @@ class CardReconciliation:
         )
         await self._ctx.storage.run(lambda uow: note_difference(self._ctx, uow, orphan))
 
+    async def _release(
+        self, intent: PaymentIntent, charge: ProviderCharge, report: ReconciliationReport
+    ) -> None:
+        """The intent's hold was released here (its expiry, a cancel) but the provider still
+        holds it (the release's call was lost for good): release it there too."""
+        provider = self._payments.provider
+        failure = ""
+        try:
+            if takes_keyed_calls(provider):
+                await provider.void(charge.reference, key=void_key(intent))  # type: ignore[call-arg]
+            else:
+                await provider.void(charge.reference)
+        except TreasuryError as exc:
+            failure = f"; releasing it failed ({exc.message}), the next run tries again"
+        report.orphans += 1
+        detail = (
+            f"the intent is cancelled, the provider still held its hold: released there{failure}"
+        )
+        orphan = _found(_K.ORPHAN_CHARGE, intent, charge, detail, charge.amount, 0)
+        await self._ctx.storage.run(lambda uow: note_difference(self._ctx, uow, orphan))
+
     def _compare(
         self,
         uow: UnitOfWork,
@@ -303,6 +334,8 @@ class CardReconciliation:
         report: ReconciliationReport,
     ) -> None:
         """The intent's own charge: captured and refunded amounts against ours."""
+        if not holds_money(charge):
+            resolve_difference(self._ctx, uow, _K.ORPHAN_CHARGE, charge.reference, "released")
         ours_captured = intent.billing_amount if intent.status is IntentStatus.PROCESSED else 0
         refunds = [uow.records.get(Refund, r, intent.company_id) for r in intent.refund_ids]
         succeeded = sum(r.amount for r in refunds if r and r.status is RefundStatus.SUCCEEDED)

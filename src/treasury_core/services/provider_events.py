@@ -440,7 +440,7 @@ class ProviderEventService:
         reason = event.failure_reason or "refund_failed"
         if found.status is RefundStatus.PENDING:
             failed = refund_failed(payments, uow, found, reason)
-            if learnt is not None:
+            if learnt is not None and failed.status is RefundStatus.FAILED:
                 uow.records.update(failed.model_copy(update={"provider_reference": learnt}))
             self._no_longer_in_doubt(uow, found, "refund failed (provider event)")
             return True

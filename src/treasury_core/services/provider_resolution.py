@@ -109,7 +109,8 @@ class Settled:
     """What one answer about a refund did to it."""
 
     refund: Refund
-    #: ``succeeded``, ``in_progress``, ``failed`` or ``unchanged``.
+    #: Where it stands now: ``succeeded``, ``failed``, ``in_progress`` (pending at the
+    #: provider, its reference known) or ``unchanged``.
     outcome: str
 
 
@@ -121,19 +122,20 @@ def settle_refund_by_answer(
     ctx = payments._ctx
     if found is None:
         stored = refund_failed(payments, uow, refund, NOT_MADE)
-        outcome, how = "failed", "the provider made no refund"
+        how = "the provider made no refund"
     elif found.status is _S.REFUNDED:
         stored = refund_succeeded(payments, uow, refund, found.reference)
-        outcome, how = "succeeded", f"refunded by the provider as {found.reference}"
+        how = f"refunded by the provider as {found.reference}"
     elif found.status is _S.REFUND_PENDING:
         stored = refund_in_progress(uow, refund, found.reference)
-        outcome, how = "in_progress", f"pending at the provider as {found.reference}"
+        how = f"pending at the provider as {found.reference}"
     elif found.status is _S.REFUND_FAILED:
-        failed = refund_failed(payments, uow, refund, FAILED_AT_PROVIDER)
-        # Kept so that the provider's later events about this refund find it.
-        stored = failed.model_copy(update={"provider_reference": found.reference})
-        uow.records.update(stored)
-        outcome, how = "failed", f"failed at the provider as {found.reference}"
+        stored = refund_failed(payments, uow, refund, FAILED_AT_PROVIDER)
+        if stored.status is RefundStatus.FAILED and stored.provider_reference is None:
+            # Kept so that the provider's later events about this refund find it.
+            stored = stored.model_copy(update={"provider_reference": found.reference})
+            uow.records.update(stored)
+        how = f"failed at the provider as {found.reference}"
     else:
         log.error(
             "refund %s: the card provider answered %s for it; left pending",
@@ -141,8 +143,10 @@ def settle_refund_by_answer(
             found.status.value,
         )
         return Settled(refund, "unchanged")
-    if stored.status is RefundStatus.PENDING and outcome != "in_progress":
-        outcome = "unchanged"  # settled meanwhile by another path
+    if stored.status is RefundStatus.PENDING:
+        outcome = "in_progress" if stored.provider_reference is not None else "unchanged"
+    else:
+        outcome = stored.status.value
     resolve_difference(ctx, uow, CardDifferenceKind.REFUND_IN_DOUBT, refund.id, how)
     return Settled(stored, outcome)
 
@@ -203,8 +207,9 @@ class ProviderResolution:
         *,
         retry_after: int | None = None,
     ) -> bool:
-        """Claim and finish ``job`` in a transaction of its own, keeping ``found`` for the
-        operator, or scheduling the next ask after ``retry_after`` asks."""
+        """Claim and finish ``job`` in a transaction of its own, scheduling the next ask after
+        ``retry_after`` asks, or (when it is not asked again) keeping ``found`` for the
+        operator."""
 
         def write(uow: UnitOfWork) -> bool:
             if uow.jobs.claim(job.id) is None:
@@ -249,7 +254,7 @@ class ProviderResolution:
             # Our errors carry our own message; anything else is a bug: its traceback.
             exc_info=not isinstance(exc, TreasuryError),
         )
-        return (None, ask + 1) if again else (found, None)
+        return (found, ask + 1) if again else (found, None)
 
     # --- refunds ------------------------------------------------------------------------------
 
