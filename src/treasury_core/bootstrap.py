@@ -8,6 +8,7 @@ directly (``storage=``, ``clock=``, ``ids=``) to override what configuration wou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pluggy
@@ -29,6 +30,7 @@ from treasury_core.ports import (
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
 from treasury_core.services.accounts import BankAccountService, VirtualAccountService
 from treasury_core.services.bank_files import BankFilesService
+from treasury_core.services.card_reconciliation import CardReconciliation
 from treasury_core.services.cards import CardOnFileService
 from treasury_core.services.deposits import DepositService
 from treasury_core.services.notifications import NotificationService
@@ -86,6 +88,8 @@ class Treasury:
     bank: BankFilesService
     #: The bank's balances against the ledger: breaks and the safeguarding report.
     safeguarding: SafeguardingService
+    #: The card provider's charges against the records; the card differences found.
+    card_reconciliation: CardReconciliation
 
     def close(self) -> None:
         """Release the storage's connections and threads, and the card provider's when it has
@@ -201,6 +205,12 @@ def bootstrap(
     for kind, outside in payment_jobs.outside_handlers().items():
         settlement.register_outside(kind, outside)
     statements = WalletStatementService(storage)
+    every = config.card_reconciliation_seconds
+    card_reconciliation = CardReconciliation(
+        payments,
+        every=timedelta(seconds=every) if every > 0 else None,
+        window=timedelta(seconds=config.card_reconciliation_window_seconds),
+    )
     return Treasury(
         config=config,
         currencies=currencies,
@@ -236,4 +246,5 @@ def bootstrap(
         statements=statements,
         bank=BankFilesService(context, statements),
         safeguarding=SafeguardingService(context),
+        card_reconciliation=card_reconciliation,
     )

@@ -143,6 +143,17 @@ class TreasuryConfig(BaseModel):
     job_poll_seconds: float = Field(
         default=1.0, gt=0, description="How often `treasury serve` looks for due jobs (wall time)."
     )
+    card_reconciliation_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description="How often the worker compares the card provider's recent charges with the "
+        "records (business time; 0: never). Needs a provider that answers lookups.",
+    )
+    card_reconciliation_window_seconds: float = Field(
+        default=48 * 3600.0,
+        gt=0,
+        description="How far back card reconciliation asks the provider for charges.",
+    )
     max_body_bytes: int = Field(default=64 * 1024, gt=0)
     body_timeout_seconds: float = Field(
         default=30.0, gt=0, description="How long a client may take to send a request body (408)."

@@ -53,11 +53,17 @@ class EventType(StrEnum):
     #: A statement's balance disagrees with the ledger (decisions.md, "Safeguarding
     #: reconciliation"); the operator's (company 0), never a merchant's.
     RECONCILIATION_BREAK = "treasury.reconciliation.break"
+    #: The card provider and the treasury disagree, or a call whose answer was lost could not
+    #: be resolved (docs/reliability.md, "Card provider calls whose answer was lost"); the
+    #: operator's, never a merchant's.
+    CARD_RECONCILIATION_DIFFERENCE = "treasury.card.reconciliation.difference"
 
 
 #: Events of the operator (company 0): written to the outbox like any other, but no company's
 #: events list or webhook endpoint ever carries them.
-OPERATOR_EVENTS = frozenset({EventType.RECONCILIATION_BREAK})
+OPERATOR_EVENTS = frozenset(
+    {EventType.RECONCILIATION_BREAK, EventType.CARD_RECONCILIATION_DIFFERENCE}
+)
 
 
 class Event(BaseModel):

@@ -130,6 +130,8 @@ class TreasurySettings(BaseSettings):
     stripe_max_threads: int | None = None
     payment_delays_seconds: Json[dict[str, float]] | None = None
     job_poll_seconds: float | None = None
+    card_reconciliation_seconds: float | None = None
+    card_reconciliation_window_seconds: float | None = None
     max_body_bytes: int | None = None
     body_timeout_seconds: float | None = None
     rate_limit_per_second: float | None = None

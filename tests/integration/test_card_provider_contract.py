@@ -1,4 +1,4 @@
-"""One card provider contract, three providers: the sandbox, Stripe and a sales-only fake.
+"""One card provider contract, four providers: the sandbox, Stripe and two fakes.
 
 The contract lives in :mod:`treasury_core.testing.card_provider_contract`, shipped so that
 third-party card providers run exactly what ours pass. The Stripe provider runs it against a
@@ -15,7 +15,7 @@ import pytest
 import stripe
 
 from treasury_core.ports.card_provider import CardData
-from treasury_core.testing import FakeClock, SalesOnlyCardProvider
+from treasury_core.testing import FakeClock, FlakyCardProvider, SalesOnlyCardProvider
 from treasury_core.testing.card_provider_contract import CardProviderContract
 from treasury_sandbox.card_provider import SandboxCardProvider
 from treasury_stripe.card_provider import StripeCardProvider
@@ -117,3 +117,20 @@ class TestSalesOnlyCardProvider(CardProviderContract):
     @pytest.fixture
     def card_provider(self) -> SalesOnlyCardProvider:
         return SalesOnlyCardProvider(FakeClock())
+
+
+class TestFlakyCardProvider(CardProviderContract):
+    """Every capability on, no fault set: the fake the resolution tests rely on behaves as the
+    port says."""
+
+    @pytest.fixture
+    def card_provider(self) -> FlakyCardProvider:
+        return FlakyCardProvider(FakeClock())
+
+    @pytest.fixture
+    def three_d_secure_card(self) -> CardData:
+        return card("4000000000003220")
+
+    @pytest.fixture
+    def lose_hold(self, card_provider: FlakyCardProvider) -> Callable[[str], None]:
+        return card_provider.lose_hold

@@ -1,9 +1,12 @@
-"""The dashboard's operator page: the bank reconciliation (breaks and unmatched lines).
+"""The dashboard's operator page: the bank reconciliation (breaks and unmatched lines) and the
+card provider's (differences, refunds awaiting the provider's answer).
 
-Both are facts about the treasury's bank accounts, which hold every company's money: the page
-is wrapped by :func:`~treasury_aiohttp.dashboard_auth.operator_page`, so only an operator
-session opens it, and no company page reads them. It shows what ``treasury bank breaks --all``
-and ``treasury bank unmatched`` list, through the same services.
+All are facts about the platform's accounts, which hold every company's money: the page is
+wrapped by :func:`~treasury_aiohttp.dashboard_auth.operator_page`, so only an operator session
+opens it, and no company page reads them. It shows what ``treasury bank breaks --all`` and
+``treasury bank unmatched`` list, and the card differences of
+:class:`~treasury_core.services.card_reconciliation.CardReconciliation`, through the same
+services.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from aiohttp import web
 from treasury_aiohttp import dashboard_pages as pages
 from treasury_aiohttp.dashboard_auth import OperatorSession, render
 from treasury_aiohttp.io import treasury
+from treasury_core.payments.card_differences import CardDifferenceStatus
 from treasury_core.treasury.safeguarding import BreakStatus
 
 #: The most rows of each table the page shows (oldest first, as the commands list them).
@@ -25,15 +29,21 @@ def signed_money(request: web.Request, amount: int, currency: str) -> str:
 
 
 async def bank(request: web.Request, session: OperatorSession) -> web.StreamResponse:
-    """``GET /dashboard/bank``: open breaks, resolved breaks, unmatched statement lines."""
+    """``GET /dashboard/bank``: open breaks, resolved breaks, unmatched statement lines; open
+    and resolved card differences, refunds awaiting the card provider's answer."""
     pages.only(request, ())
     t = treasury(request)
     open_breaks = await t.safeguarding.breaks(BreakStatus.OPEN, limit=ROWS)
     resolved = await t.safeguarding.breaks(BreakStatus.RESOLVED, limit=ROWS)
     unmatched = await t.bank.unmatched(limit=ROWS)
+    cards = t.card_reconciliation
+    open_cards = await cards.differences(CardDifferenceStatus.OPEN, limit=ROWS)
+    resolved_cards = await cards.differences(CardDifferenceStatus.RESOLVED, limit=ROWS)
+    awaiting = await cards.refunds_awaiting_answer(limit=ROWS)
     return render(
         request, "bank.html", session.prefix, session=session, title="Bank reconciliation",
         open_breaks=open_breaks, resolved=resolved, unmatched=unmatched, rows=ROWS,
+        open_cards=open_cards, resolved_cards=resolved_cards, awaiting=awaiting,
         money=pages.money, signed_money=signed_money, req=request,
     )  # fmt: skip
 

@@ -1,5 +1,6 @@
-"""The background loop: due jobs (settlements, payouts, hold expiry), event deliveries, and the
-purge of old idempotency records and events. ``treasury serve`` runs it beside the HTTP server;
+"""The background loop: due jobs (settlements, payouts, hold expiry, questions to the card
+provider about lost answers), card reconciliation, event deliveries, and the purge of old
+idempotency records and events. ``treasury serve`` runs it beside the HTTP server;
 ``treasury worker`` runs it alone, and several of them may share one PostgreSQL database
 (jobs and deliveries are claimed row by row)."""
 
@@ -121,6 +122,9 @@ async def work_loop(
                         # done now.
                         await treasury.sandbox.sync_clock()
                         await treasury.settlement.run_all_due(stopping=stop.is_set)
+                        if not stop.is_set():
+                            # Once per period between all workers (the run's time is stored).
+                            await treasury.card_reconciliation.run_if_due()
                     await notifications.dispatch_all(stopping=stop.is_set)
                     if whole and time.monotonic() >= next_purge and not stop.is_set():
                         await treasury.idempotency.purge_expired()

@@ -32,6 +32,7 @@ from treasury_core.services.payments import (
     RELEASE_HOLD,
     PaymentService,
 )
+from treasury_core.services.provider_resolution import ProviderResolution
 from treasury_core.services.settlement import JobHandler, OutsideJobHandler
 from treasury_core.treasury.records import MovementError
 from treasury_core.wallets import Wallet
@@ -55,6 +56,8 @@ class PaymentJobs:
     def __init__(self, payments: PaymentService) -> None:
         self._payments = payments
         self._ctx = payments._ctx
+        #: The jobs asking the card provider what a call whose answer was lost did.
+        self.resolution = ProviderResolution(payments)
 
     def handlers(self) -> dict[str, JobHandler]:
         """Job kind → handler, for :meth:`SettlementService.register`."""
@@ -186,8 +189,9 @@ class PaymentJobs:
 
     def outside_handlers(self) -> dict[str, OutsideJobHandler]:
         """Job kind → handler run outside transactions, for
-        :meth:`SettlementService.register_outside`."""
-        return {RELEASE_HOLD: self.release_hold}
+        :meth:`SettlementService.register_outside` (the resolution jobs of
+        :mod:`~treasury_core.services.provider_resolution` among them)."""
+        return {RELEASE_HOLD: self.release_hold, **self.resolution.outside_handlers()}
 
     # --- payouts ------------------------------------------------------------------------------
 

@@ -31,6 +31,20 @@ event kind                  effect
                             money back into settlement); either way ``refund.updated``
 ==========================  ==================================================================
 
+Events naming our records (``owner``, what our keyed calls set on the provider's objects) are
+attached even when the call's answer was lost, so that no reference of it was kept here:
+
+- ``authorized`` or ``captured`` about a charge no attempt of ours recorded, whose owner names
+  an intent of that very company, hands the charge to ``PaymentService.adopt_charge`` (with the
+  event's amount and currency): recorded on the intent if it still waits for payment, undone at
+  the provider if the intent was paid otherwise or cancelled;
+- ``refund_succeeded`` or ``refund_failed`` whose refund reference is unknown but whose owner
+  names a pending refund of that intent with no provider reference yet (its answer was lost)
+  settles that refund and keeps the reference.
+
+An owner is trusted only as far as our records agree with it: the intent must exist with the
+owner's company, the refund must be that intent's.
+
 Each event is applied in one transaction that locks the intent first, as every path changing an
 intent does, and records a :class:`~treasury_core.payments.records.ProviderEventReceipt` keyed
 by the provider's event id: a redelivery finds it and changes nothing. An event about a charge
@@ -52,6 +66,7 @@ from enum import StrEnum
 from typing import cast
 
 from treasury_core.errors import CardError, InvalidRequestError
+from treasury_core.payments.card_differences import CardDifferenceKind
 from treasury_core.payments.intents import IntentStatus, PaymentIntent
 from treasury_core.payments.records import (
     Chargeback,
@@ -68,11 +83,15 @@ from treasury_core.payments.states import IllegalTransition, check_capturable
 from treasury_core.ports import UnitOfWork
 from treasury_core.ports.card_provider import (
     BadProviderEvent,
+    CallOwner,
     CardProviderEvent,
     CardProviderEventKind,
     CardProviderEvents,
+    CardProviderResult,
+    CardProviderStatus,
     ChargebackOutcome,
 )
+from treasury_core.services.card_differences import resolve_difference
 from treasury_core.services.chargebacks import open_chargeback, resolve_chargeback
 from treasury_core.services.payments import PaymentService
 from treasury_core.services.refund_outcomes import refund_failed, refund_reversed, refund_succeeded
@@ -88,6 +107,11 @@ _CHALLENGE_OUTCOMES: Mapping[CardProviderEventKind, bool] = {
     _K.CAPTURED: True,
     _K.PAYMENT_FAILED: False,
     _K.CANCELED: False,
+}
+#: The kinds that tell of a charge holding money, and the status a lookup would answer.
+_HOLDING: Mapping[CardProviderEventKind, CardProviderStatus] = {
+    _K.AUTHORIZED: CardProviderStatus.AUTHORIZED,
+    _K.CAPTURED: CardProviderStatus.CAPTURED,
 }
 
 
@@ -147,6 +171,11 @@ class ProviderEventService:
             lambda uow: uow.records.find(Transaction, reference), write=False
         )
         if txn is None:
+            owner = event.owner
+            if owner is not None and event.kind in _HOLDING:
+                owned = await self._owned_intent(owner)
+                if owned is not None:
+                    return await self._adopt(event, reference, owned)
             log.warning(
                 "provider event %s (%s) names charge %s, which no intent made; ignored",
                 event.id,
@@ -158,6 +187,48 @@ class ProviderEventService:
             return await self._finish_challenge(event, txn, _CHALLENGE_OUTCOMES[event.kind])
         async with self._payments._lock(txn.payment_intent_id):
             return await self._ctx.storage.run(lambda uow: self._apply(uow, event, txn))
+
+    # --- charges whose answers were lost -------------------------------------------------------
+
+    async def _owned_intent(self, owner: CallOwner) -> PaymentIntent | None:
+        """The intent ``owner`` names, if it exists with the owner's company (an owner naming
+        another company's intent names nothing)."""
+        return await self._ctx.storage.run(
+            lambda uow: uow.intents.get(owner.payment_intent_id, owner.company_id), write=False
+        )
+
+    async def _adopt(
+        self, event: CardProviderEvent, reference: str, intent: PaymentIntent
+    ) -> EventOutcome:
+        """A charge holding money that no attempt recorded, made for ``intent``: recorded on it
+        or undone at the provider (``adopt_charge``, which takes the intent's lock itself),
+        then the event recorded."""
+        outcome = EventOutcome(EventResult.DUPLICATE, intent.id, intent.company_id)
+        if await self._ctx.storage.run(lambda uow: _seen(uow, event), write=False):
+            return outcome
+        found = CardProviderResult(reference=reference, status=_HOLDING[cast(_K, event.kind)])
+        # A ProviderError (undoing an orphan failed) propagates: no receipt, so the provider's
+        # redelivery tries again.
+        adopted = await self._payments.adopt_charge(
+            intent.company_id, intent.id, found, amount=event.amount, currency=event.currency
+        )
+        result = EventResult.APPLIED if adopted is not None else EventResult.NOTHING_TO_DO
+        log.info(
+            "provider event %s (%s) on intent %d, charge %s not recorded before: %s",
+            event.id,
+            event.type,
+            intent.id,
+            reference,
+            "recorded on the intent" if adopted is not None else "undone or already recorded",
+        )
+
+        def record(uow: UnitOfWork) -> EventOutcome:
+            if _seen(uow, event):
+                return outcome
+            self._receipt(uow, event, intent.company_id, result)
+            return EventOutcome(result, intent.id, intent.company_id)
+
+        return await self._ctx.storage.run(record)
 
     # --- 3-D Secure ---------------------------------------------------------------------------
 
@@ -350,25 +421,55 @@ class ProviderEventService:
         is counted by the ``refunded`` totals instead.
         """
         found = None if event.refund is None else uow.records.find(Refund, event.refund)
+        if found is None:
+            found = self._owned_refund(uow, event, intent)
         if found is None or (found.company_id, found.payment_intent_id) != (
             intent.company_id,
             intent.id,
         ):
             return False
         payments = self._payments
+        # Set when the refund's answer was lost: the reference by which later events find it.
+        learnt = event.refund if found.provider_reference is None else None
         if event.kind is _K.REFUND_SUCCEEDED:
             if found.status is not RefundStatus.PENDING:
                 return False
-            refund_succeeded(payments, uow, found)
+            refund_succeeded(payments, uow, found, learnt)
+            self._no_longer_in_doubt(uow, found, "refund succeeded (provider event)")
             return True
         reason = event.failure_reason or "refund_failed"
         if found.status is RefundStatus.PENDING:
-            refund_failed(payments, uow, found, reason)
+            failed = refund_failed(payments, uow, found, reason)
+            if learnt is not None and failed.status is RefundStatus.FAILED:
+                uow.records.update(failed.model_copy(update={"provider_reference": learnt}))
+            self._no_longer_in_doubt(uow, found, "refund failed (provider event)")
             return True
         if found.status is RefundStatus.SUCCEEDED:
             refund_reversed(payments, uow, found, reason)
             return True
         return False
+
+    def _owned_refund(
+        self, uow: UnitOfWork, event: CardProviderEvent, intent: PaymentIntent
+    ) -> Refund | None:
+        """The refund of ``intent`` the event's owner names, if its answer was lost (it has no
+        provider reference yet): any other is known by its reference, or is not this one."""
+        owner = event.owner
+        if (
+            owner is None
+            or owner.refund_id is None
+            or event.refund is None
+            or (owner.company_id, owner.payment_intent_id) != (intent.company_id, intent.id)
+            or owner.refund_id not in intent.refund_ids
+        ):
+            return None
+        refund = uow.records.get(Refund, owner.refund_id, intent.company_id, for_update=True)
+        if refund is None or refund.provider_reference is not None:
+            return None
+        return refund
+
+    def _no_longer_in_doubt(self, uow: UnitOfWork, refund: Refund, how: str) -> None:
+        resolve_difference(self._ctx, uow, CardDifferenceKind.REFUND_IN_DOUBT, refund.id, how)
 
     def _refund_beyond(
         self, uow: UnitOfWork, intent: PaymentIntent, amount: int, event: CardProviderEvent

@@ -5,6 +5,8 @@ Importable without Hypothesis:
 - :class:`MemoryStorage`: the in-memory storage adapter (the reference implementation);
 - :class:`FakeClock` and :class:`SequentialIds`: time and ids under test control;
 - :class:`SalesOnlyCardProvider`: a card provider with every optional capability off;
+- :class:`FlakyCardProvider`: a card provider with every capability on that keeps its charges
+  and refunds and, on demand, loses answers after acting or refuses calls before acting;
 - :func:`check_invariants`: the ledger invariants (docs/concepts/ledger.md), run against any
   storage; raises :class:`InvariantViolation` listing every breach.
 
@@ -44,7 +46,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from treasury_core.ledger.invariants import InvariantViolation, check_invariants
-from treasury_core.testing.card_providers import SalesOnlyCardProvider
+from treasury_core.testing.card_providers import FlakyCardProvider, SalesOnlyCardProvider
 from treasury_core.testing.clock import FakeClock, SequentialIds
 from treasury_core.testing.memory import MemoryStorage
 
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CardProviderContract",
     "FakeClock",
+    "FlakyCardProvider",
     "InvariantViolation",
     "LedgerMachine",
     "MemoryStorage",
