@@ -308,9 +308,16 @@ async def test_find_refund_answers_none_for_another_key_or_charge(
     await provider.refund(sale.reference, 100)  # made without a key
     assert await provider.find_refund(sale.reference, key()) is None
     assert await provider.find_refund(other.reference, refund_key) is None
-    with pytest.raises(CardError) as unknown:
-        await provider.find_refund("../v1/charges", refund_key)
-    assert unknown.value.failure_reason == "unknown_reference"
+    # No such PaymentIntent, at Stripe or at all: it has no refunds.
+    assert await provider.find_refund("pi_NoSuchIntent", refund_key) is None
+    assert await provider.find_refund("../v1/charges", refund_key) is None
+
+
+async def test_find_charge_without_a_search_api_is_a_provider_error(localstripe_url: str) -> None:
+    # localstripe on its own has no search: that is no answer about the charge.
+    bare = StripeCardProvider(KEY, FakeClock(), api_base=localstripe_url, max_network_retries=0)
+    with pytest.raises(ProviderError, match="cannot search"):
+        await bare.find_charge(key())
 
 
 # --- what Stripe answers that localstripe cannot: stand-ins of the test ---------------------

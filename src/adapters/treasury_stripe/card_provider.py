@@ -680,9 +680,16 @@ class StripeCardProvider(CardProviderBase):
         """
         _check_key(attempt_key, "attempt_key")
         query = f"metadata['{METADATA_ATTEMPT}']:'{attempt_key}'"
-        found = await self._call(
-            lambda: self._client.v1.payment_intents.search(params={"query": query, "limit": 100})
-        )
+        try:
+            found = await self._call(
+                lambda: self._client.v1.payment_intents.search(
+                    params={"query": query, "limit": 100}
+                )
+            )
+        except CardError:
+            # A 404 of the search itself: an API without Stripe's search (localstripe, on its
+            # own). Not an answer about the charge: nobody can tell yet whether it exists.
+            raise ProviderError("The card provider cannot search its charges") from None
         intents: list[stripe.PaymentIntent] = []
         for hit in found.data:
             if not REFERENCE.fullmatch(hit.id):
@@ -738,11 +745,12 @@ class StripeCardProvider(CardProviderBase):
         Every Refund of the PaymentIntent is listed (``GET /v1/refunds?payment_intent=``,
         every page): Stripe's lists, unlike its search, are up to date. ``succeeded`` is
         ``refunded``, ``pending`` and ``requires_action`` ``refund_pending``, ``failed`` and
-        ``canceled`` ``refund_failed``; a reference that cannot be a PaymentIntent's is
-        refused (``unknown_reference``) before any call.
+        ``canceled`` ``refund_failed``. A reference that cannot be a PaymentIntent's (checked
+        before any call) or that Stripe does not know has no refunds: ``None``.
         """
         _check_key(key, "key")
-        _check_reference(reference)
+        if not REFERENCE.fullmatch(reference):
+            return None
 
         def listed() -> list[stripe.Refund]:
             page = self._client.v1.refunds.list(params={"payment_intent": reference, "limit": 100})
@@ -752,7 +760,12 @@ class StripeCardProvider(CardProviderBase):
                 if _metadata(refund).get(METADATA_REFUND_KEY) == key
             ]
 
-        made = await self._call(listed)
+        try:
+            made = await self._call(listed)
+        except CardError as exc:
+            if exc.failure_reason != "unknown_reference":
+                raise
+            return None
         if not made:
             return None
         # One key makes one Refund; should Stripe hold more (its key forgotten), a live one
