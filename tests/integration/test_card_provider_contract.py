@@ -4,12 +4,15 @@ The contract lives in :mod:`treasury_core.testing.card_provider_contract`, shipp
 third-party card providers run exactly what ours pass. The Stripe provider runs it against a
 real localstripe on loopback (the ``localstripe_url`` fixture), whose test cards are its own:
 4000000000000341 is declined at authorization there, 4000000000003220 asks for 3-D Secure.
+It reaches localstripe through the test bed's proxy (``treasury_pytest.localstripe``), which
+replays keyed requests as Stripe does and stands in for the search and ``created`` filter
+its lookups use, so the contract's keyed-call and lookup tests run on it too.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 import stripe
@@ -17,6 +20,7 @@ import stripe
 from treasury_core.ports.card_provider import CardData
 from treasury_core.testing import FakeClock, FlakyCardProvider, SalesOnlyCardProvider
 from treasury_core.testing.card_provider_contract import CardProviderContract
+from treasury_pytest.localstripe import localstripe_proxy
 from treasury_sandbox.card_provider import SandboxCardProvider
 from treasury_stripe.card_provider import StripeCardProvider
 
@@ -58,12 +62,16 @@ class TestSandboxCardProvider(CardProviderContract):
 
 
 class TestStripeCardProvider(CardProviderContract):
-    """Holds, refunds and 3-D Secure on Stripe's side; verification off (the contract checks
-    the refusal)."""
+    """Holds, refunds, 3-D Secure, keyed calls and lookups on Stripe's side; verification off
+    (the contract checks the refusal)."""
+
+    #: The proxy replays a repeated key's first answer, as Stripe does.
+    replays_keyed_calls = True
 
     @pytest.fixture
-    def card_provider(self, localstripe_url: str) -> StripeCardProvider:
-        return StripeCardProvider(KEY, FakeClock(), api_base=localstripe_url)
+    def card_provider(self, localstripe_url: str) -> Iterator[StripeCardProvider]:
+        with localstripe_proxy(localstripe_url) as proxy:
+            yield StripeCardProvider(KEY, FakeClock(), api_base=proxy.url)
 
     @pytest.fixture
     def declined_card(self) -> CardData:

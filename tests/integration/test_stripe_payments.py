@@ -39,6 +39,15 @@ from treasury_core.payments.intents import CancellationReason, CaptureMethod, In
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData, CardProviderStatus
 from treasury_core.testing import FakeClock, MemoryStorage, check_invariants
+from treasury_pytest.faults import (
+    Fault,
+    FaultProxy,
+    FaultRule,
+    ProxyAnswer,
+    ProxyRequest,
+    Upstream,
+)
+from treasury_pytest.localstripe import localstripe_proxy
 from treasury_stripe.card_provider import MAX_NETWORK_RETRIES, StripeCardProvider
 
 #: localstripe takes any secret key of this shape.
@@ -452,16 +461,20 @@ async def test_stripe_refusals_become_provider_errors(
 
 
 def _treasury_behind(front: StripeFront) -> World:
+    return _treasury_through(front.url, front.upstream.geturl())
+
+
+def _treasury_through(api_base: str, upstream: str) -> World:
+    """A treasury whose Stripe calls go to ``api_base`` (a proxy), read back at ``upstream``."""
     clock = FakeClock()
     config = TreasuryConfig(
         database_url="memory://",
         card_provider="stripe",
         stripe_api_key=KEY,  # type: ignore[arg-type]
-        stripe_api_base=front.url,
+        stripe_api_base=api_base,
     )
     treasury = bootstrap(config, storage=MemoryStorage(), clock=clock, wall_clock=clock)
     created = asyncio.run(treasury.companies.create_company("Acme"))
-    upstream = front.upstream.geturl()
     reader = stripe.StripeClient(KEY, base_addresses={"api": upstream})
     return World(treasury, reader, created.company.id, created.merchant_account.id)
 
@@ -486,22 +499,54 @@ def test_a_payment_retried_after_a_lost_answer_charges_once(localstripe_url: str
         world.treasury.close()
 
 
-def test_a_retry_with_another_card_is_refused_not_charged(localstripe_url: str) -> None:
-    lost = {"/v1/payment_intents": 1 + MAX_NETWORK_RETRIES}
-    with StripeFront(localstripe_url, lose_answers=lost) as front:
-        world = _treasury_behind(front)
+OTHER_CARD = CardData(number="5555555555554444", expiry_month=12, expiry_year=2040, cvc="123")
+
+
+def test_a_retry_with_another_card_gets_the_charge_the_first_made(localstripe_url: str) -> None:
+    # Every answer to the first card's PaymentIntent create is lost: Stripe charged it. The
+    # retry with another card is refused by Stripe under the same key, and the service asks
+    # Stripe what the first attempt made (find_charge) and records that charge.
+    with localstripe_proxy(localstripe_url) as proxy:
+        proxy.inject(
+            Fault.lose_answer(), "POST", "/v1/payment_intents", times=1 + MAX_NETWORK_RETRIES
+        )
+        world = _treasury_through(proxy.url, localstripe_url)
         intent = world.create()
         with pytest.raises(ProviderError):
             world.pay(intent)
-        other = CardData(number="5555555555554444", expiry_month=12, expiry_year=2040, cvc="123")
+        paid = world.pay(intent, OTHER_CARD)
+        assert paid.status is IntentStatus.PROCESSED
+        (create,) = proxy.upstream_calls("POST", "/v1/payment_intents")
+        assert create.status == 200
+        charged = world.at_stripe(paid)
+        assert (charged.status, charged.amount) == ("succeeded", 1_000)
+        check_invariants(world.treasury.storage)
+        world.treasury.close()
+
+
+def test_a_retry_with_another_card_stripe_cannot_find_yet_is_refused(localstripe_url: str) -> None:
+    # As above, but Stripe's search has not indexed the first charge yet (it lags writes): the
+    # service cannot tell what the first attempt did, so it charges nothing and says so.
+    async def lagging_search(request: ProxyRequest, upstream: Upstream) -> ProxyAnswer | None:
+        if request.path != "/v1/payment_intents/search":
+            return None
+        nothing = {"object": "search_result", "data": [], "has_more": False, "url": "/"}
+        return ProxyAnswer(200, json.dumps(nothing).encode(), {"Content-Type": "application/json"})
+
+    lost = FaultRule(
+        Fault.lose_answer(), "POST", "/v1/payment_intents", times=1 + MAX_NETWORK_RETRIES
+    )
+    with FaultProxy.start(localstripe_url, plan=[lost], stand_ins=[lagging_search]) as proxy:
+        world = _treasury_through(proxy.url, localstripe_url)
+        intent = world.create()
+        with pytest.raises(ProviderError):
+            world.pay(intent)
         with pytest.raises(InvalidRequestError) as refused:
-            world.pay(intent, other)
+            world.pay(intent, OTHER_CARD)
         assert refused.value.kind is ErrorKind.INVALID_REQUEST
         assert refused.value.code == "payment_attempt_in_doubt"
         assert world.get(intent).status is IntentStatus.INITIALIZED
-        assert [line for line in front.forwarded if line == "POST /v1/payment_intents"] == [
-            "POST /v1/payment_intents"
-        ]
+        assert len(proxy.upstream_calls("POST", "/v1/payment_intents")) == 1
         world.treasury.close()
 
 

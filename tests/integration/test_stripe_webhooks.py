@@ -38,6 +38,7 @@ from treasury_core.payments.records import (
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.ports.card_provider import (
+    CallOwner,
     CardData,
     CardProviderEvent,
     CardProviderEventKind,
@@ -486,8 +487,10 @@ class _CaptureThenEvent(StripeCardProvider):
 
     other: Treasury
 
-    async def capture(self, reference: str, amount: int) -> CardProviderResult:
-        result = await super().capture(reference, amount)
+    async def capture(
+        self, reference: str, amount: int, *, key: str | None = None
+    ) -> CardProviderResult:
+        result = await super().capture(reference, amount, key=key)
         event = CardProviderEvent(
             id="evt_capture_race",
             type="payment_intent.succeeded",
@@ -590,8 +593,15 @@ class _PendingRefunds(StripeCardProvider):
     """The real Stripe provider, whose refunds Stripe answers ``pending`` (as it does for a
     card whose issuer takes days): localstripe finishes every refund at once."""
 
-    async def refund(self, reference: str, amount: int) -> CardProviderResult:
-        done = await super().refund(reference, amount)
+    async def refund(
+        self,
+        reference: str,
+        amount: int,
+        *,
+        key: str | None = None,
+        owner: CallOwner | None = None,
+    ) -> CardProviderResult:
+        done = await super().refund(reference, amount, key=key, owner=owner)
         return CardProviderResult(
             reference=done.reference, status=CardProviderStatus.REFUND_PENDING
         )

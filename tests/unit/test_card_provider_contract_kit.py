@@ -14,6 +14,14 @@ asyncio_default_fixture_loop_scope = function
 """
 
 CONTRACT_TESTS = sorted(name for name in dir(CardProviderContract) if name.startswith("test_"))
+#: What the sandbox, which takes no keys and answers no lookups, has nothing to check for.
+SKIPPED_BY_THE_SANDBOX = [
+    "attempt_keys_supported() is off",
+    "keyed_calls_supported() is off",
+    "keyed_calls_supported() is off",
+    "lookups_supported() is off",
+    "lookups_supported() is off",
+]
 
 #: The sandbox provider with its test cards, as a subclass of the contract; ``PROVIDER`` is
 #: replaced by the provider class under test.
@@ -125,12 +133,15 @@ def user(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def test_a_users_subclass_runs_the_whole_contract_and_passes(user: pytest.Pytester) -> None:
-    assert len(CONTRACT_TESTS) >= 14
+    assert len(CONTRACT_TESTS) >= 18
     user.makepyfile(test_my_provider=USER_TESTS.format(provider=GOOD))
     result = user.runpytest("-p", "no:cacheprovider", "-v", "-rs")
-    # The sandbox takes no attempt keys: that one test has nothing to check, and says so.
-    result.assert_outcomes(passed=len(CONTRACT_TESTS) - 1, skipped=1)
-    result.stdout.fnmatch_lines(["SKIPPED*attempt_keys_supported() is off*"])
+    # The sandbox takes no keys and answers no lookups: those tests have nothing to check,
+    # and say so.
+    skipped = len(SKIPPED_BY_THE_SANDBOX)
+    result.assert_outcomes(passed=len(CONTRACT_TESTS) - skipped, skipped=skipped)
+    for reason in sorted(set(SKIPPED_BY_THE_SANDBOX)):
+        result.stdout.fnmatch_lines([f"SKIPPED*{reason}*"])
 
 
 @pytest.mark.parametrize("broken", sorted(BROKEN))
@@ -140,10 +151,145 @@ def test_a_broken_provider_fails_the_tests_of_what_it_breaks(
     provider, failing = BROKEN[broken]
     user.makepyfile(test_my_provider=USER_TESTS.format(provider=provider))
     result = user.runpytest("-p", "no:cacheprovider", "-v")
+    skipped = len(SKIPPED_BY_THE_SANDBOX)
     result.assert_outcomes(
-        passed=len(CONTRACT_TESTS) - 1 - len(failing), failed=len(failing), skipped=1
+        passed=len(CONTRACT_TESTS) - skipped - len(failing), failed=len(failing), skipped=skipped
     )
     result.stdout.fnmatch_lines([f"*TestMyProvider::{name} FAILED*" for name in failing])
+
+
+#: The sandbox with keyed calls and lookups, kept in memory: a provider that remembers keys.
+KEYED = """
+from datetime import UTC, datetime
+
+from treasury_core.ports.card_provider import ProviderCharge
+
+
+class MyProvider(SandboxCardProvider):
+    def __init__(self, clock):
+        super().__init__(clock)
+        self.attempts = {}  # attempt key -> its charge
+        self.charges = {}  # each reference -> its charge (references change with its state)
+        self.refunds = {}  # (charge, key) -> the refund's result
+
+    def attempt_keys_supported(self):
+        return True
+
+    def keyed_calls_supported(self):
+        return True
+
+    def lookups_supported(self):
+        return True
+
+    def _now(self, charge, result):
+        charge["result"] = result
+        self.charges[result.reference] = charge
+        return result
+
+    async def authorize(self, card, amount, currency, *, capture, attempt_key=None, owner=None):
+        if attempt_key in self.attempts:
+            return self.attempts[attempt_key]["result"]
+        result = await super().authorize(card, amount, currency, capture=capture)
+        charge = {
+            "id": len(self.charges), "key": attempt_key, "owner": owner, "amount": amount,
+            "currency": currency, "captured": amount if capture else 0, "refunded": 0,
+            "at": datetime.now(UTC),
+        }
+        if attempt_key is not None:
+            self.attempts[attempt_key] = charge
+        return self._now(charge, result)
+
+    async def capture(self, reference, amount, *, key=None):
+        result = await super().capture(reference, amount)
+        self.charges[reference]["captured"] = amount
+        return self._now(self.charges[reference], result)
+
+    async def void(self, reference, *, key=None):
+        return self._now(self.charges[reference], await super().void(reference))
+
+    async def complete_action(self, reference):
+        return self._now(self.charges[reference], await super().complete_action(reference))
+
+    async def refund(self, reference, amount, *, key=None, owner=None):
+        charge = self.charges[reference]
+        if (charge["id"], key) in self.refunds:
+            return self.refunds[charge["id"], key]
+        result = await super().refund(reference, amount)
+        charge["refunded"] += amount
+        if key is not None:
+            self.refunds[charge["id"], key] = result
+        return result
+
+    async def find_charge(self, attempt_key):
+        charge = self.attempts.get(attempt_key)
+        return None if charge is None else charge["result"]
+
+    async def find_refund(self, reference, key):
+        charge = self.charges.get(reference)
+        return None if charge is None else self.refunds.get((charge["id"], key))
+
+    async def recent_charges(self, since):
+        charges = {charge["id"]: charge for charge in self.charges.values()}.values()
+        return [
+            ProviderCharge(
+                c["result"].reference, c["owner"], c["key"], c["result"].status, c["amount"],
+                c["currency"], c["captured"], c["refunded"], c["at"],
+            )
+            for c in charges
+            if c["at"] >= since
+        ]
+"""
+
+#: The keyed provider broken in one way each (a replacement of one of its lines), and the
+#: contract tests that must fail for it.
+BROKEN_KEYED = {
+    "forgets its refund keys": (
+        ('if (charge["id"], key) in self.refunds:', "if False:"),
+        ["test_keyed_calls_repeated_with_their_key_make_nothing_twice"],
+    ),
+    "answers a charge as it first was": (
+        ('charge["result"] = result', 'charge.setdefault("result", result)'),
+        ["test_lookups_find_what_keyed_calls_made_and_nothing_else"],
+    ),
+    "lists charges without their owners": (
+        ('c["result"].reference, c["owner"]', 'c["result"].reference, None'),
+        ["test_lookups_list_recent_charges_with_their_owners"],
+    ),
+}
+
+
+def _keyed_tests(provider: str) -> str:
+    tests = USER_TESTS.format(provider=provider)
+    return tests.replace(
+        "class TestMyProvider(CardProviderContract):\n",
+        "class TestMyProvider(CardProviderContract):\n    replays_keyed_calls = True\n",
+    )
+
+
+def test_a_provider_with_keyed_calls_and_lookups_runs_every_test(user: pytest.Pytester) -> None:
+    user.makepyfile(test_my_provider=_keyed_tests(KEYED))
+    result = user.runpytest("-p", "no:cacheprovider", "-v", "-rs")
+    result.assert_outcomes(passed=len(CONTRACT_TESTS))
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN_KEYED))
+def test_a_broken_keyed_provider_fails_the_tests_of_what_it_breaks(
+    user: pytest.Pytester, broken: str
+) -> None:
+    (line, replacement), failing = BROKEN_KEYED[broken]
+    assert line in KEYED
+    user.makepyfile(test_my_provider=_keyed_tests(KEYED.replace(line, replacement, 1)))
+    result = user.runpytest("-p", "no:cacheprovider", "-v")
+    result.assert_outcomes(passed=len(CONTRACT_TESTS) - len(failing), failed=len(failing))
+    result.stdout.fnmatch_lines([f"*TestMyProvider::{name} FAILED*" for name in failing])
+
+
+def test_replayed_keys_are_checked_only_when_the_suite_says_so(user: pytest.Pytester) -> None:
+    (line, replacement), _ = BROKEN_KEYED["forgets its refund keys"]
+    user.makepyfile(test_my_provider=USER_TESTS.format(provider=KEYED.replace(line, replacement)))
+    result = user.runpytest("-p", "no:cacheprovider", "-v", "-rs")
+    result.assert_outcomes(passed=len(CONTRACT_TESTS) - 1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED*replays_keyed_calls is not set*"])
 
 
 def test_without_the_fixtures_pytest_says_which_is_missing(user: pytest.Pytester) -> None:

@@ -13,13 +13,19 @@ from tests import stripe_hooks as hooks
 from treasury_core.errors import ErrorKind
 from treasury_core.ports.card_provider import (
     BadProviderEvent,
+    CallOwner,
     CardProviderBase,
     CardProviderEventKind,
 )
 from treasury_core.testing import FakeClock
 from treasury_stripe.amounts import from_stripe_amount, to_stripe_amount
 from treasury_stripe.card_provider import StripeCardProvider
-from treasury_stripe.events import WEBHOOK_TOLERANCE_SECONDS, stripe_event
+from treasury_stripe.events import (
+    WEBHOOK_TOLERANCE_SECONDS,
+    owner_from_metadata,
+    owner_metadata,
+    stripe_event,
+)
 
 K = CardProviderEventKind
 
@@ -282,3 +288,103 @@ def test_a_capture_carries_the_amount_received() -> None:
     obj = hooks.payment_intent("pi_5", "succeeded", amount_received=50000, currency="isk")
     event = stripe_event(hooks.event("payment_intent.succeeded", obj))
     assert (event.kind, event.amount, event.currency) == (K.CAPTURED, 500, "ISK")
+
+
+# --- the owner our calls set in Stripe's metadata ----------------------------------------------
+
+#: A refund id of ours: ``re_`` and 26 digits of Crockford's base32.
+OUR_REFUND = "re_01jq8m3v5x7z9b2d4f6h8k0n1p"
+OWNED = {"treasury_company": "12", "treasury_intent": "9223372036854775807"}
+
+
+@pytest.mark.parametrize(
+    "event_type",
+    [
+        "payment_intent.succeeded",
+        "payment_intent.amount_capturable_updated",
+        "payment_intent.canceled",
+        "payment_intent.payment_failed",
+    ],
+)
+def test_a_payment_intent_event_names_its_owner(event_type: str) -> None:
+    obj = hooks.payment_intent("pi_1", "succeeded", metadata={**OWNED, "treasury_attempt": "a"})
+    event = stripe_event(hooks.event(event_type, obj))
+    assert event.owner == CallOwner(12, 2**63 - 1, None)
+
+
+def test_a_refund_event_names_its_owner_and_our_refund() -> None:
+    metadata = {**OWNED, "treasury_refund": OUR_REFUND, "treasury_refund_key": "k"}
+    event = stripe_event(hooks.event("refund.updated", _refund("succeeded", metadata=metadata)))
+    assert event.owner == CallOwner(12, 2**63 - 1, OUR_REFUND)
+    assert event.refund == "re_3Abc"  # Stripe's id of the refund, as before
+
+
+def test_a_charge_refunded_event_names_the_owner_stripe_put_on_the_charge() -> None:
+    charge = {"id": "ch_1", "payment_intent": "pi_1", "amount_refunded": 5, "currency": "usd"}
+    owned = stripe_event(hooks.event("charge.refunded", {**charge, "metadata": OWNED}))
+    assert owned.owner == CallOwner(12, 2**63 - 1, None)
+    assert stripe_event(hooks.event("charge.refunded", charge)).owner is None
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        None,
+        "treasury_company=12",
+        {},
+        {"treasury_company": "12"},  # the intent's id missing
+        {"treasury_company": "12", "treasury_intent": ""},
+        {"treasury_company": "012", "treasury_intent": "3"},  # not as our ids are written
+        {"treasury_company": "-1", "treasury_intent": "3"},
+        {"treasury_company": "0", "treasury_intent": "3"},
+        {"treasury_company": "1.5", "treasury_intent": "3"},
+        {"treasury_company": " 12", "treasury_intent": "3"},
+        {"treasury_company": "١٢", "treasury_intent": "3"},  # digits, but not ASCII ones
+        {"treasury_company": 12, "treasury_intent": 3},  # Stripe's metadata is strings only
+        {"treasury_company": "9223372036854775808", "treasury_intent": "3"},  # over 64 bits
+        {"treasury_company": "1" * 40, "treasury_intent": "3"},
+    ],
+)
+def test_metadata_that_is_not_ours_names_no_owner(metadata: object) -> None:
+    obj = hooks.payment_intent("pi_1", "canceled", metadata=metadata)
+    assert stripe_event(hooks.event("payment_intent.canceled", obj)).owner is None
+    refund = _refund("failed", metadata=metadata)
+    assert stripe_event(hooks.event("refund.failed", refund)).owner is None
+
+
+@pytest.mark.parametrize(
+    "refund_id",
+    [
+        "re_3Abc",  # Stripe's, not ours
+        "re_01JQ8M3V5X7Z9B2D4F6H8K0N1P",  # upper case
+        "re_01jq8m3v5x7z9b2d4f6h8k0n1",  # 25 digits
+        "re_01jq8m3v5x7z9b2d4f6h8k0n1i",  # i is not a Crockford digit
+        "../re_01jq8m3v5x7z9b2d4f6h8k0n1p",
+        17,
+    ],
+)
+def test_a_refund_id_unlike_ours_is_dropped_from_the_owner(refund_id: object) -> None:
+    metadata = {**OWNED, "treasury_refund": refund_id}
+    event = stripe_event(hooks.event("refund.updated", _refund("succeeded", metadata=metadata)))
+    assert event.owner == CallOwner(12, 2**63 - 1, None)
+
+
+def test_a_payment_intents_metadata_names_no_refund() -> None:
+    metadata = {**OWNED, "treasury_refund": OUR_REFUND}
+    obj = hooks.payment_intent("pi_1", "succeeded", metadata=metadata)
+    assert stripe_event(hooks.event("payment_intent.succeeded", obj)).owner == CallOwner(
+        12, 2**63 - 1, None
+    )
+
+
+def test_disputes_name_no_owner() -> None:
+    obj = {**hooks.dispute("pi_1", 100), "metadata": OWNED}
+    assert stripe_event(hooks.event("charge.dispute.created", obj)).owner is None
+
+
+def test_owner_metadata_is_read_back_as_the_owner() -> None:
+    for owner in (CallOwner(1, 2, None), CallOwner(2**63 - 1, 5, OUR_REFUND)):
+        metadata = owner_metadata(owner)
+        assert all(isinstance(v, str) for v in metadata.values())
+        assert owner_from_metadata(metadata, refund=True) == owner
+    assert owner_metadata(None) == {}

@@ -19,6 +19,11 @@ port call                       Stripe calls
 ``authorize_saved``             ``GET`` the PaymentMethod (for its Customer), then
                                 ``POST /v1/payment_intents`` with ``customer``,
                                 ``off_session=true`` and ``confirm=true``
+``find_charge`` (lookups)       ``GET /v1/payment_intents/search`` by the metadata
+                                ``treasury_attempt``
+``find_refund``                 ``GET /v1/refunds?payment_intent=…``, every page, matched by
+                                the metadata ``treasury_refund_key``
+``recent_charges``              ``GET /v1/payment_intents?created[gte]=…``, every page
 ==============================  ===============================================================
 
 Amounts arrive in ISO 4217 minor units and are sent in Stripe's
@@ -38,12 +43,24 @@ filter on that logger. (``STRIPE_LOG=debug`` or ``stripe.log = "debug"`` makes t
 them to stderr besides, outside logging: never set either in production.)
 
 Every mutating call carries an idempotency key, and the SDK retries timeouts, connection
-failures and Stripe's server errors with that same key. ``authorize`` keys its requests by the
-service's attempt key, so when every SDK retry failed too and the customer tries again, Stripe
-answers with the first PaymentIntent rather than charging a second time (for 24 hours, the
-life of Stripe's keys). Captures, cancels and refunds use a fresh key per call, so only the
-SDK's retries share one; a refund whose answer was lost anyway stays pending in the service,
-its amount reserved, so no later refund can return more than was captured.
+failures and Stripe's server errors with that same key. Each key is made from the service's
+key for the record the call is about (keyed calls, ``keyed_calls_supported()``): ``authorize``
+from the attempt key (``treasury-authorize-{attempt_key}``), ``capture``, ``void`` and
+``refund`` from their ``key`` (``treasury-capture-…``, ``treasury-cancel-…``,
+``treasury-refund-…``). So when every SDK retry failed too and the service calls again about
+the same record, Stripe answers with its first outcome rather than charging or refunding a
+second time (for 24 hours, the life of Stripe's keys). Called without a key (by code written
+before keys), a capture, cancel or refund gets a fresh one: only the SDK's retries share it.
+
+What a call makes names its record: a PaymentIntent's metadata holds ``treasury_company``,
+``treasury_intent`` (the :class:`~treasury_core.ports.card_provider.CallOwner`) and
+``treasury_attempt``; a Refund's ``treasury_company``, ``treasury_intent``,
+``treasury_refund`` and ``treasury_refund_key``. The lookups (``lookups_supported()``) read
+them back, so that a call whose answer was lost is found at Stripe: :meth:`find_charge` by
+Stripe's Search API, which lags writes (under a minute, more during Stripe's incidents), so a
+``None`` just after the call may be a miss that a later question corrects; :meth:`find_refund`
+and :meth:`recent_charges` by Stripe's lists, which do not lag. Webhook events carry the same
+metadata into :attr:`~treasury_core.ports.card_provider.CardProviderEvent.owner`.
 Stripe's errors are translated here, at the boundary: a decline is a
 :class:`~treasury_core.errors.CardError` whose ``failure_reason`` is Stripe's decline code;
 timeouts, rate limits, refused credentials and anything unexpected are
@@ -90,7 +107,8 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import stripe
@@ -98,6 +116,7 @@ from stripe.params import (
     CustomerCreateParams,
     PaymentIntentCreateParams,
     PaymentMethodCreateParamsCard,
+    RefundCreateParams,
 )
 
 from treasury_core.cards.numbers import brand_of
@@ -111,16 +130,18 @@ from treasury_core.errors import (
 from treasury_core.ports import Clock
 from treasury_core.ports.card_provider import (
     BadProviderEvent,
+    CallOwner,
     CardData,
     CardProviderBase,
     CardProviderEvent,
     CardProviderResult,
     CardProviderStatus,
     HoldGone,
+    ProviderCharge,
     SavedCardReference,
     refuse_unusable_card,
 )
-from treasury_stripe.amounts import check_amount, to_stripe_amount
+from treasury_stripe.amounts import check_amount, from_stripe_amount, to_stripe_amount
 from treasury_stripe.breaker import COOLDOWN_SECONDS, FAILURE_THRESHOLD, Admission, CircuitBreaker
 from treasury_stripe.errors import (
     authentication_failure,
@@ -132,7 +153,12 @@ from treasury_stripe.errors import (
     unreachable,
 )
 from treasury_stripe.events import (
+    CALL_KEY,
+    METADATA_ATTEMPT,
+    METADATA_REFUND_KEY,
     REFERENCE,
+    owner_from_metadata,
+    owner_metadata,
     verified_event,
 )
 from treasury_stripe.transport import TrackingRequestsClient
@@ -191,10 +217,38 @@ def _action_url(intent: stripe.PaymentIntent) -> str | None:
     return None
 
 
+def _metadata(obj: object) -> Mapping[str, object]:
+    """A Stripe object's metadata (an empty mapping when it has none)."""
+    metadata = getattr(obj, "metadata", None)
+    if isinstance(metadata, stripe.StripeObject):  # not a Mapping in the SDK
+        return metadata.to_dict(recursive=False)
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def _card_of(intent: stripe.PaymentIntent) -> tuple[str | None, str | None]:
+    """The brand and last4 of the PaymentIntent's card, when its PaymentMethod was expanded."""
+    method = getattr(intent, "payment_method", None)
+    card = getattr(method, "card", None) if not isinstance(method, str) else None
+    if card is None:
+        return None, None
+    brand = card.brand if isinstance(card.brand, str) and _BRAND.fullmatch(card.brand) else None
+    last4 = card.last4 if isinstance(card.last4, str) and _LAST4.fullmatch(card.last4) else None
+    return brand, last4
+
+
 def _check_reference(reference: str) -> None:
     # Checked before any call: a reference is put in a URL path.
     if not (isinstance(reference, str) and REFERENCE.fullmatch(reference)):
         raise refuse("No such charge at the card provider", "unknown_reference")
+
+
+def _charge_metadata(attempt_key: str | None, owner: CallOwner | None) -> dict[str, str]:
+    """A PaymentIntent's metadata: its owner and the attempt key (which ``find_charge``
+    searches for, so only one fit for a search query is set)."""
+    metadata = owner_metadata(owner)
+    if attempt_key is not None and CALL_KEY.fullmatch(attempt_key):
+        metadata[METADATA_ATTEMPT] = attempt_key
+    return metadata
 
 
 def _charged(reference: str, capture: bool, brand: str, last4: str) -> CardProviderResult:
@@ -202,9 +256,42 @@ def _charged(reference: str, capture: bool, brand: str, last4: str) -> CardProvi
     return CardProviderResult(reference=reference, status=status, brand=brand, last4=last4)
 
 
-def _key(operation: str) -> str:
-    """A fresh idempotency key for one logical call (the SDK reuses it on its retries)."""
-    return f"treasury-{operation}-{uuid.uuid4().hex}"
+def _key(operation: str, key: str | None = None) -> str:
+    """The idempotency key of one logical call: made from the service's ``key`` when it
+    passes one (the same for every call about the same record), else fresh (the SDK reuses it
+    on its own retries only)."""
+    return f"treasury-{operation}-{key or uuid.uuid4().hex}"
+
+
+def _check_key(key: str, name: str) -> None:
+    # Checked before it is set as metadata or put in a search query.
+    if not (isinstance(key, str) and CALL_KEY.fullmatch(key)):
+        raise ValueError(f"{name} is 1 to 200 letters, digits, '-' or '_', not {key!r}")
+
+
+#: What a PaymentIntent's status says of a charge (``find_charge``, ``recent_charges``):
+#: ``requires_payment_method`` and ``requires_confirmation`` hold nothing (a decline, a failed
+#: authentication, a charge never confirmed) and are absent, as is ``processing``, which
+#: Stripe has not decided yet.
+_CHARGE_STATUSES: dict[str, CardProviderStatus] = {
+    "requires_action": CardProviderStatus.REQUIRES_ACTION,
+    "requires_capture": CardProviderStatus.AUTHORIZED,
+    "succeeded": CardProviderStatus.CAPTURED,
+    "canceled": CardProviderStatus.VOIDED,
+}
+_HOLDS_NOTHING = frozenset({"requires_payment_method", "requires_confirmation"})
+
+#: What a Refund's status says (``find_refund``).
+_REFUND_STATUSES: dict[str, CardProviderStatus] = {
+    "succeeded": CardProviderStatus.REFUNDED,
+    "pending": CardProviderStatus.REFUND_PENDING,
+    "requires_action": CardProviderStatus.REFUND_PENDING,
+    "failed": CardProviderStatus.REFUND_FAILED,
+    "canceled": CardProviderStatus.REFUND_FAILED,
+}
+#: A last4 as it may be shown: four digits.
+_LAST4 = re.compile(r"[0-9]{4}")
+_BRAND = re.compile(r"[a-z_]{1,32}")
 
 
 class StripeCardProvider(CardProviderBase):
@@ -377,6 +464,16 @@ class StripeCardProvider(CardProviderBase):
         """``authorize`` keys its Stripe requests by the service's attempt key."""
         return True
 
+    def keyed_calls_supported(self) -> bool:
+        """Captures, cancels and refunds take the service's ``key`` (their idempotency keys
+        are made from it), and charges and refunds its ``owner`` (set as metadata)."""
+        return True
+
+    def lookups_supported(self) -> bool:
+        """:meth:`find_charge` (Stripe's search by metadata), :meth:`find_refund` and
+        :meth:`recent_charges` ask Stripe what an earlier call did."""
+        return True
+
     async def authorize(
         self,
         card: CardData,
@@ -385,6 +482,7 @@ class StripeCardProvider(CardProviderBase):
         *,
         capture: bool,
         attempt_key: str | None = None,
+        owner: CallOwner | None = None,
         return_url: str | None = None,
     ) -> CardProviderResult:
         """Hold ``amount`` (``capture=False``, no money moves) or charge it (**moves money**).
@@ -393,7 +491,9 @@ class StripeCardProvider(CardProviderBase):
         answer was lost gets Stripe's first answer (the same PaymentIntent) instead of a second
         charge; a retry with another card under the same key is refused
         (``payment_attempt_in_doubt``). Without one the keys are fresh: only the SDK's own
-        retries are covered.
+        retries are covered. The PaymentIntent's metadata names the attempt key
+        (``treasury_attempt``, which :meth:`find_charge` searches for) and ``owner``
+        (``treasury_company``, ``treasury_intent``).
 
         A card Stripe wants authenticated answers ``requires_action`` (nothing held yet); with
         ``return_url`` its ``action_url`` is Stripe's page for the customer.
@@ -401,7 +501,7 @@ class StripeCardProvider(CardProviderBase):
         check_amount(amount)
         stripe_amount = to_stripe_amount(amount, currency)
         number = refuse_unusable_card(card, self._clock.now().date())
-        key = f"treasury-authorize-{attempt_key}" if attempt_key else _key("authorize")
+        key = _key("authorize", attempt_key)
         method = await self._create_method(card, number, f"{key}-pm")
         return await self._charge(
             method.id,
@@ -411,6 +511,7 @@ class StripeCardProvider(CardProviderBase):
             key=key,
             brand=brand_of(number),
             last4=number[-4:],
+            metadata=_charge_metadata(attempt_key, owner),
             return_url=return_url,
         )
 
@@ -437,13 +538,15 @@ class StripeCardProvider(CardProviderBase):
         key: str,
         brand: str,
         last4: str,
+        metadata: dict[str, str],
         customer: str | None = None,
         return_url: str | None = None,
     ) -> CardProviderResult:
         """Create and confirm a PaymentIntent of ``amount`` (Stripe's units) on the
         PaymentMethod ``method``: a hold (``capture=False``), a charge (``capture=True``,
         **moves money**), or ``requires_action`` when Stripe wants the customer authenticated
-        first. With ``customer`` (a saved card's) the charge is off session."""
+        first. With ``customer`` (a saved card's) the charge is off session; ``metadata``
+        (none when empty) is set on the PaymentIntent."""
         params: PaymentIntentCreateParams = {
             "amount": amount,
             "currency": currency.lower(),
@@ -452,6 +555,8 @@ class StripeCardProvider(CardProviderBase):
             "capture_method": "automatic" if capture else "manual",
             "confirm": True,
         }
+        if metadata:
+            params["metadata"] = metadata
         if return_url is not None:
             # Where Stripe's 3-D Secure page sends the customer back; with it, Stripe's
             # next_action is a page to redirect to rather than one for Stripe.js.
@@ -485,15 +590,21 @@ class StripeCardProvider(CardProviderBase):
             raise ProviderError(f"The card provider left the charge {intent.status}")
         return _charged(intent.id, capture, brand, last4)
 
-    async def capture(self, reference: str, amount: int) -> CardProviderResult:
+    async def capture(
+        self, reference: str, amount: int, *, key: str | None = None
+    ) -> CardProviderResult:
         """Capture up to the held amount. **Moves money.**
 
-        The intent is read first, so a hold Stripe cancelled (an expired authorization) is
-        :class:`HoldGone` and a second capture of another amount ``already_captured``, from
-        Stripe's state rather than from its error messages. A capture of an intent Stripe
-        already captured for exactly ``amount`` succeeds: it is the retry of a capture whose
-        answer was lost.
+        With ``key`` (the service's, one per capture attempt) the request's idempotency key is
+        ``treasury-capture-{key}``, so a repeated capture gets Stripe's first answer; without
+        one it is fresh. The intent is read first, so a hold Stripe cancelled (an expired
+        authorization) is :class:`HoldGone` and a second capture of another amount
+        ``already_captured``, from Stripe's state rather than from its error messages. A capture
+        of an intent Stripe already captured for exactly ``amount`` succeeds: it is the retry of
+        a capture whose answer was lost.
         """
+        if key is not None:
+            _check_key(key, "key")
         intent = await self._intent(reference)
         check_amount(amount)
         amount = to_stripe_amount(amount, intent.currency)  # compared with Stripe's amounts
@@ -509,10 +620,10 @@ class StripeCardProvider(CardProviderBase):
                 lambda: self._client.v1.payment_intents.capture(
                     reference,
                     params={"amount_to_capture": amount},
-                    # Fresh per call: Stripe keeps a declined capture's answer under its key for a
-                    # day, so a key made from the reference would refuse every later try. A hold
-                    # is captured once anyway; the SDK's retries of this call share the key.
-                    options={"idempotency_key": _key("capture")},
+                    # Never made from the reference alone: Stripe keeps a declined capture's
+                    # answer under its key for a day, which would refuse every later try. The
+                    # service's key is one per attempt (a decline ends it); without one, fresh.
+                    options={"idempotency_key": _key("capture", key)},
                 )
             )
         except stripe.InvalidRequestError as exc:
@@ -563,24 +674,47 @@ class StripeCardProvider(CardProviderBase):
         if intent.status != "requires_capture":
             raise refuse("The charge holds nothing to capture", "charge_not_authorized")
 
-    async def void(self, reference: str) -> CardProviderResult:
-        """Release a hold; voiding twice is harmless. Moves no money."""
+    async def void(self, reference: str, *, key: str | None = None) -> CardProviderResult:
+        """Release a hold; voiding twice is harmless. Moves no money.
+
+        With ``key`` the cancel's idempotency key is ``treasury-cancel-{key}``; without, fresh.
+        """
+        if key is not None:
+            _check_key(key, "key")
         intent = await self._intent(reference)
         if intent.status == "succeeded":
             raise refuse("The charge has already been captured", "already_captured")
         if intent.status != "canceled":
-            await self._cancel(reference)
+            await self._cancel(reference, key)
         return CardProviderResult(reference=reference, status=CardProviderStatus.VOIDED)
 
-    async def _cancel(self, reference: str) -> None:
+    async def _cancel(self, reference: str, key: str | None = None) -> None:
         await self._call(
             lambda: self._client.v1.payment_intents.cancel(
-                reference, options={"idempotency_key": _key("cancel")}
+                reference, options={"idempotency_key": _key("cancel", key)}
             )
         )
 
-    async def refund(self, reference: str, amount: int) -> CardProviderResult:
-        """Return up to the captured, not yet refunded amount to the card. **Moves money.**"""
+    async def refund(
+        self,
+        reference: str,
+        amount: int,
+        *,
+        key: str | None = None,
+        owner: CallOwner | None = None,
+    ) -> CardProviderResult:
+        """Return up to the captured, not yet refunded amount to the card. **Moves money.**
+
+        With ``key`` (the service's, one per refund of ours) the request's idempotency key is
+        ``treasury-refund-{key}`` and the Refund's metadata names it (``treasury_refund_key``,
+        which :meth:`find_refund` matches) and ``owner`` (``treasury_company``,
+        ``treasury_intent``, ``treasury_refund``); a repeated refund gets Stripe's first
+        answer, and one refused for want of refundable money is answered with the Refund its
+        key already made (the retry of a refund whose answer was lost). Without a key, a fresh
+        one: two refunds of the same amount are legitimate.
+        """
+        if key is not None:
+            _check_key(key, "key")
         intent = await self._intent(reference)
         if intent.status == "canceled":
             raise refuse("The authorization was voided", "authorization_voided")
@@ -600,13 +734,20 @@ class StripeCardProvider(CardProviderBase):
         # Stripe counts the part of a partial capture it released as refunded, so this is
         # what is left of the money that moved.
         if amount > charge.amount - charge.amount_refunded:
+            made = await self.find_refund(reference, key) if key is not None else None
+            if made is not None and made.status is not CardProviderStatus.REFUND_FAILED:
+                return made
             raise refuse("The refund exceeds the captured amount", "amount_too_large")
+        params: RefundCreateParams = {"payment_intent": reference, "amount": amount}
+        metadata = owner_metadata(owner)
+        if key is not None:
+            metadata[METADATA_REFUND_KEY] = key
+        if metadata:
+            params["metadata"] = metadata
         try:
             refund = await self._call(
                 lambda: self._client.v1.refunds.create(
-                    params={"payment_intent": reference, "amount": amount},
-                    # Two refunds of the same amount are legitimate: one key per call.
-                    options={"idempotency_key": _key("refund")},
+                    params=params, options={"idempotency_key": _key("refund", key)}
                 )
             )
         except ValidationFailed as exc:
@@ -619,6 +760,200 @@ class StripeCardProvider(CardProviderBase):
             # charge.refund.updated / refund.failed event about this refund id.
             return CardProviderResult(reference=refund.id, status=CardProviderStatus.REFUND_PENDING)
         return CardProviderResult(reference=refund.id, status=CardProviderStatus.REFUNDED)
+
+    # --- lookups: what an earlier call did --------------------------------------------------
+
+    async def find_charge(self, attempt_key: str) -> CardProviderResult | None:
+        """The PaymentIntent an ``authorize`` or ``authorize_saved`` with ``attempt_key`` made,
+        as Stripe holds it now; ``None`` when there is none. Moves no money.
+
+        Stripe's Search API, ``metadata['treasury_attempt']:'{attempt_key}'``: the key is
+        checked first (letters, digits, ``-`` and ``_``, else :class:`ValueError`), as it is
+        put in the query. Each PaymentIntent found is then read
+        (``GET /v1/payment_intents/{id}``) for its state now, as the search's copy of it may lag
+        as well. ``requires_action`` (with Stripe's ``action_url``), ``requires_capture``
+        (authorized), ``succeeded`` (captured) and ``canceled`` (voided) are answered with the
+        card's brand and last4; ``requires_payment_method`` and ``requires_confirmation`` hold
+        nothing (declined, failed authentication) and answer ``None``; ``processing`` is not
+        decided yet: :class:`ProviderError`, ask again later. Should Stripe hold several (a
+        key reused after Stripe forgot it, 24 hours on), the newest that holds something is
+        answered and the others are logged.
+
+        Stripe's search lags writes (under a minute, up to an hour during its incidents): a
+        ``None`` soon after the call may be a miss, not proof that nothing was made. The
+        services ask again later.
+        """
+        _check_key(attempt_key, "attempt_key")
+        query = f"metadata['{METADATA_ATTEMPT}']:'{attempt_key}'"
+        try:
+            found = await self._call(
+                lambda: self._client.v1.payment_intents.search(
+                    params={"query": query, "limit": 100}
+                )
+            )
+        except CardError:
+            # A 404 of the search itself: an API without Stripe's search (localstripe, on its
+            # own). Not an answer about the charge: nobody can tell yet whether it exists.
+            raise ProviderError("The card provider cannot search its charges") from None
+        intents: list[stripe.PaymentIntent] = []
+        for hit in found.data:
+            if not REFERENCE.fullmatch(hit.id):
+                continue  # put in a URL path next: only a PaymentIntent's id
+            intent = await self._with_card(hit.id)
+            # Our key in the metadata, not just the search's word for it.
+            if _metadata(intent).get(METADATA_ATTEMPT) == attempt_key:
+                intents.append(intent)
+        if any(pi.status == "processing" for pi in intents):
+            raise ProviderError("The card provider has not decided the charge yet (processing)")
+        held = sorted(
+            (pi for pi in intents if pi.status in _CHARGE_STATUSES),
+            key=lambda pi: pi.created,
+            reverse=True,
+        )
+        if not held:
+            unknown = [pi.status for pi in intents if pi.status not in _HOLDS_NOTHING]
+            if unknown:
+                raise ProviderError(f"The card provider left the charge {unknown[0]}")
+            return None
+        if len(held) > 1:
+            log.error(
+                "Stripe holds %d PaymentIntents of one attempt key: %s answered, %s left over",
+                len(held),
+                held[0].id,
+                ", ".join(pi.id for pi in held[1:]),
+            )
+        intent = held[0]
+        brand, last4 = _card_of(intent)
+        status = _CHARGE_STATUSES[intent.status]
+        return CardProviderResult(
+            reference=intent.id,
+            status=status,
+            brand=brand,
+            last4=last4,
+            action_url=_action_url(intent)
+            if status is CardProviderStatus.REQUIRES_ACTION
+            else None,
+        )
+
+    async def _with_card(self, reference: str) -> stripe.PaymentIntent:
+        """The PaymentIntent ``reference`` with its PaymentMethod (for brand and last4)."""
+        return await self._call(
+            lambda: self._client.v1.payment_intents.retrieve(
+                reference, params={"expand": ["payment_method"]}
+            )
+        )
+
+    async def find_refund(self, reference: str, key: str) -> CardProviderResult | None:
+        """The Refund of the PaymentIntent ``reference`` that a ``refund`` with ``key`` made
+        (its metadata ``treasury_refund_key``), or ``None``. Moves no money.
+
+        Every Refund of the PaymentIntent is listed (``GET /v1/refunds?payment_intent=``,
+        every page): Stripe's lists, unlike its search, are up to date. ``succeeded`` is
+        ``refunded``, ``pending`` and ``requires_action`` ``refund_pending``, ``failed`` and
+        ``canceled`` ``refund_failed``. A reference that cannot be a PaymentIntent's (checked
+        before any call) or that Stripe does not know has no refunds: ``None``.
+        """
+        _check_key(key, "key")
+        if not REFERENCE.fullmatch(reference):
+            return None
+
+        def listed() -> list[stripe.Refund]:
+            page = self._client.v1.refunds.list(params={"payment_intent": reference, "limit": 100})
+            return [
+                refund
+                for refund in page.auto_paging_iter()
+                if _metadata(refund).get(METADATA_REFUND_KEY) == key
+            ]
+
+        try:
+            made = await self._call(listed)
+        except CardError as exc:
+            if exc.failure_reason != "unknown_reference":
+                raise
+            return None
+        if not made:
+            return None
+        # One key makes one Refund; should Stripe hold more (its key forgotten), a live one
+        # is what the refund became.
+        made.sort(key=lambda refund: refund.status in ("failed", "canceled"))
+        refund = made[0]
+        status = _REFUND_STATUSES.get(refund.status or "")
+        if status is None:
+            raise ProviderError(f"The card provider left the refund {refund.status}")
+        return CardProviderResult(reference=refund.id, status=status)
+
+    async def recent_charges(self, since: datetime) -> Sequence[ProviderCharge]:
+        """Every PaymentIntent Stripe made on or after ``since`` (timezone-aware, else
+        :class:`ValueError`) that holds or held something, newest first, for reconciliation.
+        Moves no money.
+
+        ``GET /v1/payment_intents?created[gte]=`` (whole seconds, so a few from just before
+        ``since`` may be listed too), every page, each intent's charge expanded. Intents that
+        hold nothing (``requires_payment_method``, ``requires_confirmation``) or that Stripe
+        has not decided (``processing``) are left out. ``owner`` and ``attempt_key`` are read
+        from the metadata (``None`` for intents made without us); ``amount_captured`` is
+        Stripe's ``amount_received`` (or the charge's captured amount), ``amount_refunded``
+        what its charge gave back of it (Stripe counts the released part of a partial capture
+        as refunded; it is not counted here). Amounts are ISO 4217 minor units.
+        """
+        if since.tzinfo is None or since.utcoffset() is None:
+            raise ValueError("since must be a timezone-aware datetime")
+        created = int(since.timestamp())
+
+        def listed() -> list[stripe.PaymentIntent]:
+            page = self._client.v1.payment_intents.list(
+                params={
+                    "created": {"gte": created},
+                    "limit": 100,
+                    "expand": ["data.latest_charge"],
+                }
+            )
+            return list(page.auto_paging_iter())
+
+        charges: list[ProviderCharge] = []
+        for intent in await self._call(listed):
+            status = _CHARGE_STATUSES.get(intent.status)
+            if status is None:
+                if intent.status not in _HOLDS_NOTHING:
+                    log.info("Stripe PaymentIntent %s left out: %s", intent.id, intent.status)
+                continue
+            charges.append(await self._provider_charge(intent, status))
+        charges.sort(key=lambda charge: charge.created_at, reverse=True)
+        return charges
+
+    async def _provider_charge(
+        self, intent: stripe.PaymentIntent, status: CardProviderStatus
+    ) -> ProviderCharge:
+        currency = intent.currency.upper()
+        charge = intent.latest_charge
+        if isinstance(charge, str):
+            charge_id = charge
+            charge = await self._call(lambda: self._client.v1.charges.retrieve(charge_id))
+        captured = refunded = 0
+        if status is CardProviderStatus.CAPTURED:
+            received = getattr(intent, "amount_received", None)
+            if received is None and charge is not None:
+                # localstripe has neither amount_received nor the charge's amount_captured.
+                received = getattr(charge, "amount_captured", None) or charge.amount
+            captured = received or 0
+            if charge is not None:
+                released = max(0, charge.amount - captured)
+                refunded = max(0, charge.amount_refunded - released)
+        metadata = _metadata(intent)
+        attempt = metadata.get(METADATA_ATTEMPT)
+        return ProviderCharge(
+            reference=intent.id,
+            owner=owner_from_metadata(metadata),
+            attempt_key=attempt
+            if isinstance(attempt, str) and CALL_KEY.fullmatch(attempt)
+            else None,
+            status=status,
+            amount=from_stripe_amount(intent.amount, currency),
+            currency=currency,
+            amount_captured=from_stripe_amount(captured, currency),
+            amount_refunded=from_stripe_amount(refunded, currency),
+            created_at=datetime.fromtimestamp(intent.created, UTC),
+        )
 
     # --- card on file: a PaymentMethod attached to a Customer ---------------------------------
 
@@ -691,9 +1026,11 @@ class StripeCardProvider(CardProviderBase):
         *,
         capture: bool,
         attempt_key: str | None = None,
+        owner: CallOwner | None = None,
     ) -> CardProviderResult:
         """As :meth:`authorize`, on the saved PaymentMethod of ``card``, off session (the
         customer is not there to pass 3-D Secure). **Moves money** when ``capture`` is true.
+        The PaymentIntent's metadata names ``attempt_key`` and ``owner`` as ``authorize``'s.
 
         The PaymentMethod is read first for its Customer, which Stripe requires with it: one
         Stripe no longer has, or that was detached from its Customer, is declined with
@@ -715,15 +1052,15 @@ class StripeCardProvider(CardProviderBase):
         if customer is None:
             raise refuse(_SAVED_CARD_GONE, "saved_card_unavailable")
         customer_id = customer if isinstance(customer, str) else customer.id
-        key = f"treasury-authorize-{attempt_key}" if attempt_key else _key("authorize")
         return await self._charge(
             method.id,
             stripe_amount,
             currency,
             capture=capture,
-            key=key,
+            key=_key("authorize", attempt_key),
             brand=card.brand,
             last4=card.last4,
+            metadata=_charge_metadata(attempt_key, owner),
             customer=customer_id,
         )
 

@@ -1,5 +1,9 @@
 """Stripe's webhooks: the ``Stripe-Signature`` check and the event read into the port's
-:class:`~treasury_core.ports.card_provider.CardProviderEvent`; Stripe's JSON goes no further."""
+:class:`~treasury_core.ports.card_provider.CardProviderEvent`; Stripe's JSON goes no further.
+
+Also the metadata our calls set on Stripe's objects (``treasury_company``, ``treasury_intent``,
+``treasury_attempt``, ``treasury_refund``, ``treasury_refund_key``), written by the card
+provider and read back here from events and by its lookups."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import stripe
 
 from treasury_core.ports.card_provider import (
     BadProviderEvent,
+    CallOwner,
     CardProviderEvent,
     CardProviderEventKind,
 )
@@ -20,6 +25,25 @@ from treasury_stripe.errors import CODE
 #: A charge's reference: a PaymentIntent's id (checked before it is put in a URL path).
 REFERENCE = re.compile(r"pi_[A-Za-z0-9]{1,200}")
 
+
+#: The metadata our calls set on what they make at Stripe (:class:`CallOwner`, the keys):
+#: the company's and the payment intent's ids, on PaymentIntents and Refunds ...
+METADATA_COMPANY = "treasury_company"
+METADATA_INTENT = "treasury_intent"
+#: ... the attempt key, on PaymentIntents (``find_charge`` searches by it) ...
+METADATA_ATTEMPT = "treasury_attempt"
+#: ... and our refund's id and the refund's key, on Refunds (``find_refund`` matches the key).
+METADATA_REFUND = "treasury_refund"
+METADATA_REFUND_KEY = "treasury_refund_key"
+
+#: A key of ours as it may stand in Stripe's metadata and in a search query: no quote,
+#: backslash or space can break out of ``metadata['…']:'…'``.
+CALL_KEY = re.compile(r"[0-9A-Za-z_-]{1,200}")
+#: A company's or a payment intent's id: a positive 64-bit integer, in digits.
+_RECORD_NUMBER = re.compile(r"[1-9][0-9]{0,18}")
+_LARGEST_RECORD_NUMBER = 2**63 - 1
+#: One of our refunds' ids: ``re_`` and 26 digits of Crockford's base32 (the id port's).
+_OUR_REFUND = re.compile(r"re_[0-9a-hjkmnp-tv-z]{26}")
 
 #: How old a webhook's signature may be, in seconds (Stripe's own libraries' default).
 WEBHOOK_TOLERANCE_SECONDS = 300
@@ -58,6 +82,44 @@ def _text(value: object, pattern: re.Pattern[str]) -> str | None:
     return value if isinstance(value, str) and pattern.fullmatch(value) else None
 
 
+def _record_number(value: object) -> int | None:
+    text = _text(value, _RECORD_NUMBER)
+    if text is None or int(text) > _LARGEST_RECORD_NUMBER:
+        return None
+    return int(text)
+
+
+def owner_metadata(owner: CallOwner | None) -> dict[str, str]:
+    """The metadata naming ``owner`` on what a call makes at Stripe (none without one)."""
+    if owner is None:
+        return {}
+    metadata = {
+        METADATA_COMPANY: str(owner.company_id),
+        METADATA_INTENT: str(owner.payment_intent_id),
+    }
+    if owner.refund_id is not None:
+        metadata[METADATA_REFUND] = owner.refund_id
+    return metadata
+
+
+def owner_from_metadata(metadata: object, *, refund: bool = False) -> CallOwner | None:
+    """The :class:`CallOwner` our call set in a Stripe object's ``metadata``, or ``None``.
+
+    Metadata can be edited at Stripe's dashboard, so it is read as untrusted: the company's
+    and the intent's ids must both be positive 64-bit integers in plain digits, or there is no
+    owner; with ``refund`` (the metadata of a Refund) our refund's id is kept only when it has
+    the shape of our ids (``re_`` and 26 base32 digits), else the owner has none.
+    """
+    if not isinstance(metadata, Mapping):
+        return None
+    company = _record_number(metadata.get(METADATA_COMPANY))
+    intent = _record_number(metadata.get(METADATA_INTENT))
+    if company is None or intent is None:
+        return None
+    refund_id = _text(metadata.get(METADATA_REFUND), _OUR_REFUND) if refund else None
+    return CallOwner(company, intent, refund_id)
+
+
 def stripe_event(payload: object) -> CardProviderEvent:
     """A verified Stripe event (the webhook's JSON) in the port's terms.
 
@@ -68,7 +130,10 @@ def stripe_event(payload: object) -> CardProviderEvent:
     ``refund.updated`` and ``refund.failed`` (one refund: succeeded, or failed or cancelled,
     with its ``failure_reason``; still pending maps to nothing). Any other type keeps ``kind``
     ``None``.
-    Amounts come back in ISO 4217 minor units (:func:`from_stripe_amount`).
+    Amounts come back in ISO 4217 minor units (:func:`from_stripe_amount`). ``owner`` is what
+    our call set in the metadata (:func:`owner_from_metadata`) of the PaymentIntent, the
+    charge (``charge.refunded``, where Stripe has any) or the Refund, with the refund's id for
+    the latter; disputes carry none.
     """
     not_an_event = BadProviderEvent(
         "The webhook body is not a Stripe event", code="webhook_body_invalid"
@@ -91,9 +156,11 @@ def stripe_event(payload: object) -> CardProviderEvent:
     refund: str | None = None
     amount_field: str | None = None
     failure_reason: str | None = None
+    owner: CallOwner | None = None
     status = obj.get("status")
     if event_type.startswith("payment_intent."):
         reference = _text(obj.get("id"), REFERENCE)
+        owner = owner_from_metadata(obj.get("metadata"))
         action = event_type.removeprefix("payment_intent.")
         if action == "succeeded" and status == "succeeded":
             kind = _K.CAPTURED  # a hold is announced by amount_capturable_updated instead
@@ -121,11 +188,13 @@ def stripe_event(payload: object) -> CardProviderEvent:
             kind = _DISPUTE_CLOSED.get(status)
     elif event_type == "charge.refunded":
         reference = _text(obj.get("payment_intent"), REFERENCE)
+        owner = owner_from_metadata(obj.get("metadata"))
         kind = _K.REFUNDED
         amount_field = "amount_refunded"
     elif event_type in _REFUND_EVENTS:
         reference = _text(obj.get("payment_intent"), REFERENCE)
         refund = _text(obj.get("id"), _STRIPE_ID)
+        owner = owner_from_metadata(obj.get("metadata"), refund=True)
         kind = _REFUND_OUTCOMES.get(status) if isinstance(status, str) else None
         if kind is _K.REFUND_FAILED:
             failure_reason = _text(obj.get("failure_reason"), CODE) or "refund_failed"
@@ -148,6 +217,7 @@ def stripe_event(payload: object) -> CardProviderEvent:
         dispute=dispute,
         failure_reason=failure_reason,
         refund=refund,
+        owner=owner,
     )
 
 

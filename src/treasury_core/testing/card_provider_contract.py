@@ -52,14 +52,27 @@ What the contract checks, from the port's docstrings:
   twice, voided (twice harmlessly) and then not capturable, a vanished hold as ``HoldGone``;
   refunds in full and in part within the captured amount; the 3-D Secure flow; verification;
   attempt keys; saved cards kept by the provider (saved, charged by reference, the number in
-  no reference); provider events (a delivery that is not the provider's refused). With the
-  flag off, the refusal the port documents for it (``unsupported``, ``no_action_required`` for
-  3-D Secure, ``provider_events_unsupported`` for events), asserted rather than skipped.
+  no reference); provider events (a delivery that is not the provider's refused); keyed calls
+  (every money-moving call takes its ``key`` and ``owner``); lookups (``find_charge`` and
+  ``find_refund`` find what keyed calls made, in its state now, and ``None`` for keys never
+  used; ``recent_charges`` lists charges with their owners and amounts). With the flag off,
+  the refusal the port documents for it (``unsupported``, ``no_action_required`` for 3-D
+  Secure, ``provider_events_unsupported`` for events), asserted rather than skipped; attempt
+  keys, keyed calls and lookups have nothing to refuse (the services never use them), so
+  their tests skip, saying so.
 
 A second capture for the *same* amount is not checked: a provider may answer it as the retry
-of a capture whose answer was lost (Stripe's does). That a provider answers a repeated
-``attempt_key`` with its first outcome is not checked either (Stripe does; fakes of it often
-ignore keys): test it against your provider's own test mode.
+of a capture whose answer was lost (Stripe's does). That a call repeated with the same key
+makes nothing twice (a repeated ``attempt_key`` is one charge, a repeated refund ``key`` one
+refund) is checked only with :attr:`CardProviderContract.replays_keyed_calls` set: Stripe does
+it, fakes of it often ignore keys (run it behind ``treasury_pytest.faults.FaultProxy``, which
+replays keyed requests as Stripe does, or against your provider's own test mode).
+
+The lookups are asked right after the calls they look for: a provider whose lookups lag
+(Stripe's search) passes them against a test double that does not (localstripe behind
+``treasury_pytest.localstripe.localstripe_proxy``). ``recent_charges`` is asked from
+:meth:`CardProviderContract.recent_since`, a minute before the wall clock by default:
+override it when your provider dates its charges by another clock.
 
 Amounts are :attr:`CardProviderContract.amount` minor units of
 :attr:`CardProviderContract.currency`; override either as class attributes. The tests are plain
@@ -74,9 +87,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import secrets
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pytest
@@ -85,13 +100,19 @@ from treasury_core.errors import CardError, ProviderError
 from treasury_core.ports.card_provider import (
     HOLD_GONE_FAILURE_REASON,
     BadProviderEvent,
+    CallOwner,
     CardData,
     CardProvider,
+    CardProviderLookups,
     CardProviderResult,
     CardProviderStatus,
     HoldGone,
+    ProviderCharge,
+    answers_lookups,
     keeps_saved_cards,
+    takes_keyed_calls,
 )
+from treasury_core.ports.ids import SORTABLE_DIGITS
 
 __all__ = ["UNUSABLE_CARD_REASONS", "CardProviderContract", "unusable_cards"]
 
@@ -144,6 +165,30 @@ def _refund_answers(card_provider: CardProvider) -> set[CardProviderStatus]:
     return answers
 
 
+def _key() -> str:
+    """A key as the services derive them (40 hex digits); fresh, as a real provider remembers
+    keys for a while, across test runs."""
+    return secrets.token_hex(20)
+
+
+def _owner(refund: bool = False) -> CallOwner:
+    """An owner of a call: random ids, and for a refund an id shaped as the id port makes them."""
+    refund_id = "re_" + "".join(secrets.choice(SORTABLE_DIGITS) for _ in range(26))
+    return CallOwner(
+        company_id=secrets.randbelow(10**6) + 1,
+        payment_intent_id=secrets.randbelow(10**12) + 1,
+        refund_id=refund_id if refund else None,
+    )
+
+
+def _keyed(
+    call: Callable[..., Awaitable[CardProviderResult]],
+) -> Callable[..., Awaitable[CardProviderResult]]:
+    # The keywords of keyed calls are not in the CardProvider protocol (providers written
+    # before them still conform), so the calls are typed loosely here.
+    return call
+
+
 def _refusal(call: Awaitable[object]) -> CardError:
     """The ``CardError`` that ``call`` raises; fails the test if it succeeds or raises another."""
     with pytest.raises(CardError) as refused:
@@ -181,6 +226,17 @@ class CardProviderContract:
     currency = "USD"
     #: The amount (minor units) of each charge; partial captures and refunds take parts of it.
     amount = 1_000
+    #: Set ``True`` when the provider (or the test double it runs against) answers a call
+    #: repeated with the same key with its first outcome, as Stripe does: the contract then
+    #: checks that a repeated ``attempt_key`` is one charge and a repeated refund ``key`` one
+    #: refund (``test_keyed_calls_repeated_with_their_key_make_nothing_twice``).
+    replays_keyed_calls = False
+
+    def recent_since(self) -> datetime:
+        """Where ``recent_charges`` is asked from: a minute before the wall clock (UTC), to
+        allow for a provider's clock a little off ours. Override it when the provider dates its
+        charges by another clock (a fake's business time)."""
+        return datetime.now(UTC) - timedelta(minutes=1)
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -545,3 +601,255 @@ class CardProviderContract:
             parse(b'{"id": "evt_1", "type": "charge.refunded"}', {})
         if not _flag(card_provider, "provider_events_supported"):
             assert refused.value.code == "provider_events_unsupported"
+
+    # --- keyed calls -----------------------------------------------------------------------
+
+    def keyed(self, card_provider: CardProvider) -> None:
+        """Skip unless ``keyed_calls_supported()`` is on (the services pass no keys then)."""
+        if not takes_keyed_calls(card_provider):
+            pytest.skip("keyed_calls_supported() is off: no key or owner is ever passed")
+
+    def test_keyed_calls_are_taken_with_keys_and_owners(
+        self, card_provider: CardProvider, good_card: CardData
+    ) -> None:
+        """On: ``authorize`` takes ``attempt_key`` and ``owner``, ``capture`` and ``void`` a
+        ``key``, ``refund`` a ``key`` and an ``owner`` (and ``authorize_saved``, for a provider
+        that keeps saved cards, ``attempt_key`` and ``owner``), and each does what it does
+        without them. Off: skipped (nothing to refuse: the services pass none)."""
+        self.keyed(card_provider)
+        authorize = _keyed(card_provider.authorize)
+        sale = _run(
+            authorize(
+                good_card,
+                self.amount,
+                self.currency,
+                capture=True,
+                attempt_key=_key(),
+                owner=_owner(),
+            )
+        )
+        assert sale.status is CardProviderStatus.CAPTURED
+        if card_provider.manual_capture_supported():
+            held = _run(
+                authorize(
+                    good_card,
+                    self.amount,
+                    self.currency,
+                    capture=False,
+                    attempt_key=_key(),
+                    owner=_owner(),
+                )
+            )
+            assert held.status is CardProviderStatus.AUTHORIZED
+            captured = _run(_keyed(card_provider.capture)(held.reference, self.amount, key=_key()))
+            assert captured.status is CardProviderStatus.CAPTURED
+            other = _run(
+                authorize(
+                    good_card,
+                    self.amount,
+                    self.currency,
+                    capture=False,
+                    attempt_key=_key(),
+                    owner=_owner(),
+                )
+            )
+            voided = _run(_keyed(card_provider.void)(other.reference, key=_key()))
+            assert voided.status is CardProviderStatus.VOIDED
+        if card_provider.refunds_supported():
+            refund = _run(
+                _keyed(card_provider.refund)(
+                    sale.reference, self.amount, key=_key(), owner=_owner(refund=True)
+                )
+            )
+            assert refund.status in _refund_answers(card_provider)
+            assert refund.reference != sale.reference
+        keeper: object = card_provider
+        if keeps_saved_cards(keeper):
+            saved = _run(keeper.save_card(good_card, customer_email="k@example.com", key=_key()))
+            charged = _run(
+                _keyed(keeper.authorize_saved)(
+                    saved,
+                    self.amount,
+                    self.currency,
+                    capture=True,
+                    attempt_key=_key(),
+                    owner=_owner(),
+                )
+            )
+            assert charged.status is CardProviderStatus.CAPTURED
+
+    def test_keyed_calls_repeated_with_their_key_make_nothing_twice(
+        self, card_provider: CardProvider, good_card: CardData
+    ) -> None:
+        """With :attr:`replays_keyed_calls`: an ``authorize`` repeated with its
+        ``attempt_key`` answers the same charge, and a ``refund`` repeated with its ``key``
+        the same refund (what a service's retry after a lost answer relies on). Skipped
+        without it, or with keyed calls off."""
+        self.keyed(card_provider)
+        if not self.replays_keyed_calls:
+            pytest.skip(
+                "replays_keyed_calls is not set: set it when the provider (or its test double) "
+                "answers a repeated key with its first outcome"
+            )
+        authorize = _keyed(card_provider.authorize)
+        attempt, owner = _key(), _owner()
+        first, again = (
+            _run(
+                authorize(
+                    good_card,
+                    self.amount,
+                    self.currency,
+                    capture=True,
+                    attempt_key=attempt,
+                    owner=owner,
+                )
+            )
+            for _ in range(2)
+        )
+        assert first.status is again.status is CardProviderStatus.CAPTURED
+        assert again.reference == first.reference
+        if not card_provider.refunds_supported():
+            return
+        part = self.amount // 2 if card_provider.partial_refunds_supported() else self.amount
+        refund = _keyed(card_provider.refund)
+        key, refund_owner = _key(), _owner(refund=True)
+        one, two = (
+            _run(refund(again.reference, part, key=key, owner=refund_owner)) for _ in range(2)
+        )
+        assert two.reference == one.reference
+        assert {one.status, two.status} <= _refund_answers(card_provider)
+
+    # --- lookups ---------------------------------------------------------------------------
+
+    def lookups(self, card_provider: CardProvider) -> CardProviderLookups:
+        """The provider as one that answers lookups; skip unless ``lookups_supported()``."""
+        asker: object = card_provider
+        if not answers_lookups(asker):
+            pytest.skip("lookups_supported() is off: the services never ask the provider")
+        assert takes_keyed_calls(card_provider), (
+            "lookups_supported() is on but keyed_calls_supported() is off: no call names "
+            "what the lookups would look for"
+        )
+        return asker
+
+    def test_lookups_find_what_keyed_calls_made_and_nothing_else(
+        self, card_provider: CardProvider, good_card: CardData
+    ) -> None:
+        """On: ``find_charge`` answers the charge an attempt key made, in its state now
+        (``captured``; with holds ``authorized``, then ``voided`` after a void, with the
+        latest reference), and ``None`` for a key never used; ``find_refund`` the refund a
+        refund ``key`` made, and ``None`` for another key. Off: skipped."""
+        asker = self.lookups(card_provider)
+        authorize = _keyed(card_provider.authorize)
+        sold = _key()
+        sale = _run(
+            authorize(
+                good_card,
+                self.amount,
+                self.currency,
+                capture=True,
+                attempt_key=sold,
+                owner=_owner(),
+            )
+        )
+        found = _run(asker.find_charge(sold))
+        assert found is not None
+        assert (found.reference, found.status) == (sale.reference, CardProviderStatus.CAPTURED)
+        assert _run(asker.find_charge(_key())) is None
+        if card_provider.manual_capture_supported():
+            held_key = _key()
+            held = _run(
+                authorize(
+                    good_card,
+                    self.amount,
+                    self.currency,
+                    capture=False,
+                    attempt_key=held_key,
+                    owner=_owner(),
+                )
+            )
+            holding = _run(asker.find_charge(held_key))
+            assert holding is not None
+            assert (holding.reference, holding.status) == (
+                held.reference,
+                CardProviderStatus.AUTHORIZED,
+            )
+            voided = _run(_keyed(card_provider.void)(held.reference, key=_key()))
+            gone = _run(asker.find_charge(held_key))
+            assert gone is not None
+            assert (gone.reference, gone.status) == (voided.reference, CardProviderStatus.VOIDED)
+        if not card_provider.refunds_supported():
+            return
+        key = _key()
+        refund = _run(
+            _keyed(card_provider.refund)(
+                sale.reference, self.amount, key=key, owner=_owner(refund=True)
+            )
+        )
+        made = _run(asker.find_refund(sale.reference, key))
+        assert made is not None
+        assert made.reference == refund.reference
+        assert made.status in _refund_answers(card_provider) | {CardProviderStatus.REFUND_FAILED}
+        if refund.status is CardProviderStatus.REFUNDED:
+            assert made.status is CardProviderStatus.REFUNDED
+        assert _run(asker.find_refund(sale.reference, _key())) is None
+
+    def test_lookups_list_recent_charges_with_their_owners(
+        self, card_provider: CardProvider, good_card: CardData
+    ) -> None:
+        """On: ``recent_charges`` (from :meth:`recent_since`) lists a sale made with an owner
+        and an attempt key: its reference, owner, attempt key, ``captured``, amounts (what was
+        refunded of it too) and currency; and, with holds, a hold as ``authorized``, nothing
+        captured. Off: skipped."""
+        asker = self.lookups(card_provider)
+        since = self.recent_since()
+        authorize = _keyed(card_provider.authorize)
+        sold, sold_by = _key(), _owner()
+        sale = _run(
+            authorize(
+                good_card, self.amount, self.currency, capture=True, attempt_key=sold, owner=sold_by
+            )
+        )
+        refunded = 0
+        if card_provider.refunds_supported():
+            refunded = (
+                self.amount // 2 if card_provider.partial_refunds_supported() else self.amount
+            )
+            refund = _keyed(card_provider.refund)
+            _run(refund(sale.reference, refunded, key=_key(), owner=_owner(refund=True)))
+        held: CardProviderResult | None = None
+        held_key, held_by = _key(), _owner()
+        if card_provider.manual_capture_supported():
+            held = _run(
+                authorize(
+                    good_card,
+                    self.amount,
+                    self.currency,
+                    capture=False,
+                    attempt_key=held_key,
+                    owner=held_by,
+                )
+            )
+        charges: Sequence[ProviderCharge] = _run(asker.recent_charges(since))
+        by_reference = {charge.reference: charge for charge in charges}
+        assert sale.reference in by_reference, "the sale is not among the recent charges"
+        listed = by_reference[sale.reference]
+        assert (listed.owner, listed.attempt_key, listed.status) == (
+            sold_by,
+            sold,
+            CardProviderStatus.CAPTURED,
+        )
+        assert (listed.amount, listed.currency, listed.amount_captured) == (
+            self.amount,
+            self.currency,
+            self.amount,
+        )
+        assert listed.amount_refunded == refunded
+        if held is not None:
+            hold = by_reference[held.reference]
+            assert (hold.owner, hold.attempt_key, hold.status) == (
+                held_by,
+                held_key,
+                CardProviderStatus.AUTHORIZED,
+            )
+            assert (hold.amount, hold.amount_captured, hold.amount_refunded) == (self.amount, 0, 0)
