@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 
 import pytest
 import stripe
@@ -131,9 +132,16 @@ class TestFlakyCardProvider(CardProviderContract):
     """Every capability on, no fault set: the fake the resolution tests rely on behaves as the
     port says."""
 
+    #: The fake dates its charges by this business clock, not the wall clock.
+    clock = FakeClock()
+    replays_keyed_calls = True
+
     @pytest.fixture
     def card_provider(self) -> FlakyCardProvider:
-        return FlakyCardProvider(FakeClock())
+        return FlakyCardProvider(self.clock)
+
+    def recent_since(self) -> datetime:
+        return self.clock.now() - timedelta(minutes=1)
 
     @pytest.fixture
     def three_d_secure_card(self) -> CardData:
