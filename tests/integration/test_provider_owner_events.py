@@ -111,6 +111,32 @@ async def test_an_owner_naming_another_companys_intent_is_not_trusted(world: Wor
     world.check()
 
 
+async def test_another_treasurys_charge_under_the_same_ids_is_left_alone(world: World) -> None:
+    """A treasury sharing the provider account (a test database, a restored backup) repeats our
+    company and intent ids, but cannot know the intent's tag: its charge, even one that would be
+    an orphan here, is neither recorded nor undone."""
+    intent = await world.intent()
+    await world.paid_by_card(intent)
+    key = await lost_attempt(world, intent, key="another-treasurys-attempt", schedule=False)
+    theirs = world.provider.charge_for(key)
+    event = world.provider.event(K.CAPTURED, theirs.reference)
+    for tag in (None, "0" * 24):
+        assert event.owner is not None
+        owner = CallOwner(event.owner.company_id, event.owner.payment_intent_id, None, tag)
+        forged = CardProviderEvent(
+            id=f"{event.id}-{tag}",
+            type=event.type,
+            kind=event.kind,
+            reference=event.reference,
+            amount=event.amount,
+            currency=event.currency,
+            owner=owner,
+        )
+        assert await apply(world, forged) == "nothing_to_do"
+    assert theirs.holds_money  # not refunded on a claim we cannot prove
+    world.check()
+
+
 async def test_an_event_about_an_orphan_charge_undoes_it(world: World) -> None:
     intent = await world.intent()
     await lost_attempt(world, intent, key="an-earlier-attempt", schedule=False)

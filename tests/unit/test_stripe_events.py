@@ -383,8 +383,19 @@ def test_disputes_name_no_owner() -> None:
 
 
 def test_owner_metadata_is_read_back_as_the_owner() -> None:
-    for owner in (CallOwner(1, 2, None), CallOwner(2**63 - 1, 5, OUR_REFUND)):
+    for owner in (
+        CallOwner(1, 2, None),
+        CallOwner(2**63 - 1, 5, OUR_REFUND),
+        CallOwner(3, 4, OUR_REFUND, "0123456789abcdef01234567"),
+    ):
         metadata = owner_metadata(owner)
         assert all(isinstance(v, str) for v in metadata.values())
         assert owner_from_metadata(metadata, refund=True) == owner
     assert owner_metadata(None) == {}
+
+
+def test_an_owner_tag_not_of_our_shape_is_dropped() -> None:
+    """The tag proves the owner; one edited at Stripe's dashboard into anything else is no tag."""
+    for tag in ("ABCDEF0123456789abcdef01", "0" * 23, "0" * 25, 7):
+        metadata = {"treasury_company": "3", "treasury_intent": "4", "treasury_tag": tag}
+        assert owner_from_metadata(metadata) == CallOwner(3, 4, None, None)

@@ -35,6 +35,10 @@ METADATA_ATTEMPT = "treasury_attempt"
 #: ... and our refund's id and the refund's key, on Refunds (``find_refund`` matches the key).
 METADATA_REFUND = "treasury_refund"
 METADATA_REFUND_KEY = "treasury_refund_key"
+#: ... and, on both, the owner's tag (:attr:`CallOwner.tag`), which proves the owner is ours.
+METADATA_TAG = "treasury_tag"
+#: An owner's tag: 24 hex digits.
+_TAG = re.compile(r"[0-9a-f]{24}")
 
 #: A key of ours as it may stand in Stripe's metadata and in a search query: no quote,
 #: backslash or space can break out of ``metadata['…']:'…'``.
@@ -99,6 +103,8 @@ def owner_metadata(owner: CallOwner | None) -> dict[str, str]:
     }
     if owner.refund_id is not None:
         metadata[METADATA_REFUND] = owner.refund_id
+    if owner.tag is not None:
+        metadata[METADATA_TAG] = owner.tag
     return metadata
 
 
@@ -117,7 +123,7 @@ def owner_from_metadata(metadata: object, *, refund: bool = False) -> CallOwner 
     if company is None or intent is None:
         return None
     refund_id = _text(metadata.get(METADATA_REFUND), _OUR_REFUND) if refund else None
-    return CallOwner(company, intent, refund_id)
+    return CallOwner(company, intent, refund_id, _text(metadata.get(METADATA_TAG), _TAG))
 
 
 def stripe_event(payload: object) -> CardProviderEvent:

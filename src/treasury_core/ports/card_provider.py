@@ -110,11 +110,17 @@ class CallOwner:
     (:func:`takes_keyed_calls`), which sets it on every object the call makes there (Stripe:
     metadata), so that an object or event found at the provider later names its owner here
     even when the call's answer was lost.
+
+    ``tag`` proves the owner: derived from the intent's secret lookup id, it is what another
+    treasury sharing the provider account (a test database, a restored backup), whose intent
+    and company ids repeat ours, cannot set. A provider keeps it with the rest and gives it
+    back; the services adopt a charge found by its owner only when the tag is the intent's.
     """
 
     company_id: int
     payment_intent_id: int
     refund_id: str | None = None
+    tag: str | None = None
 
 
 class HoldGone(CardError):

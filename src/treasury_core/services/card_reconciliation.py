@@ -264,6 +264,7 @@ class CardReconciliation:
                 found,
                 amount=charge.amount,
                 currency=charge.currency,
+                owner=charge.owner,
             )
         except TreasuryError as exc:
             failure = f"; undoing it failed ({exc.message}), the next run tries again"

@@ -210,7 +210,12 @@ class ProviderEventService:
         # A ProviderError (undoing an orphan failed) propagates: no receipt, so the provider's
         # redelivery tries again.
         adopted = await self._payments.adopt_charge(
-            intent.company_id, intent.id, found, amount=event.amount, currency=event.currency
+            intent.company_id,
+            intent.id,
+            found,
+            amount=event.amount,
+            currency=event.currency,
+            owner=event.owner,
         )
         result = EventResult.APPLIED if adopted is not None else EventResult.NOTHING_TO_DO
         log.info(

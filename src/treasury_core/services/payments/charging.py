@@ -39,6 +39,7 @@ from treasury_core.payments.states import (
 )
 from treasury_core.ports import UnitOfWork
 from treasury_core.ports.card_provider import (
+    CallOwner,
     CardData,
     CardProviderResult,
     CardProviderStatus,
@@ -65,6 +66,7 @@ from treasury_core.services.payments.common import (
     intent_resource,
     log,
     new_lookup_id,
+    owner_tag,
     safe_last4,
     takes_attempt_keys,
     takes_return_urls,
@@ -364,9 +366,15 @@ class Charging(PaymentCore):
         *,
         amount: int | None = None,
         currency: str | None = None,
+        owner: CallOwner | None = None,
     ) -> PaymentIntent | None:
         """Record a charge the provider holds for this intent, found after its answer was lost
         (by a lookup, a provider event naming the intent, or reconciliation).
+
+        ``owner`` is what the charge names as its owner when it was found by that (an event,
+        reconciliation) rather than by our attempt's key: unless its ``tag`` is this intent's,
+        the charge is another treasury's, made on the same provider account under the same
+        ids, and is left alone (logged; ``None``).
 
         Recorded as a successful attempt would be (or as a 3-D Secure challenge, for
         ``requires_action``) when the intent still waits for payment and the charge matches it
@@ -377,6 +385,15 @@ class Charging(PaymentCore):
         """
         async with self._lock(intent_id):
             intent = await self.get(company_id, intent_id)
+            if owner is not None and owner.tag != owner_tag(intent):
+                log.warning(
+                    "charge %s names payment intent %s of company %s but not its tag: another "
+                    "treasury's on the same provider account; left alone",
+                    result.reference,
+                    intent_id,
+                    company_id,
+                )
+                return None
             outcome = await self._adopt(intent, result, amount, currency)
             return None if outcome is None else outcome.intent
 

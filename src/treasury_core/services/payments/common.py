@@ -194,8 +194,15 @@ def refund_key(intent: PaymentIntent, refund_id: str) -> str:
 
 
 def call_owner(intent: PaymentIntent, refund_id: str | None = None) -> CallOwner:
-    """The record a provider call acts for (set on what the provider makes)."""
-    return CallOwner(intent.company_id, intent.id, refund_id)
+    """The record a provider call acts for (set on what the provider makes), with the intent's
+    tag (see :class:`CallOwner`)."""
+    return CallOwner(intent.company_id, intent.id, refund_id, owner_tag(intent))
+
+
+def owner_tag(intent: PaymentIntent) -> str:
+    """The :attr:`CallOwner.tag` of the intent's calls: 24 hex digits of a digest of its lookup
+    id, which only this treasury knows."""
+    return _derived(intent, "owner")[:24]
 
 
 #: The ``code`` of the 400 refusing another card under the key of an attempt whose outcome is
