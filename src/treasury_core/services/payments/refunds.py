@@ -268,9 +268,22 @@ class Refunds(PaymentCore):
         provider_reference: str | None = None,
     ) -> Callable[[UnitOfWork], Refund]:
         # The provider's refund event may have settled it meanwhile (another process).
-        return lambda uow: finish(
-            uow, idempotency, refund_succeeded(self, uow, refund, provider_reference)
-        )
+        def write(uow: UnitOfWork) -> Refund:
+            settled = refund_succeeded(self, uow, refund, provider_reference)
+            if settled.status is RefundStatus.FAILED:
+                # Failed meanwhile (the resolution job, in another process, found no refund
+                # before this call made it): the provider paid what we record as failed. The
+                # card reconciliation reports the difference in refunded amounts.
+                log.error(
+                    "refund %s of payment intent %s was made by the card provider (%s) after "
+                    "it was recorded failed; the card reconciliation will report it",
+                    refund.id,
+                    refund.payment_intent_id,
+                    provider_reference,
+                )
+            return finish(uow, idempotency, settled)
+
+        return write
 
     def _refund_failed(self, refund: Refund, error: CardError) -> Callable[[UnitOfWork], None]:
         def write(uow: UnitOfWork) -> None:
