@@ -17,7 +17,7 @@ from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT
 _REF = "#/components/schemas/{model}"
 
 # Every non-2xx answer of the JSON API:
-# ``{"error": {type, code, message, param?, failure_reason?}}``.
+# ``{"error": {type, code, message, param?, failure_reason?, resource?}}``.
 _ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["error"],
@@ -45,6 +45,18 @@ _ERROR_SCHEMA: dict[str, Any] = {
                 "message": {"type": "string"},
                 "param": {"type": "string"},
                 "failure_reason": {"type": "string"},
+                # The record a provider call whose answer was lost left behind (a 502): a
+                # retry with the same Idempotency-Key resumes it.
+                "resource": {
+                    "type": "object",
+                    "required": ["object", "id", "status"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "object": {"type": "string", "enum": ["payment_intent", "refund"]},
+                        "id": {"type": ["integer", "string"]},
+                        "status": {"type": "string"},
+                    },
+                },
             },
         }
     },
