@@ -9,11 +9,17 @@ from datetime import timedelta
 import pytest
 
 from tests.lost_answers import AMOUNT, CARD, World, make_world, opened
+from treasury_core import TreasuryConfig, bootstrap
+from treasury_core.companies import KeyKind
 from treasury_core.errors import ProviderDidNotAct, ProviderError
+from treasury_core.idempotency import StoredResponse
 from treasury_core.payments.intents import CaptureMethod, IntentStatus
-from treasury_core.payments.records import RefundStatus
+from treasury_core.payments.records import Refund, RefundStatus
 from treasury_core.ports import Storage
+from treasury_core.ports.card_provider import CallOwner, CardProviderResult
+from treasury_core.services.idempotency import Claim
 from treasury_core.services.payments.common import RESOLVE_CHARGE, RESOLVE_REFUND
+from treasury_core.testing import FlakyCardProvider
 from treasury_core.testing.card_providers import Call
 from treasury_core.testing.provider_agreement import provider_disagreements
 
@@ -100,5 +106,79 @@ async def test_a_refund_the_provider_never_made_fails_and_gives_its_amount_back(
     assert (refund.status, refund.failure_reason) == (RefundStatus.FAILED, "provider_did_not_act")
     assert (await world.get(intent)).amount_refundable == AMOUNT
     assert await world.pending_jobs(RESOLVE_REFUND) == []
+    assert await disagreements(world) == []
+    world.check()
+
+
+class TimesOutFirst(FlakyCardProvider):
+    """The first refund times out on our side before the provider acted (its request may be
+    running there still); later calls behave."""
+
+    timed_out = False
+
+    async def refund(
+        self,
+        reference: str,
+        amount: int,
+        *,
+        key: str | None = None,
+        owner: CallOwner | None = None,
+    ) -> CardProviderResult:
+        if not self.timed_out:
+            self.timed_out = True
+            raise ProviderError("The card provider did not answer in time")
+        return await super().refund(reference, amount, key=key, owner=owner)
+
+
+async def test_a_same_key_retry_never_crosses_the_resolution_job(storage: Storage) -> None:
+    """A client's retry (one process) and the resolution job (a worker, another process) about
+    one refund in doubt: both only ask, so neither can make the provider pay a refund the other
+    has just failed. After the asking window the refund is failed as never made, and the retry
+    with the same key then makes a new refund, once."""
+    world = await opened(make_world(storage, TimesOutFirst))
+    worker = bootstrap(
+        TreasuryConfig(database_url="memory://"),
+        storage=storage,
+        clock=world.clock,
+        wall_clock=world.clock,
+        card_provider=world.provider,
+    )
+    web = world.treasury
+    intent = await world.paid_by_card()
+
+    async def attempt() -> Refund:
+        claim = await web.idempotency.claim(world.company, "k1", "f" * 64, kind=KeyKind.SECRET)
+        assert isinstance(claim, Claim)
+        try:
+            return await web.payments.refund(
+                world.company,
+                intent.id,
+                amount=AMOUNT // 2,
+                idempotency=claim.ticket(lambda refund: StoredResponse(200, refund.id.encode())),
+            )
+        except ProviderError:
+            await web.idempotency.release(claim)
+            raise
+
+    with pytest.raises(ProviderError):
+        await attempt()
+    await worker.settlement.run_all_due()  # first ask: nothing found yet
+    with pytest.raises(ProviderError) as asked:
+        await attempt()  # the retry asks too, and acts on nothing
+    assert asked.value.resource is not None
+    assert asked.value.resource["status"] == "pending"
+    # Neither the job nor the retry asked the provider to refund: only to say what it did.
+    assert world.provider.calls.count(Call.REFUND) == 0
+    assert world.provider.calls.count(Call.FIND_REFUND) == 2
+    for minutes in (1, 2, 4):
+        world.clock.advance(minutes * 60)
+        await worker.settlement.run_all_due()
+    [failed] = await web.payments.refunds(world.company, intent.id)
+    assert failed.status is RefundStatus.FAILED
+    made = await attempt()
+    assert made.id != failed.id
+    assert made.status is RefundStatus.SUCCEEDED
+    assert world.provider.calls.count(Call.REFUND) == 1
+    assert sum(r.amount for r in world.provider.refunds.values()) == AMOUNT // 2
     assert await disagreements(world) == []
     world.check()

@@ -18,11 +18,16 @@ from treasury_core.payments.intents import CaptureMethod, IntentStatus
 from treasury_core.payments.records import RefundStatus
 from treasury_core.ports import Storage
 from treasury_core.ports.card_provider import CardProviderEventKind, CardProviderStatus
-from treasury_core.services.payments.common import RESOLVE_CHARGE, RESOLVE_REFUND
+from treasury_core.services.payments.common import (
+    RESOLVE_CHARGE,
+    RESOLVE_REFUND,
+    call_owner,
+    refund_key,
+)
 from treasury_core.services.provider_resolution import (
     ASKS,
-    CHARGE_NOT_FOUND_ASKS,
     FIRST_RETRY,
+    NOT_FOUND_ASKS,
     NOT_MADE,
 )
 from treasury_core.testing import FlakyCardProvider
@@ -70,12 +75,39 @@ async def test_a_refund_that_never_reached_the_provider_fails_and_gives_back(
     refund = await lost_refund(world, intent, 400, reached=False)
     assert (await world.get(intent)).amount_refundable == AMOUNT - 400
     await world.run_jobs()
+    # Not found at once is not yet "never made": asked again after 1, 2 and 4 minutes.
+    for minutes in (1, 2, 4):
+        assert (await world.refund(refund)).status is RefundStatus.PENDING
+        [retry] = await world.pending_jobs(RESOLVE_REFUND)
+        assert retry.due_at == world.clock.now() + minutes * FIRST_RETRY
+        await world.advance(minutes * MINUTE)
+    assert world.provider.calls.count(Call.FIND_REFUND) == NOT_FOUND_ASKS
     failed = await world.refund(refund)
     assert (failed.status, failed.failure_reason) == (RefundStatus.FAILED, NOT_MADE)
     assert world.provider.refunds == {}
     assert (await world.get(intent)).amount_refundable == AMOUNT
     [update] = await world.refund_updates()
     assert (update["status"], update["failure_reason"]) == ("failed", NOT_MADE)
+    world.check()
+
+
+async def test_a_refund_made_late_by_the_provider_is_found_on_a_later_ask(world: World) -> None:
+    """The first call was still running at the provider when the job first asked: found on
+    the next ask, it succeeds rather than failing while the provider pays it."""
+    intent = await world.paid()
+    refund = await lost_refund(world, intent, 400, reached=False)
+    await world.run_jobs()
+    assert (await world.refund(refund)).status is RefundStatus.PENDING
+    # The provider makes it now, under the refund's key, as the late first call would.
+    await world.provider.refund(
+        intent.provider_reference or "",
+        400,
+        key=refund_key(intent, refund.id),
+        owner=call_owner(intent, refund.id),
+    )
+    await world.advance(MINUTE)
+    assert (await world.refund(refund)).status is RefundStatus.SUCCEEDED
+    assert await world.pending_jobs(RESOLVE_REFUND) == []
     world.check()
 
 
@@ -244,7 +276,7 @@ async def test_nothing_found_is_asked_again_before_it_is_taken_as_not_made(
         [retry] = await world.pending_jobs(RESOLVE_CHARGE)
         assert retry.due_at == world.clock.now() + minutes * FIRST_RETRY
         await world.advance(minutes * MINUTE)
-    assert world.provider.calls.count(Call.FIND_CHARGE) == CHARGE_NOT_FOUND_ASKS
+    assert world.provider.calls.count(Call.FIND_CHARGE) == NOT_FOUND_ASKS
     assert await world.pending_jobs(RESOLVE_CHARGE) == []
     assert (await world.get(intent)).status is IntentStatus.INITIALIZED
     assert await world.differences() == []

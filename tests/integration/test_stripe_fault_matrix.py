@@ -13,8 +13,10 @@ the first call survives).
 
 The call then answers 502 ``provider_error``, and the client does what docs/payments.md,
 "After a 502", asks: the same request again, with the same ``Idempotency-Key`` where the
-call takes one (paying again with the same card; submitting the same card again). Once the
-due jobs have run:
+call takes one (paying again with the same card; submitting the same card again). A refund
+Stripe never saw (no try reached it) stays pending on that retry, which only asks what the first
+call did; once the resolution job has asked over its window and failed it as never made, the
+next retry makes a new refund. Once the due jobs have run:
 
 - localstripe's charges and refunds equal the treasury's
   (:func:`~treasury_core.testing.provider_agreement.provider_disagreements`);
@@ -92,6 +94,13 @@ FAULTS = {
 SURVIVED = "duplicate"
 #: The fault after which the provider certainly did nothing (Stripe says so with a 429).
 NOTHING_DONE = "rate_limited"
+#: The faults after which Stripe did nothing, though the client cannot know it: no try
+#: reached Stripe. A refund's retry only asks what the first call did, so it waits, pending,
+#: until the resolution job, after asking over its window, fails the refund as never made;
+#: the retry after that makes a new refund.
+NEVER_REACHED = frozenset({"drop", "server_error"})
+#: The minutes between the resolution job's asks before it takes "not found" as never made.
+ASKING_WINDOW = (1, 2, 4)
 
 #: The state of its PaymentIntent at Stripe each final state of an intent calls for.
 STRIPE_STATUS = {
@@ -116,6 +125,8 @@ class Bed:
     email: str
     #: The start of the test in wall-clock time, which localstripe dates its objects by.
     since: datetime
+    #: The treasury's business clock (its jobs fall due by it).
+    clock: FakeClock
 
     async def post(
         self, path: str, body: dict[str, Any], *, key: str | None = None, merchant: bool = True
@@ -296,6 +307,7 @@ async def bed(matrix_localstripe: str, database_url: str) -> AsyncIterator[Bed]:
                 account=created.merchant_account.id,
                 email=f"ada-{uuid.uuid4().hex[:12]}@example.com",
                 since=since,
+                clock=clock,
             )
         finally:
             await client.close()
@@ -329,6 +341,22 @@ async def test_a_call_whose_every_try_fails_is_retried_to_agreement(
             wanted = (wanted[0], str(money_call.ended))
         assert (None if left is None else (left["object"], left["status"])) == wanted, first
         status, retried = await request()
+        if call == "refund" and fault in NEVER_REACHED:
+            # Nothing found at Stripe yet: the refund stays pending, named again.
+            assert status == 502, retried
+            assert retried["error"]["resource"] == left, retried
+            await bed.treasury.settlement.run_all_due()
+            for minutes in ASKING_WINDOW:
+                bed.clock.advance(minutes * 60)
+                await bed.treasury.settlement.run_all_due()
+            bed.proxy.wait_idle()
+            [never_made] = await _refunds(bed, (await _intents(bed))[0])
+            assert (never_made.status, never_made.failure_reason) == (
+                RefundStatus.FAILED,
+                "not_made_by_provider",
+            )
+            ended = True
+            status, retried = await request()
         assert (status, retried["status"]) == (200, money_call.succeeded), retried
         if left is not None and "id" in retried:
             # The retry resumed the record the 502 named, unless that record had ended.

@@ -71,9 +71,10 @@ log = logging.getLogger("treasury.payments")
 ASKS = 8
 FIRST_RETRY = timedelta(minutes=1)
 MAX_RETRY = timedelta(hours=1)
-#: How many times ``find_charge`` must find nothing before nothing is taken as made: asked at
-#: once, then after 1, 2 and 4 minutes.
-CHARGE_NOT_FOUND_ASKS = 4
+#: How many times ``find_charge`` or ``find_refund`` must find nothing before nothing is taken
+#: as made: asked at once, then after 1, 2 and 4 minutes (a call our side gave up on may still
+#: be running at the provider, and a provider's search may lag).
+NOT_FOUND_ASKS = 4
 #: The ``failure_reason`` of a refund the provider says it never made.
 NOT_MADE = "not_made_by_provider"
 #: The ``failure_reason`` of a refund the provider refused after its answer was lost.
@@ -293,6 +294,11 @@ class ProviderResolution:
                 keep, retry = self._retry_or_give_up(job, ask, exc, refund_in_doubt(refund, detail))
                 return await self._finish(job, keep, retry_after=retry)
 
+            if found is None and ask + 1 < NOT_FOUND_ASKS:
+                # Not yet "never made": the first call may still be running at the provider
+                # (our side gave up at its timeout), and a search may lag.
+                return await self._finish(job, retry_after=ask + 1)
+
             def write(uow: UnitOfWork) -> bool:
                 if uow.jobs.claim(job.id) is None:
                     return False
@@ -336,7 +342,7 @@ class ProviderResolution:
             keep, retry = self._retry_or_give_up(job, ask, exc, in_doubt)
             return await self._finish(job, keep, retry_after=retry)
         if found is None:
-            if ask + 1 < CHARGE_NOT_FOUND_ASKS:
+            if ask + 1 < NOT_FOUND_ASKS:
                 return await self._finish(job, retry_after=ask + 1)
             log.info("intent %d: the attempt whose answer was lost made no charge", intent_id)
             return await self._settled(job, resource, "the provider made no charge")

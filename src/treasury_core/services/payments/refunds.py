@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import cast
 
 from treasury_core.errors import (
     CardError,
@@ -29,6 +30,7 @@ from treasury_core.payments.states import (
 )
 from treasury_core.ports import UnitOfWork
 from treasury_core.ports.card_provider import (
+    CardProviderLookups,
     CardProviderStatus,
     answers_lookups,
     takes_keyed_calls,
@@ -202,8 +204,55 @@ class Refunds(PaymentCore):
             # settled later by the provider's events or the resolution job.
             return await ctx.storage.run(lambda uow: finish(uow, idempotency, refund))
         intent = await self.get(company_id, intent_id)
+        if answers_lookups(self.provider):
+            return await self._ask_about_refund(intent, refund, idempotency)
         # The same key as the first call: a provider that keeps keys answers with that refund.
+        # (Only where nothing else asks: no resolution job runs for a provider without lookups.)
         return await self._ask_refund(intent, refund, idempotency)
+
+    async def _ask_about_refund(
+        self,
+        intent: PaymentIntent,
+        refund: Refund,
+        idempotency: IdempotencyTicket[Refund],
+    ) -> Refund:
+        """The retry of a refund in doubt, with a provider that can be asked: ask what the
+        first call did and settle by the answer, never call it again.
+
+        Calling again, even under the same key, could cross the resolution job in another
+        process, which may have just found no refund and failed it: the provider would then
+        pay a refund recorded failed, and its amount could be refunded a second time. So only
+        the first call ever asks the provider to act; after it, the retry and the job only ask.
+        No refund found yet is a 502 naming the refund still pending (the job decides, after
+        asking over a while, that none was made; a retry then starts a new refund).
+        """
+        ctx = self._ctx
+        assert intent.provider_reference is not None  # a refunded intent has a charge
+        lookups = cast(CardProviderLookups, self.provider)  # answers_lookups vouched
+        pending = RefundStatus.PENDING.value
+        try:
+            found = await lookups.find_refund(
+                intent.provider_reference, refund_key(intent, refund.id)
+            )
+        except ProviderError as exc:
+            raise exc.leaving("refund", refund.id, pending) from None
+        if found is None:
+            raise ProviderError(
+                "The card provider has not said yet whether it made this refund; retry later"
+            ).leaving("refund", refund.id, pending)
+        if found.status is CardProviderStatus.REFUNDED:
+            return await ctx.storage.run(
+                self._refund_succeeded(refund, idempotency, found.reference)
+            )
+        if found.status is CardProviderStatus.REFUND_PENDING:
+            return await ctx.storage.run(
+                lambda uow: finish(
+                    uow, idempotency, refund_in_progress(uow, refund, found.reference)
+                )
+            )
+        refused = CardError("The card provider refused the refund", failure_reason="refund_failed")
+        await ctx.storage.run(self._refund_failed(refund, refused))
+        raise refused
 
     def reserve_refund(
         self,
