@@ -20,7 +20,7 @@ from treasury_core.ports.card_provider import (
     CardProviderEventKind,
     CardProviderStatus,
 )
-from treasury_core.services.payments.common import RESOLVE_CHARGE
+from treasury_core.services.payments.common import RESOLVE_CHARGE, call_owner
 from treasury_core.testing.card_providers import FLAKY_THREE_D_SECURE_CARD, Call
 
 K = CardProviderEventKind
@@ -207,6 +207,29 @@ async def test_a_refund_event_after_the_job_finds_it_by_reference(world: World) 
     world.check()
 
 
+async def test_a_refund_owner_without_the_intents_tag_is_not_trusted(world: World) -> None:
+    """Ids alone can be typed into a refund made at the provider's dashboard: without the
+    intent's tag, an event naming our refund in doubt settles nothing."""
+    intent = await world.paid()
+    world.provider.hold_refunds()
+    refund = await lost_refund(world, intent, 400, reached=False)
+    world.provider.hold_refunds()
+    dashboard = await world.provider.refund(intent.provider_reference or "", 400)
+    event = world.provider.settle_refund(dashboard.reference)
+    for tag in (None, "f" * 24):
+        forged = CardProviderEvent(
+            id=f"{event.id}-{tag}",
+            type=event.type,
+            kind=event.kind,
+            reference=event.reference,
+            refund=event.refund,
+            owner=CallOwner(world.company, intent.id, refund.id, tag),
+        )
+        await apply(world, forged)
+        assert (await world.refund(refund)).provider_reference is None
+    world.check()
+
+
 async def test_an_owner_naming_a_refund_with_another_reference_is_not_trusted(
     world: World,
 ) -> None:
@@ -224,7 +247,7 @@ async def test_an_owner_naming_a_refund_with_another_reference_is_not_trusted(
         kind=event.kind,
         reference=event.reference,
         refund="fk_re_unknown",
-        owner=CallOwner(world.company, intent.id, first.id),
+        owner=call_owner(intent, first.id),
     )
     assert await apply(world, forged) == "nothing_to_do"
     assert (await world.refund(first)).status is RefundStatus.PENDING

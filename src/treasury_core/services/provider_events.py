@@ -94,6 +94,7 @@ from treasury_core.ports.card_provider import (
 from treasury_core.services.card_differences import resolve_difference
 from treasury_core.services.chargebacks import open_chargeback, resolve_chargeback
 from treasury_core.services.payments import PaymentService
+from treasury_core.services.payments.common import owner_tag
 from treasury_core.services.refund_outcomes import refund_failed, refund_reversed, refund_succeeded
 
 log = logging.getLogger("treasury.provider_events")
@@ -458,13 +459,16 @@ class ProviderEventService:
         self, uow: UnitOfWork, event: CardProviderEvent, intent: PaymentIntent
     ) -> Refund | None:
         """The refund of ``intent`` the event's owner names, if its answer was lost (it has no
-        provider reference yet): any other is known by its reference, or is not this one."""
+        provider reference yet): any other is known by its reference, or is not this one. The
+        owner's tag must be the intent's, as for a charge: ids alone can be typed into a refund
+        made at the provider's dashboard."""
         owner = event.owner
         if (
             owner is None
             or owner.refund_id is None
             or event.refund is None
             or (owner.company_id, owner.payment_intent_id) != (intent.company_id, intent.id)
+            or owner.tag != owner_tag(intent)
             or owner.refund_id not in intent.refund_ids
         ):
             return None

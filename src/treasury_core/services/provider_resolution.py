@@ -91,7 +91,7 @@ def split_resource(resource_id: str) -> tuple[int, str]:
     """``(ask, resource)`` of a resolution job: how many asks came before this one (0 for the
     job the payments service scheduled), and the resource it is about."""
     head, sep, rest = resource_id.partition(":")
-    if sep and head.isdigit():
+    if sep and head.isascii() and head.isdigit():
         return int(head), rest
     return 0, resource_id
 
@@ -100,7 +100,7 @@ def parse_charge_resource(resource: str) -> tuple[int, str] | None:
     """``(intent id, attempt key)`` of a ``resolve_charge`` resource, ``None`` if malformed."""
     prefix, _, rest = resource.partition(":")
     intent_text, _, key = rest.partition(":")
-    if prefix != "pi" or not intent_text.isdigit() or not key:
+    if prefix != "pi" or not (intent_text.isascii() and intent_text.isdigit()) or not key:
         return None
     return int(intent_text), key
 

@@ -217,9 +217,11 @@ def intent_resource(intent_id: int) -> str:
 
 def intent_of_resource(resource: str | None) -> int | None:
     """The intent id of :func:`intent_resource`'s value, else ``None``."""
-    if resource is None or not resource.startswith("pi:") or not resource[3:].isdigit():
+    if resource is None or not resource.startswith("pi:"):
         return None
-    return int(resource[3:])
+    digits = resource[3:]
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+    return int(digits) if digits.isascii() and digits.isdigit() else None
 
 
 def charge_attempt_resource(intent_id: int, key: str) -> str:
