@@ -172,7 +172,7 @@ def test_a_failed_payment_carries_the_decline_code_only() -> None:
         ("charge.dispute.closed", "warning_closed", K.DISPUTE_WON),
         ("charge.dispute.closed", "lost", K.DISPUTE_LOST),
         ("charge.dispute.closed", "under_review", None),
-        ("charge.dispute.funds_reinstated", "won", None),
+        ("charge.dispute.funds_reinstated", "won", K.DISPUTE_WON),
         ("charge.dispute.updated", "under_review", None),
     ],
 )

@@ -131,7 +131,8 @@ def stripe_event(payload: object) -> CardProviderEvent:
 
     Mapped: ``payment_intent.succeeded`` (captured),
     ``.amount_capturable_updated`` (authorized), ``.payment_failed``, ``.canceled``;
-    ``charge.dispute.created`` and ``.funds_withdrawn`` (opened), ``.closed`` (won or lost);
+    ``charge.dispute.created`` and ``.funds_withdrawn`` (opened), ``.funds_reinstated`` (won),
+    ``.closed`` (won or lost);
     ``charge.refunded`` (the charge's total refunded); ``charge.refund.updated``,
     ``refund.updated`` and ``refund.failed`` (one refund: succeeded, or failed or cancelled,
     with its ``failure_reason``; still pending maps to nothing). Any other type keeps ``kind``
@@ -190,6 +191,9 @@ def stripe_event(payload: object) -> CardProviderEvent:
         action = event_type.removeprefix("charge.dispute.")
         if action in ("created", "funds_withdrawn"):
             kind = _K.DISPUTE_OPENED
+        elif action == "funds_reinstated":
+            # Stripe gives the withdrawn money back when the merchant wins.
+            kind = _K.DISPUTE_WON
         elif action == "closed" and isinstance(status, str):
             kind = _DISPUTE_CLOSED.get(status)
     elif event_type == "charge.refunded":

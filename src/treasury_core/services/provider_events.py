@@ -372,9 +372,9 @@ class ProviderEventService:
         outcome: ChargebackOutcome = "won" if event.kind is _K.DISPUTE_WON else "lost"
         chargeback = self._dispute(uow, event)
         if chargeback is None:
-            if outcome == "won":
-                return False  # nothing was ever held for it
-            # Closed before its opening arrived: the money is gone all the same.
+            # Decided before its opening arrived: opened now and decided at once (a lost one's
+            # money is gone all the same, a won one's released), so that the opening, when it
+            # comes, finds the dispute decided rather than holding the money for ever.
             opened = self._open_dispute(uow, event, intent)
             if opened is None:
                 return False
