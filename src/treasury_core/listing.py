@@ -120,25 +120,32 @@ FILTER_FIELDS: Final[dict[str, dict[str, tuple[str, ...]]]] = {
     PaymentMethodToken.prefix: {"customer_email": ("customer_email",)},
 }
 
-#: The statuses a list of each kind can be filtered by.
-STATUSES: Final[dict[str, tuple[str, ...]]] = {
-    Deposit.prefix: tuple(MovementStatus),
-    Withdrawal.prefix: tuple(MovementStatus),
-    Transfer.prefix: tuple(MovementStatus),
-    BankAccount.prefix: ("active",),
-    VirtualAccount.prefix: ("active",),
-    Refund.prefix: tuple(RefundStatus),
-    Chargeback.prefix: tuple(ChargebackStatus),
-    Payout.prefix: tuple(PayoutStatus),
-    PaymentMethodToken.prefix: ("active",),
+#: The kinds a record list reads, each with the statuses its list can be filtered by.
+STATUSES: Final[dict[type[TreasuryRecord], tuple[str, ...]]] = {
+    Deposit: tuple(MovementStatus),
+    Withdrawal: tuple(MovementStatus),
+    Transfer: tuple(MovementStatus),
+    BankAccount: ("active",),
+    VirtualAccount: ("active",),
+    Refund: tuple(RefundStatus),
+    Chargeback: tuple(ChargebackStatus),
+    Payout: tuple(PayoutStatus),
+    PaymentMethodToken: ("active",),
 }
 
 
 def checked_filter(kind: type[TreasuryRecord], filters: RecordFilter) -> RecordFilter:
-    """``filters`` if every one of them applies to ``kind``; else :class:`ValidationFailed`
-    naming the first that does not (or the status values ``kind`` has)."""
+    """``filters`` if ``kind`` is listed and every filter applies to it; else
+    :class:`ValidationFailed` naming the kinds that are listed, or the first filter that does
+    not apply (or the status values ``kind`` has)."""
+    statuses = STATUSES.get(kind)
+    if statuses is None:
+        # Any class can reach here from Python (an Event, say); name what a list can read.
+        listed = ", ".join(k.__name__ for k in STATUSES)
+        name = getattr(kind, "__name__", repr(kind))
+        raise ValidationFailed(f"records.list reads {listed}; not {name}", param="kind")
     if filters.status is not None:
-        allowed = [str(s.value if isinstance(s, StrEnum) else s) for s in STATUSES[kind.prefix]]
+        allowed = [str(s.value if isinstance(s, StrEnum) else s) for s in statuses]
         if filters.status not in allowed:
             raise ValidationFailed(f"status must be one of {', '.join(allowed)}", param="status")
     for bound in ("created_gte", "created_lt"):

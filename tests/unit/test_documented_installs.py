@@ -174,6 +174,34 @@ def test_pytest_fixtures_without_extras(tmp_path: Path) -> None:
     assert "1 passed" in result.stdout
 
 
+# The core install used with an SQL URL: the error names the extra to install (issue 36, item 7).
+SQL_URL_WITHOUT_THE_EXTRA = """
+import sys
+from treasury_core import TreasuryConfig, bootstrap
+
+try:
+    bootstrap(TreasuryConfig(database_url=sys.argv[1]))
+except ModuleNotFoundError as exc:
+    print(exc)
+else:
+    sys.exit("bootstrap worked without SQLAlchemy")
+"""
+
+
+@pytest.mark.parametrize(
+    ("url", "extra"),
+    [("sqlite:///t.db", "sql"), ("postgresql://u:p@127.0.0.1:1/db", "postgres")],
+)
+def test_an_sql_url_without_the_sql_extra_names_it(tmp_path: Path, url: str, extra: str) -> None:
+    result = run_in_install(
+        tmp_path, {"treasury-core": set()}, ["-c", SQL_URL_WITHOUT_THE_EXTRA, url], tmp_path
+    )
+    assert result.stdout.strip() == (
+        f"SQLite and PostgreSQL storage need SQLAlchemy: pip install 'treasury-core[{extra}]'"
+    )
+    assert not (tmp_path / "t.db").exists()
+
+
 @pytest.mark.parametrize("example", ["async_services.py", "sync_backend.py"])
 def test_examples_with_the_sql_extra(tmp_path: Path, example: str) -> None:
     """docs/guides/embedding.md: 'treasury-core[sql]' for the core and SQLite storage."""

@@ -10,8 +10,18 @@ from treasury_core.ports.storage import Storage
 
 
 def _sql(config: TreasuryConfig) -> Storage:
-    from treasury_sqlalchemy.storage import SqlStorage
-
+    try:
+        from treasury_sqlalchemy.storage import SqlStorage
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "sqlalchemy":
+            raise
+        # The core install has no SQL libraries, and a bare "No module named" does not say
+        # which extra brings them; a PostgreSQL URL needs its driver as well.
+        extra = "postgres" if config.database_url.startswith("postgres") else "sql"
+        raise ModuleNotFoundError(
+            f"SQLite and PostgreSQL storage need SQLAlchemy: pip install 'treasury-core[{extra}]'",
+            name=exc.name,
+        ) from exc
     return SqlStorage(config.database_url, pool_size=config.pool_size)
 
 

@@ -57,7 +57,14 @@ from treasury_core.notifications.endpoints import (
 )
 from treasury_core.notifications.schedule import next_attempt_at
 from treasury_core.notifications.status import DeliveryBacklog, OutboxBacklog, PipelineStatus
-from treasury_core.pagination import MAX_LIMIT, Page, page_of
+from treasury_core.pagination import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    Page,
+    PageRequest,
+    checked_page,
+    page_of,
+)
 from treasury_core.payments.payloads import (
     LEGACY_CALLBACK_TYPES,
     intent_from_webhook_object,
@@ -746,14 +753,17 @@ class NotificationService:
         *,
         type_: str | None = None,
         created_gte: datetime | None = None,
-        limit: int,
+        limit: int = DEFAULT_LIMIT,
         starting_after: str | None = None,
     ) -> Page[Event]:
-        """The company's events of the retention window, newest first."""
+        """The company's events of the retention window, newest first: at most ``limit``
+        (1–100, default :data:`~treasury_core.pagination.DEFAULT_LIMIT`)."""
         if type_ is not None and type_ not in EventType._value2member_map_:
             raise ValidationFailed(f"Unknown event type: {type_}", param="type")
         if starting_after is not None and not is_resource_id(starting_after, "evt"):
             raise ValidationFailed("starting_after must be an event id", param="starting_after")
+        # The HTTP layer bounds the limit; a Python caller gets the same bound here.
+        checked_page(PageRequest(limit=limit))
         oldest = self._oldest_kept()
         since = max(created_gte, oldest) if created_gte is not None else oldest
         rows = await self._ctx.storage.run(

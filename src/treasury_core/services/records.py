@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from treasury_core.cards.tokens import PaymentMethodToken
-from treasury_core.errors import InvalidRequestError, NotFound
+from treasury_core.errors import InvalidRequestError, NotFound, ValidationFailed
 from treasury_core.listing import DELETED, RecordFilter, checked_filter
 from treasury_core.pagination import Page, PageRequest, checked_page, page_of
 from treasury_core.payments.records import Chargeback, Payout, Refund, Transaction
@@ -56,8 +56,14 @@ class RecordService:
         self._ctx = ctx
 
     async def get(self, kind: type[R], company_id: int, record_id: str) -> R:
-        """The company's record, or :class:`NotFound` (also once deleted)."""
-        noun, param = NAMES[kind]
+        """The company's record, or :class:`NotFound` (also once deleted); a kind it does not
+        read is :class:`ValidationFailed` naming the kinds it reads."""
+        names = NAMES.get(kind)
+        if names is None:
+            read = ", ".join(k.__name__ for k in NAMES)
+            name = getattr(kind, "__name__", repr(kind))
+            raise ValidationFailed(f"records.get reads {read}; not {name}", param="kind")
+        noun, param = names
         require_id(record_id, kind.prefix, noun, param)
         found = await self._ctx.storage.run(
             lambda uow: uow.records.get(kind, record_id, company_id), write=False
@@ -73,7 +79,11 @@ class RecordService:
         filters: RecordFilter | None = None,
         page: PageRequest | None = None,
     ) -> Page[R]:
-        """A page of the company's records of ``kind`` passing ``filters``, newest first."""
+        """A page of the company's records of ``kind`` passing ``filters``, newest first.
+
+        A kind no list reads (see :data:`treasury_core.listing.STATUSES`) is
+        :class:`ValidationFailed` naming the kinds it reads.
+        """
         filters = checked_filter(kind, filters or RecordFilter())
         page = checked_page(page)
         rows = await self._ctx.storage.run(
