@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, Field, GetJsonSchemaHandler, StringConstraints
 from pydantic.json_schema import JsonSchemaValue
@@ -209,12 +210,26 @@ URL_PATTERN = f"^https?://[^{_TEXT}/?#]+[^{_TEXT}]*$"
 #: Something@something.tld, no spaces: an e-mail address's shape, not its deliverability.
 EMAIL_PATTERN = f"^[^@{_TEXT}]+@[^@{_TEXT}]+\\.[^@{_TEXT}]+$"
 
-#: An http:// or https:// URL of 8 to 2048 characters.
+
+def _dns_host(value: str) -> str:
+    # A host no resolver can be asked about (a label over 63 characters, an empty label, an
+    # ``xn--`` label that is not Punycode) would fail every delivery: refuse it when given.
+    # Encoded and decoded back, as HTTP clients do both when they build a request.
+    host = urlsplit(value).hostname or ""
+    try:
+        host.encode("idna").decode("idna")
+    except UnicodeError:
+        raise PydanticCustomError("dns_host", "its host cannot be encoded for DNS (IDNA)") from None
+    return value
+
+
+#: An http:// or https:// URL of 8 to 2048 characters whose host can be encoded for DNS.
 Url = Annotated[
     str,
     StringConstraints(min_length=8, max_length=2048),
     AfterValidator(_single_line),
     _shape(URL_PATTERN, "must be an http:// or https:// URL with a host"),
+    AfterValidator(_dns_host),
     SchemaPattern(URL_PATTERN),
 ]
 #: An e-mail address of at most 254 characters.

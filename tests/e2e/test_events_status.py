@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tests.e2e.test_cli import run_cli
+from tests.e2e.test_cli import one_line_error, run_cli
 from tests.integration.test_dispatcher import create_intents, make_events
 from treasury_aiohttp.notifier import HttpSender
 from treasury_core import TreasuryConfig, bootstrap
@@ -117,3 +117,12 @@ def test_status_of_an_empty_database(tmp_path: Path) -> None:
     text = status_of(database)
     assert "oldest undelivered:      none" in text
     assert "failing endpoints:       none" in text
+
+
+def test_status_refuses_a_database_that_does_not_exist(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    for options in ((), ("--json",)):
+        result = run_cli("events", "status", "--database", str(missing), *options, cwd=tmp_path)
+        assert one_line_error(result).endswith(f"no database at {missing}")
+        assert result.stdout == ""
+        assert not missing.exists()

@@ -4,6 +4,7 @@ retries on the clock, the legacy callback, the events API and redelivery."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +16,8 @@ from standardwebhooks import Webhook
 from tests.e2e.conftest import Tenant
 from treasury_core import Treasury
 from treasury_core.events import OPERATOR_EVENTS, EventType
+from treasury_core.notifications.endpoints import WebhookEndpoint
+from treasury_core.ports import UnitOfWork
 
 Client = TestClient[Any, Any]
 ENDPOINTS = "/api/v1/webhook-endpoints"
@@ -576,3 +579,81 @@ async def test_a_refused_create_is_replayed_as_it_was(client: Client, tenant: Te
         assert (first.status, again.status) == (400, 400)
         assert await first.json() == await again.json()
         headers["Idempotency-Key"] += "-2"
+
+
+#: Hosts no resolver can be asked about: a label over 63 characters, an empty label, and an
+#: ``xn--`` label that is not Punycode.
+UNENCODABLE_HOSTS = ["a" * 64 + ".example", "merchant..example", "xn--zz.example"]
+
+
+@pytest.mark.parametrize("host", UNENCODABLE_HOSTS)
+async def test_a_host_that_cannot_be_encoded_for_dns_is_refused(
+    client: Client, tenant: Tenant, host: str
+) -> None:
+    url = f"https://{host}/hooks"
+    refused = await call(client, tenant, "POST", ENDPOINTS, {"url": url}, status=400)
+    assert refused["error"]["param"] == "url"
+    assert "cannot be encoded for DNS" in refused["error"]["message"]
+    assert await call(client, tenant, "GET", ENDPOINTS) == []
+    created = await call(client, tenant, "POST", ENDPOINTS, {"url": "https://merchant.example/"})
+    changed = await call(
+        client, tenant, "POST", f"{ENDPOINTS}/{created['id']}", {"url": url}, status=400
+    )
+    assert changed["error"]["param"] == "url"
+    [kept] = await call(client, tenant, "GET", ENDPOINTS)
+    assert kept["url"] == "https://merchant.example/"
+    intent = await client.post(
+        "/api/v1/payments/intent",
+        json={
+            "account_id": tenant.account_id,
+            "billing_amount": 1500,
+            "billing_currency": "EUR",
+            "payment_type": "Card Payment",
+            "callback_url": url,
+        },
+        headers=tenant.auth,
+    )
+    assert intent.status == 400
+    assert (await intent.json())["error"]["param"] == "callback_url"
+
+
+@pytest.mark.parametrize("host", UNENCODABLE_HOSTS)
+async def test_a_stored_host_that_cannot_be_encoded_fails_in_one_log_line(
+    client: Client,
+    tenant: Tenant,
+    treasury: Treasury,
+    caplog: pytest.LogCaptureFixture,
+    host: str,
+) -> None:
+    created = await call(
+        client,
+        tenant,
+        "POST",
+        ENDPOINTS,
+        {
+            "url": "https://merchant.example/",
+            "events": ["merchant_of_record.payment_intent.created"],
+        },
+    )
+
+    def store_bad_url(uow: UnitOfWork) -> None:
+        # As an endpoint made before hosts were checked at creation would be stored.
+        found = uow.records.get(WebhookEndpoint, created["id"], tenant.company_id)
+        assert found is not None
+        uow.records.update(found.model_copy(update={"url": f"https://{host}/hooks"}))
+
+    await treasury.storage.run(store_bad_url)
+    await create_intent(client, tenant)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="treasury"):
+        await treasury.notifications.run_due()
+    failures = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert len(failures) == 1, caplog.text
+    [failure] = failures
+    assert failure.exc_info is None
+    assert failure.levelno < logging.ERROR
+    assert "cannot be encoded for DNS" in failure.getMessage()
+    [event] = await call(client, tenant, "GET", "/api/v1/events")
+    [record] = await call(client, tenant, "GET", f"/api/v1/events/{event['id']}/deliveries")
+    assert record["status"] == "pending"  # retried on the schedule like any failure
+    assert "cannot be encoded for DNS" in record["attempts"][0]["error"]

@@ -77,8 +77,11 @@ _STATEFUL_OR_ARITHMETIC = frozenset(
 #: Fields whose refusal of a schema-valid value is arithmetic, a lookup or the clock's: a bank
 #: account's number and routing number (IBAN mod 97 and ABA checksums, per-currency formats
 #: after normalisation), a webhook URL's host (numeric hosts and private addresses, checked on
-#: the address the name stands for) and a PMTI's ``expiry_date`` (not before today).
-_CHECKED_BEYOND_SCHEMA = frozenset({"account_number", "routing_number", "url", "expiry_date"})
+#: the address the name stands for; like a ``callback_url``'s, a host that cannot be encoded
+#: for DNS) and a PMTI's ``expiry_date`` (not before today).
+_CHECKED_BEYOND_SCHEMA = frozenset(
+    {"account_number", "routing_number", "url", "callback_url", "expiry_date"}
+)
 
 
 #: Resource ids answered by a replayed request (``Idempotent-Replayed: true``).

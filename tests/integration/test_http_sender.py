@@ -118,3 +118,11 @@ async def test_the_pool_opens_as_many_connections_as_sends_in_flight() -> None:
     finally:
         everyone.set()
         await server.close()
+
+
+@pytest.mark.parametrize("host", ["a" * 64 + ".example", "xn--zz.example"])
+async def test_a_host_that_cannot_be_encoded_is_a_delivery_failure(host: str) -> None:
+    async with HttpSender(allow_private=True) as sender:
+        with pytest.raises(DeliveryFailed, match="cannot be encoded for DNS") as failed:
+            await sender.send(f"https://{host}/hook?token=receiver-secret", b"{}", {})
+    assert "receiver-secret" not in str(failed.value)

@@ -397,6 +397,21 @@ class _AuditProgressBar:
         self._progress.update(task, completed=step.done, total=step.total)
 
 
+def _missing_sqlite_file(config: TreasuryConfig) -> Path | None:
+    """The SQLite file ``config`` names when there is none, else ``None``.
+
+    Opening a missing SQLite file would create an empty one: a command that only reads
+    (an audit, a status) must refuse it instead of answering for an empty database.
+    """
+    url = config.database_url
+    if config.storage_name != "sqlalchemy" or not url.startswith("sqlite:"):
+        return None
+    from sqlalchemy.engine import make_url
+
+    path = Path(make_url(url).database or "").expanduser()
+    return None if path.is_file() else path
+
+
 def _open_storage(database: str | None) -> Storage:
     """The configured storage alone: no migrations, no system accounts, nothing written."""
     from treasury_core.plugins import collect_factories, make_plugin_manager
@@ -404,14 +419,9 @@ def _open_storage(database: str | None) -> Storage:
     try:
         # Not _config: a bad setting here means the audit could not run (exit status 2).
         config = config_from_env(database_url=_database_url(database))
-        url = config.database_url
-        if config.storage_name == "sqlalchemy" and url.startswith("sqlite:"):
-            from sqlalchemy.engine import make_url
-
-            path = Path(make_url(url).database or "").expanduser()
-            # Opening a missing SQLite file would create an empty one: an audit must not.
-            if not path.is_file():
-                raise _CannotVerify(f"no database at {path}")
+        missing = _missing_sqlite_file(config)
+        if missing is not None:
+            raise _CannotVerify(f"no database at {missing}")
         factories = collect_factories(make_plugin_manager(), "storage")
         if config.storage_name not in factories:
             raise _CannotVerify(f"no storage adapter named {config.storage_name!r}")
@@ -457,9 +467,20 @@ def create_company(name: str, database: str | None) -> None:
     )
 
 
-def _run_on(database: str | None, work: Callable[[Treasury], Coroutine[Any, Any, T]]) -> T:
-    """Open the treasury, run ``work`` on it, close it; a TreasuryError is one line."""
-    treasury = _bootstrap(database)
+def _run_on(
+    database: str | None,
+    work: Callable[[Treasury], Coroutine[Any, Any, T]],
+    *,
+    existing: bool = False,
+) -> T:
+    """Open the treasury, run ``work`` on it, close it; a TreasuryError is one line.
+
+    ``existing``: refuse a missing SQLite file rather than create it (for commands that read).
+    """
+    config = _config(database)
+    if existing and (missing := _missing_sqlite_file(config)) is not None:
+        raise click.ClickException(f"no database at {missing}")
+    treasury = _open(config)
     try:
         return asyncio.run(work(treasury))
     except TreasuryError as exc:
@@ -599,7 +620,7 @@ def events_status(database: str | None, as_json: bool) -> None:
         await treasury.sandbox.sync_clock()  # business time as the server sees it
         return await treasury.notifications.status()
 
-    status = _run_on(database, read)
+    status = _run_on(database, read, existing=True)
     if as_json:
         _json_line(status.as_dict())
         return

@@ -13,6 +13,7 @@ import ipaddress
 import socket
 from collections.abc import Mapping
 from types import TracebackType
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -63,6 +64,10 @@ def _destination(url: str, allow_private: bool) -> tuple[URL, str, str | None]:
     parsed = URL(url)
     host = parsed.host or ""
     return parsed, host, destination_refusal(host, allow_private=allow_private)
+
+
+def _not_encodable(host: str) -> str:
+    return f"{host} cannot be encoded for DNS (IDNA)"
 
 
 class HttpSender:
@@ -122,7 +127,10 @@ class HttpSender:
         """POST ``body``; the status code, or :class:`DeliveryFailed` without an answer."""
         if self._session is None:
             raise RuntimeError("HttpSender is used outside its `async with` block")
-        parsed, host, refusal = _destination(url, self._allow_private)
+        try:
+            parsed, host, refusal = _destination(url, self._allow_private)
+        except UnicodeError:
+            raise DeliveryFailed(_not_encodable(urlsplit(url).hostname or "")) from None
         if refusal is not None:
             raise DestinationRefused(refusal)
         try:
@@ -136,6 +144,10 @@ class HttpSender:
             raise
         except TimeoutError:
             raise DeliveryFailed(f"{host} did not answer in time") from None
+        except UnicodeError:
+            # The resolver encodes the name again (stricter than URL parsing: a label over 63
+            # characters passes the one and not the other).
+            raise DeliveryFailed(_not_encodable(host)) from None
         except (aiohttp.ClientError, OSError) as exc:
             # The host only: a URL's path or query may carry the receiver's own token.
             raise DeliveryFailed(f"{host} could not be reached ({type(exc).__name__})") from None
