@@ -49,11 +49,17 @@ class RatesServer:
         #: Whole responses written as they are, status line and headers included.
         self.raw: dict[str, bytes] = {}
         self.hits: list[str] = []
+        #: While set and not yet released, each request is held before it is answered.
+        self.hold: threading.Event | None = None
+        self.held: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.hits.append(self.path)
+                if outer.hold is not None:
+                    outer.held.append(self.path)
+                    outer.hold.wait(10)
                 if self.path in outer.raw:
                     self.wfile.write(outer.raw[self.path])
                     self.close_connection = True
@@ -237,6 +243,22 @@ def daily_of(day: date) -> bytes:
     return dated
 
 
+def ecb_on(
+    monkeypatch: pytest.MonkeyPatch, day: date, url: str | None = None
+) -> tuple[Treasury, FakeClock]:
+    """A treasury with ``TREASURY_FX_RATES=ecb`` and no ``TREASURY_ECB_*`` variable but
+    ``TREASURY_ECB_URL=url`` if given, at 17:00 UTC on ``day``."""
+    for name in SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    if url is not None:
+        monkeypatch.setenv("TREASURY_ECB_URL", url)
+    clock = FakeClock(datetime.combine(day, datetime.min.time(), UTC).replace(hour=17))
+    treasury = bootstrap(
+        TreasuryConfig(database_url="memory://", fx_rates="ecb"), clock=clock, wall_clock=clock
+    )
+    return treasury, clock
+
+
 def test_ecb_on_with_the_ecbs_daily_file_current_fx_transfers_move(
     server: RatesServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -245,13 +267,8 @@ def test_ecb_on_with_the_ecbs_daily_file_current_fx_transfers_move(
     # loopback server's; every TREASURY_ECB_* variable is unset.
     today = SHIPPED.latest + timedelta(days=33)
     server.files["/eurofxref-daily.xml"] = daily_of(today)
-    for name in SETTINGS:
-        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(treasury_ecb.fx, "DAILY_URL", server.url("/eurofxref-daily.xml"))
-    clock = FakeClock(datetime.combine(today, datetime.min.time(), UTC).replace(hour=17))
-    treasury = bootstrap(
-        TreasuryConfig(database_url="memory://", fx_rates="ecb"), clock=clock, wall_clock=clock
-    )
+    treasury, _ = ecb_on(monkeypatch, today)
 
     async def scenario() -> None:
         company, usd, gbp, _ = await funded(treasury)
@@ -274,21 +291,38 @@ def test_ecb_on_with_the_ecbs_daily_file_current_fx_transfers_move(
     check_invariants(treasury.storage)
 
 
+def test_a_quote_does_not_wait_for_a_fetch_under_way(server: RatesServer, tmp_path: Path) -> None:
+    clock = FakeClock(datetime(2025, 4, 22, 9, tzinfo=UTC))
+    thursday = parse_rates(snapshot_until(tmp_path, date(2025, 4, 17)).read_bytes())
+    fx = EcbFxRates(clock, table=thursday, url=server.url("/slow.xml"), refresh_seconds=0.02)
+    hold = threading.Event()
+    try:
+        # The first fetch (a 404) is over before the first quote answers.
+        assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 17)
+        server.hold = hold
+        wait_for(lambda: bool(server.held), "fetching again")
+        # The thread waits on that held fetch, which will answer the file once released.
+        server.files["/slow.xml"] = XML
+        # Meanwhile a quote answers from the loaded rates, without waiting for the fetch.
+        assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 17)
+        assert fx.fetched_latest is None
+        hold.set()
+        wait_for(lambda: fx.fetched_latest == date(2025, 4, 25), "fetched the file")
+        assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 22)
+    finally:
+        hold.set()
+        fx.close()
+
+
 def test_with_the_ecb_unreachable_the_shipped_rates_answer_then_the_503_says_why(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A port nothing listens on: the fetch is refused at once, as when the network is down.
     with socket.create_server(("127.0.0.1", 0)) as closed:
         port = closed.getsockname()[1]
-    for name in SETTINGS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("TREASURY_ECB_URL", f"http://127.0.0.1:{port}/eurofxref-daily.xml")
     shipped = SHIPPED.latest
-    clock = FakeClock(datetime.combine(shipped, datetime.min.time(), UTC).replace(hour=17))
-    clock.advance(3 * 86_400)
-    treasury = bootstrap(
-        TreasuryConfig(database_url="memory://", fx_rates="ecb"), clock=clock, wall_clock=clock
-    )
+    url = f"http://127.0.0.1:{port}/eurofxref-daily.xml"
+    treasury, clock = ecb_on(monkeypatch, shipped + timedelta(days=3), url)
 
     async def scenario() -> None:
         company, usd, gbp, _ = await funded(treasury)
@@ -534,8 +568,9 @@ def test_loops_in_several_threads_share_one_load_and_one_refresh(
     server: RatesServer, tmp_path: Path
 ) -> None:
     # Offline up to Thursday; on Easter Tuesday each thread's loop quotes at once. The offline
-    # file is read once and the URL fetched once; a quote made while that fetch is under way
-    # gets Thursday's rate (within the day guard), every quote after it Tuesday's.
+    # file is read once and the URL fetched once, by the adapter's thread; the quotes wait for
+    # that first fetch (the rates lack today) unless it outlasts the timeout, when they get
+    # Thursday's rate (within the day guard); every quote after it gets Tuesday's.
     snapshot = snapshot_until(tmp_path, date(2025, 4, 17))
     loads: list[int] = []
 
