@@ -92,12 +92,14 @@ class Treasury:
     card_reconciliation: CardReconciliation
 
     def close(self) -> None:
-        """Release the storage's connections and threads, and the card provider's when it has
-        a ``close()`` (the Stripe provider's worker threads)."""
-        # Not part of the card provider port: only a provider that holds resources has one.
-        close_provider = getattr(self.payments.provider, "close", None)
-        if callable(close_provider):
-            close_provider()
+        """Release the storage's connections and threads, and the card provider's and the FX
+        adapter's when they have a ``close()`` (the Stripe provider's worker threads, the ECB
+        adapter's fetching thread)."""
+        # Not part of the ports: only an adapter that holds resources has one.
+        for adapter in (self.payments.provider, self.context.fx):
+            close_adapter = getattr(adapter, "close", None)
+            if callable(close_adapter):
+                close_adapter()
         self.storage.close()
 
 

