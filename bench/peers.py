@@ -41,6 +41,11 @@ class Peer:
 
 #: localstripe, the stateful fake Stripe server (aiohttp).
 LOCALSTRIPE = Peer("localstripe", ("localstripe==1.15.10",))
+#: openapi-python-client, not a peer but a tool with the same need: it brings its own pins of
+#: pydantic, httpx and ruff. tests/e2e/test_openapi_client.py generates a client of our OpenAPI
+#: document with it and runs the README's walk-through through that client in this venv (the
+#: generated code needs httpx, attrs and python-dateutil, which the tool depends on).
+OPENAPI_CLIENT = Peer("openapi-python-client", ("openapi-python-client==0.29.1",))
 #: django-hordak, a double-entry ledger on Django; PostgreSQL through psycopg2.
 HORDAK = Peer("hordak", ("django-hordak==2.0.0", "psycopg2-binary==2.9.10"))
 #: python-accounting, a double-entry ledger on SQLAlchemy. Installed without pip's dependency

@@ -255,6 +255,7 @@ _CONSTRAINTS = (
     ("exclusiveMinimum", "> {}"),
     ("maximum", "≤ {}"),
     ("minItems", "at least {} items"),
+    ("maxProperties", "at most {} keys"),
 )
 
 
@@ -386,6 +387,10 @@ def http_reference(document: dict[str, Any] | None = None) -> str:
             out += [_prose(schema["description"]), ""]
         if "enum" in schema:
             out += ["One of: " + ", ".join(f"`{value}`" for value in schema["enum"]) + ".", ""]
+        elif "properties" not in schema and "additionalProperties" in schema:
+            # A shared map type (``Metadata``): its keys are the caller's, not fields.
+            notes = _notes(schema)
+            out += [f"{_type(schema)}" + (f": {notes}." if notes else "."), ""]
         else:
             out += [*_fields(schema), ""]
     return "\n".join(out)

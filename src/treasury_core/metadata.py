@@ -24,7 +24,7 @@ from typing import Annotated, Any, Final
 from pydantic import Field
 
 from treasury_core.errors import ValidationFailed
-from treasury_core.validation import MULTILINE_ALLOWED, refused_class
+from treasury_core.validation import MULTILINE_ALLOWED, SchemaComponent, refused_class
 
 MAX_KEYS: Final = 50
 MAX_KEY_LENGTH: Final = 40
@@ -59,12 +59,15 @@ MetadataInput = Annotated[
             },
         },
     ),
+    SchemaComponent("MetadataInput"),
 ]
 
 #: ``metadata`` on a record: always present, ``{}`` when nothing is set (declare it ``= {}``;
 #: pydantic copies the default for each record).
 MetadataField = Annotated[
-    dict[str, str], Field(description="Your own key-value pairs (see `metadata` on create).")
+    dict[str, str],
+    Field(description="Your own key-value pairs (see `metadata` on create)."),
+    SchemaComponent("Metadata"),
 ]
 
 

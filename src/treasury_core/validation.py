@@ -163,6 +163,31 @@ class SchemaMark:
         return schema
 
 
+#: The key :class:`SchemaComponent` puts in a JSON Schema.
+COMPONENT_KEY = "x-treasury-component"
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaComponent:
+    """Annotation metadata that names a type's JSON Schema: ``x-treasury-component: name``.
+
+    The HTTP app's OpenAPI document moves such a schema to ``components/schemas/{name}`` and
+    leaves a ``$ref`` in each field of the type, so that a client generated from the document
+    has one type (``Currency``) where pydantic would inline the schema into every field. Put it
+    after the annotations that shape the schema (a :class:`SchemaMark`, ``WithJsonSchema``).
+    """
+
+    name: str
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The wrapped type's schema with the name."""
+        schema: dict[str, Any] = handler(core_schema)
+        schema[COMPONENT_KEY] = self.name
+        return schema
+
+
 class SchemaRule:
     """Annotation metadata that adds keywords to a field's JSON Schema only
     (``SchemaRule(enum=["Tokenization"])``), for a rule a service enforces with its own message.
@@ -182,10 +207,18 @@ class SchemaRule:
 
 
 #: A three-letter code as sent; whether it is an enabled currency is checked by the registry.
-CurrencyCode = Annotated[str, StringConstraints(min_length=3, max_length=3), SchemaMark("currency")]
+CurrencyCode = Annotated[
+    str,
+    StringConstraints(min_length=3, max_length=3),
+    SchemaMark("currency"),
+    SchemaComponent("Currency"),
+]
 #: A currency code for a virtual account: the registry checks it has ``can_vban``.
 VbanCurrencyCode = Annotated[
-    str, StringConstraints(min_length=3, max_length=3), SchemaMark("vban_currency")
+    str,
+    StringConstraints(min_length=3, max_length=3),
+    SchemaMark("vban_currency"),
+    SchemaComponent("VirtualAccountCurrency"),
 ]
 #: An amount in minor units: a positive integer; the configured maximum is the services' check.
 Amount = Annotated[

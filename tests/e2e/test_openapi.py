@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp.test_utils import TestClient
+from openapi_spec_validator import validate
 
+from tests.e2e.conftest import Tenant
 from treasury_aiohttp import dashboard_ops, hosted_pages
 from treasury_core import Treasury
 from treasury_core.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
@@ -61,10 +63,93 @@ def _param(operation: dict[str, Any], name: str) -> dict[str, Any]:
     return next(p for p in operation["parameters"] if p["name"] == name)
 
 
+def _resolved(schemas: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """``node``, or the component its ``$ref`` names."""
+    if "$ref" in node:
+        resolved: dict[str, Any] = schemas[node["$ref"].rsplit("/", 1)[1]]
+        return resolved
+    return node
+
+
 def _property(schemas: dict[str, Any], model: str, name: str) -> dict[str, Any]:
     node: dict[str, Any] = schemas[model]["properties"][name]
     # An optional field is anyOf [its schema, null].
-    return next((s for s in node.get("anyOf", []) if s.get("type") != "null"), node)
+    node = next((s for s in node.get("anyOf", []) if s.get("type") != "null"), node)
+    return _resolved(schemas, node)
+
+
+async def test_the_document_is_valid_openapi(client: Client) -> None:
+    doc = await (await client.get("/api/v1/openapi.json")).json()
+    validate(doc)  # raises on the first rule of OpenAPI 3.1 (and its JSON Schema) it breaks
+
+
+def _inline_enums(node: Any, path: str = "") -> list[tuple[str, tuple[Any, ...]]]:
+    """Every ``enum`` of several values in ``node`` that is not a component of its own, with
+    where it is (one value is a constant, such as ``Idempotent-Replayed: true``)."""
+    found: list[tuple[str, tuple[Any, ...]]] = []
+    if isinstance(node, dict):
+        if len(node.get("enum", ())) > 1 and path.count("/") > 3:
+            found.append((path, tuple(node["enum"])))
+        for key, value in node.items():
+            found += _inline_enums(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _inline_enums(value, f"{path}/{index}")
+    return found
+
+
+async def test_a_repeated_type_is_one_component(client: Client, treasury: Treasury) -> None:
+    doc = await (await client.get("/api/v1/openapi.json")).json()
+    schemas, paths = doc["components"]["schemas"], doc["paths"]
+    # No set of values is spelt out twice: a client generator makes a type of each copy.
+    enums = _inline_enums(doc)
+    assert len(enums) >= 2  # the Error schema's own, at least
+    values = [enum for _, enum in enums]
+    assert [(p, e) for p, e in enums if values.count(e) > 1] == []
+    # Every currency field and parameter refers to the one Currency, the enabled codes.
+    currency = "#/components/schemas/Currency"
+    enabled = sorted(c.code for c in treasury.currencies)
+    assert sorted(schemas["Currency"]["enum"]) == enabled
+    assert schemas["CreateWalletRequest"]["properties"]["currency_id"]["$ref"] == currency
+    processing = schemas["CreateIntentRequest"]["properties"]["processing_currency"]
+    assert {"$ref": currency} in processing["anyOf"]
+    assert _param(paths["/api/v1/deposits"]["get"], "currency")["schema"] == {"$ref": currency}
+    vban = "#/components/schemas/VirtualAccountCurrency"
+    assert schemas["CreateVirtualAccountRequest"]["properties"]["source_currency"]["$ref"] == vban
+    # A status filter is the status enum of the records it lists.
+    deposits = _param(paths["/api/v1/deposits"]["get"], "status")["schema"]
+    assert deposits == schemas["DepositRecord"]["properties"]["status"]
+    # Metadata: one type on the records, one (with its limits) in requests and filters.
+    assert schemas["WalletRecord"]["properties"]["metadata"]["$ref"].endswith("/Metadata")
+    metadata_filter = _param(paths["/api/v1/wallets"]["get"], "metadata")["schema"]
+    assert metadata_filter["$ref"].endswith("/MetadataInput")
+    assert schemas["MetadataInput"]["maxProperties"] == 50
+
+
+async def test_a_body_without_required_fields_may_be_left_out(
+    client: Client, tenant: Tenant
+) -> None:
+    doc = await (await client.get("/api/v1/openapi.json")).json()
+    complete = doc["paths"]["/api/v1/sandbox/deposits/{deposit_id}/complete"]["post"]
+    assert complete["requestBody"]["required"] is False
+    create = doc["paths"]["/api/v1/deposit"]["post"]
+    assert create["requestBody"]["required"] is True
+    # As documented: no body and no Content-Type completes the deposit.
+    wallet = await client.post(
+        "/api/v1/wallet", json={"name": "Ops", "currency_id": "EUR"}, headers=tenant.auth
+    )
+    wallet_id = (await wallet.json())["id"]
+    deposit = await client.post(
+        "/api/v1/deposit",
+        json={"wallet_id": wallet_id, "from_amount": 1000, "from_currency_id": "EUR"},
+        headers=tenant.auth,
+    )
+    deposit_id = (await deposit.json())["id"]
+    completed = await client.post(
+        f"/api/v1/sandbox/deposits/{deposit_id}/complete", headers=tenant.auth
+    )
+    assert completed.status == 200, await completed.text()
+    assert (await completed.json())["status"] == "completed"
 
 
 async def test_the_document_states_the_rules_the_server_enforces(

@@ -6,13 +6,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
-from pydantic.json_schema import models_json_schema
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic.json_schema import JsonSchemaMode
 
 from treasury_aiohttp.forms import CSRF_FIELD
 from treasury_aiohttp.routing import Auth, Route
 from treasury_core.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT
+from treasury_core.validation import COMPONENT_KEY
 
 _REF = "#/components/schemas/{model}"
 
@@ -116,9 +117,9 @@ def _description(route: Route) -> str | None:
     return "\n\n".join(part for part in parts if part) or None
 
 
-def _param_schema(annotation: Any) -> dict[str, Any]:
-    """The JSON Schema of a parameter's type, without pydantic's titles."""
-    schema = TypeAdapter(annotation).json_schema()
+def _param_schema(annotation: Any, keys: _Keys) -> dict[str, Any]:
+    """The JSON Schema of a parameter's type, without pydantic's title."""
+    schema = dict(keys[(annotation, "validation")])
     schema.pop("title", None)
     return schema
 
@@ -150,8 +151,13 @@ class _Marks:
         return node
 
 
-#: A schema reference per (model, mode), as pydantic's ``models_json_schema`` returns them.
-_Keys = dict[tuple[Any, Any], dict[str, Any]]
+#: A schema (or a reference to one) per (model or parameter type, mode), as pydantic's
+#: ``TypeAdapter.json_schemas`` returns them.
+_Keys = dict[tuple[Any, JsonSchemaMode], dict[str, Any]]
+
+#: What a field says about itself rather than about its type: it stays beside the ``$ref`` when
+#: the type's schema becomes a shared component.
+_FIELD_KEYWORDS = frozenset({"title", "description", "default", "examples", "deprecated"})
 
 
 def build_openapi(
@@ -170,10 +176,15 @@ def build_openapi(
     ``maximum`` the services enforce; without them those fields say only what the models check.
     """
     marks = _Marks(tuple(currencies), tuple(vban_currencies), max_amount)
-    keys, schemas = _schemas(routes, marks)
+    keys, schemas = _schemas(routes)
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, marks, keys)
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, keys)
+    marks.apply(paths)
+    marks.apply(schemas)
+    # Components first, so that a shared type met in a component and in a parameter is one.
+    _share(schemas, schemas)
+    _share(paths, schemas)
     return {
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
@@ -198,21 +209,67 @@ def build_openapi(
     }
 
 
-def _schemas(routes: tuple[Route, ...], marks: _Marks) -> tuple[_Keys, dict[str, Any]]:
-    """The references to the routes' request and response models, and the models' schemas."""
-    models: list[tuple[type[BaseModel], Any]] = []
+def _schemas(routes: tuple[Route, ...]) -> tuple[_Keys, dict[str, Any]]:
+    """The schemas of the routes' request and response models and parameter types, and the
+    components they reference.
+
+    One generation for all of them, so that an enum is one component whether a model's field or
+    a query parameter uses it (``MovementStatus``, ``IntentStatus``, ...).
+    """
+    inputs: dict[tuple[Any, JsonSchemaMode], TypeAdapter[Any]] = {}
+
+    def add(annotation: Any, mode: JsonSchemaMode) -> None:
+        if (annotation, mode) not in inputs:
+            inputs[(annotation, mode)] = TypeAdapter(annotation)
+
     for route in routes:
         if route.body is not None:
-            models.append((route.body, "validation"))
+            add(route.body, "validation")
         if route.response is not None:
-            models.append((route.response, "serialization"))
-    keys, schema = models_json_schema(models, ref_template=_REF)
-    schemas: dict[str, Any] = marks.apply(dict(schema.get("$defs", {})))
+            add(route.response, "serialization")
+        for param in route.query_params.values():
+            add(param.type, "validation")
+        if route.is_list and route.paged:
+            add(route.cursor, "validation")
+    keys, definitions = TypeAdapter.json_schemas(
+        [(key[0], key[1], adapter) for key, adapter in inputs.items()], ref_template=_REF
+    )
+    schemas: dict[str, Any] = dict(definitions.get("$defs", {}))
     schemas["Error"] = _ERROR_SCHEMA
-    return keys, schemas
+    return dict(keys), schemas
 
 
-def _operation(route: Route, marks: _Marks, keys: _Keys) -> dict[str, Any]:
+def _share(node: Any, schemas: dict[str, Any]) -> None:
+    """Every schema named by :class:`~treasury_core.validation.SchemaComponent` under ``node``,
+    moved to ``schemas`` under its name and replaced by a ``$ref`` to it, in place.
+
+    The field's own keywords (its title, description, default) stay beside the ``$ref``. Two
+    types sharing a name with different schemas are a programming error.
+    """
+    if isinstance(node, dict):
+        for key, value in list(node.items()):
+            if isinstance(value, dict) and COMPONENT_KEY in value:
+                node[key] = _shared(value, schemas)
+            else:
+                _share(value, schemas)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            if isinstance(value, dict) and COMPONENT_KEY in value:
+                node[index] = _shared(value, schemas)
+            else:
+                _share(value, schemas)
+
+
+def _shared(schema: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any]:
+    name = schema.pop(COMPONENT_KEY)
+    component = {k: v for k, v in schema.items() if k not in _FIELD_KEYWORDS}
+    if schemas.setdefault(name, component) != component:
+        raise ValueError(f"two types name their schema {name!r}: {schemas[name]} and {component}")
+    use = {k: v for k, v in schema.items() if k in _FIELD_KEYWORDS}
+    return {"$ref": _REF.format(model=name), **use}
+
+
+def _operation(route: Route, keys: _Keys) -> dict[str, Any]:
     """The route's operation: a page for people, or a JSON API call."""
     operation: dict[str, Any] = {
         "operationId": route.operation_id,
@@ -223,7 +280,7 @@ def _operation(route: Route, marks: _Marks, keys: _Keys) -> dict[str, Any]:
     description = _description(route)
     if description:
         operation["description"] = description
-    parameters = _parameters(route, marks)
+    parameters = _parameters(route, keys)
     if parameters:
         operation["parameters"] = parameters
     if route.html:
@@ -245,7 +302,7 @@ def _idempotent(route: Route) -> bool:
     return route.method == "POST" and route.auth.is_merchant
 
 
-def _parameters(route: Route, marks: _Marks) -> list[dict[str, Any]]:
+def _parameters(route: Route, keys: _Keys) -> list[dict[str, Any]]:
     """The route's path, query and header parameters, in that order."""
     parameters: list[dict[str, Any]] = [
         {
@@ -263,19 +320,19 @@ def _parameters(route: Route, marks: _Marks) -> list[dict[str, Any]]:
             "in": "query",
             "required": param.required,
             "description": param.description,
-            "schema": marks.apply(_param_schema(param.type)),
+            "schema": _param_schema(param.type, keys),
             **({"style": param.style, "explode": True} if param.style else {}),
         }
         for name, param in route.query_params.items()
     ]
     if route.is_list and route.paged:
-        parameters += _paging_parameters(route)
+        parameters += _paging_parameters(route, keys)
     if _idempotent(route):
         parameters.append(_IDEMPOTENCY_KEY)
     return parameters
 
 
-def _paging_parameters(route: Route) -> list[dict[str, Any]]:
+def _paging_parameters(route: Route, keys: _Keys) -> list[dict[str, Any]]:
     """``limit`` and ``starting_after``, with the bounds :mod:`treasury_core.pagination` checks."""
     return [
         {
@@ -294,7 +351,7 @@ def _paging_parameters(route: Route) -> list[dict[str, Any]]:
             "in": "query",
             "required": False,
             "description": "The last id of the previous page.",
-            "schema": _param_schema(route.cursor),
+            "schema": _param_schema(route.cursor, keys),
         },
     ]
 
@@ -319,7 +376,7 @@ def _request_body(route: Route, keys: _Keys) -> dict[str, Any] | None:
     """The JSON body the route's model describes, or the raw body it takes, or none."""
     if route.body is not None:
         return {
-            "required": True,
+            "required": not _empty_body_valid(route.body),
             "content": {"application/json": {"schema": keys[(route.body, "validation")]}},
         }
     if route.raw_body:
@@ -329,6 +386,16 @@ def _request_body(route: Route, keys: _Keys) -> dict[str, Any] | None:
             "content": {media: {"schema": raw} for media in route.raw_body},
         }
     return None
+
+
+def _empty_body_valid(model: type[BaseModel]) -> bool:
+    """Whether ``model`` takes ``{}``: then no body at all will do, as
+    :func:`treasury_aiohttp.io.parse_body` reads an empty body as ``{}``."""
+    try:
+        model.model_validate_json(b"{}", strict=True)
+    except ValidationError:
+        return False
+    return True
 
 
 def _ok(route: Route, keys: _Keys) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchem
 from treasury_core.events import OPERATOR_EVENTS, EventType
 from treasury_core.serialization import Timestamp
 from treasury_core.treasury.records import TreasuryRecord
-from treasury_core.validation import Url
+from treasury_core.validation import SchemaComponent, Url
 
 
 def _no_credentials(url: str) -> str:
@@ -85,6 +85,7 @@ SubscribableEvent = Annotated[
     WithJsonSchema(
         {"type": "string", "enum": [t.value for t in EventType if t not in OPERATOR_EVENTS]}
     ),
+    SchemaComponent("SubscribableEventType"),
 ]
 
 

@@ -91,6 +91,10 @@ def check_create_rules(payment_type: PaymentType, capture_method: CaptureMethod)
         )
 
 
+def _without_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
 class PaymentIntentRecord(BaseModel):
     """A payment intent as the interface shows it (part 2.1), and the ``data.object`` of its events.
 
@@ -107,9 +111,14 @@ class PaymentIntentRecord(BaseModel):
     status: IntentStatus = IntentStatus.INITIALIZED
     billing_amount: int = Field(gt=0)
     billing_currency: str = Field(pattern=r"^[A-Z]{3}$")
-    # Filled from the billing fields when not given (rule 1), so never None once validated.
-    processing_amount: int = Field(default=None, gt=0)  # type: ignore[assignment]
-    processing_currency: str = Field(default=None, pattern=r"^[A-Z]{3}$")  # type: ignore[assignment]
+    # Filled from the billing fields when not given (rule 1), so never None once validated: the
+    # schema shows no default, since a ``null`` one would contradict the field's own type.
+    processing_amount: int = Field(  # type: ignore[assignment]
+        default=None, gt=0, json_schema_extra=_without_default
+    )
+    processing_currency: str = Field(  # type: ignore[assignment]
+        default=None, pattern=r"^[A-Z]{3}$", json_schema_extra=_without_default
+    )
     amount_refunded: int = Field(default=0, ge=0)
     payment_type: PaymentType = PaymentType.CARD_PAYMENT
     capture_method: CaptureMethod = CaptureMethod.AUTOMATIC
