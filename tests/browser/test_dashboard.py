@@ -18,7 +18,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, Dialog, Page, expect
+from playwright.async_api import Browser, Page, expect
 
 from tests.bankfiles import Entry
 from tests.browser.conftest import (
@@ -75,17 +75,11 @@ async def failed_once(server: LiveServer, event_id: str) -> None:
             await asyncio.sleep(0.05)  # the worker's attempt is in flight: look again
 
 
-async def _accept(dialog: Dialog) -> None:
-    # The data-confirm questions (void, refund): the operator says yes.
-    await dialog.accept()
-
-
 async def test_operate_the_treasury_in_a_browser(page: Page, live_server: LiveServer) -> None:
     server, t = live_server, live_server.treasury
     company = server.tenant.company_id
     intent = await paid(server, "order-1001")
     hold = await paid(server, "order-1002")
-    page.on("dialog", _accept)
     await sign_in(page, server)
 
     # Find the payment by its reference, capture it, refund part of it.
@@ -97,10 +91,13 @@ async def test_operate_the_treasury_in_a_browser(page: Page, live_server: LiveSe
     await rows.get_by_role("link", name=str(intent.id)).click()
     await expect(page.locator("#intent-status")).to_have_text("AUTHORIZED")
     await page.get_by_role("button", name=re.compile(r"^Capture")).click()
+    await expect(page.get_by_role("heading", name="Capture $25.00?")).to_be_visible()
+    await page.get_by_role("button", name="Capture $25.00").click()
     await expect(page.locator("#intent-status")).to_have_text("PROCESSED")
     await page.get_by_label(re.compile(r"^Amount to refund")).fill("10.00")
     await page.get_by_label("Reason (optional)").fill("one item returned")
-    await page.get_by_role("button", name="Refund").click()
+    await page.get_by_role("button", name="Refund…").click()
+    await page.get_by_role("button", name="Refund $10.00").click()
     await expect(page.locator("#intent-refunded")).to_have_text("$10.00")
     await expect(page.locator(".timeline")).to_contain_text("Refund re_")
     assert (await t.payments.get(company, intent.id)).amount_refunded == 1_000
@@ -113,14 +110,14 @@ async def test_operate_the_treasury_in_a_browser(page: Page, live_server: LiveSe
     )
     await page.goto(server.url(f"/dashboard/wallets/{wallet.id}"))
     await expect(page.locator("#wallet-balance")).to_have_text("$0.00")
-    await expect(page.locator("svg polyline")).to_have_count(1)
-    before = await page.locator("svg polyline").get_attribute("points")
+    await expect(page.locator("svg line.line")).to_have_count(1)
+    before = await page.locator("svg.chart").inner_html()
     await page.get_by_role("link", name="Sandbox").click()
     await page.get_by_role("button", name=re.compile(r"^Complete dep_")).click()
     await expect(page.get_by_text("None pending.").first).to_be_visible()
     await page.goto(server.url(f"/dashboard/wallets/{wallet.id}"))
     await expect(page.locator("#wallet-balance")).to_have_text("$500.00")
-    assert await page.locator("svg polyline").get_attribute("points") != before
+    assert await page.locator("svg.chart").inner_html() != before
     await page.goto(server.url("/dashboard"))
     await expect(page.get_by_role("cell", name="$500.00").first).to_be_visible()
 

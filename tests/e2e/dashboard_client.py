@@ -48,13 +48,17 @@ async def sign_in(client: Client, secret_key: str, home: str = "/dashboard") -> 
 
 
 async def post_form(
-    client: Client, path: str, token: str, fields: dict[str, str] | None = None
+    client: Client,
+    path: str,
+    token: str,
+    fields: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Any:
     """Post a dashboard form (same-origin, with ``token``); the response, not followed."""
     return await client.post(
         path,
         data={"csrf_token": token, **(fields or {})},
-        headers=SAME_ORIGIN,
+        headers={**SAME_ORIGIN, **(headers or {})},
         allow_redirects=False,
     )
 
@@ -67,6 +71,7 @@ async def paid_intent(
     reference: str,
     amount: int = 1_000,
     manual: bool = True,
+    currency: str = "USD",
 ) -> PaymentIntent:
     """An intent of the company paid with :data:`CARD` (authorized when ``manual``)."""
     intent = await treasury.payments.create(
@@ -74,7 +79,7 @@ async def paid_intent(
         CreateIntentRequest(
             account_id=account_id,
             billing_amount=amount,
-            billing_currency="USD",
+            billing_currency=currency,
             payment_type="Card Payment",
             capture_method="manual" if manual else "automatic",
             merchant_reference=reference,
@@ -82,3 +87,32 @@ async def paid_intent(
         ),
     )
     return (await treasury.payments.pay(intent.payment_intent_lookup_id, CARD)).intent
+
+
+_HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
+
+
+def confirmation_fields(page: str) -> dict[str, str]:
+    """The hidden fields of the confirmation page's form (the CSRF token among them)."""
+    form = page[page.index('<form method="post" action="', page.index('id="confirm-what"')) :]
+    return {name: html.unescape(value) for name, value in _HIDDEN.findall(form.split("</form>")[0])}
+
+
+async def post_confirmed(
+    client: Client,
+    path: str,
+    token: str,
+    fields: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """Post an action's form, check that it answers the confirmation page and did nothing yet
+    (the caller checks the state), then post the confirmation; that response, not followed."""
+    review = await post_form(client, path, token, fields, headers)
+    page = await review.text()
+    assert review.status == 200, page
+    return await client.post(
+        path,
+        data=confirmation_fields(page),
+        headers={**SAME_ORIGIN, **(headers or {})},
+        allow_redirects=False,
+    )

@@ -15,7 +15,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.e2e.conftest import Tenant
-from tests.e2e.dashboard_client import SAME_ORIGIN, csrf_of, post_form, sign_in
+from tests.e2e.dashboard_client import (
+    SAME_ORIGIN,
+    confirmation_fields,
+    csrf_of,
+    post_confirmed,
+    post_form,
+    sign_in,
+)
 from tests.e2e.dashboard_client import paid_intent as client_paid_intent
 from treasury_aiohttp import create_app, dashboard_ops
 from treasury_aiohttp.dashboard_auth import SESSION_CIPHER, SESSION_SECONDS
@@ -210,7 +217,7 @@ async def test_find_capture_and_refund_a_payment(
     detail = await client.get(f"/dashboard/payments/{intent.id}")
     assert detail.status == 200
     assert "Capture" in await detail.text()
-    captured = await post_form(client, f"/dashboard/payments/{intent.id}/capture", token)
+    captured = await post_confirmed(client, f"/dashboard/payments/{intent.id}/capture", token)
     assert captured.status == 303
     assert captured.headers["Location"] == f"/dashboard/payments/{intent.id}"
     assert (await treasury.payments.get(tenant.company_id, intent.id)).status.value == "PROCESSED"
@@ -243,16 +250,90 @@ async def test_find_capture_and_refund_a_payment(
         assert response.status == 400, reason
         assert 'role="alert"' in await response.text()
     assert (await treasury.payments.get(tenant.company_id, intent.id)).amount_refunded == 0
-    part = await post_form(client, refund, token, {"amount": "3.00", "reason": "damaged"})
+    part = await post_confirmed(client, refund, token, {"amount": "3.00", "reason": "damaged"})
     assert part.status == 303
     after = await treasury.payments.get(tenant.company_id, intent.id)
     assert after.amount_refunded == 300
     page = await (await client.get(f"/dashboard/payments/{intent.id}")).text()
     assert "Refund re_" in page and "$3.00" in page
     assert "Latest attempt (Visa •••• 4242): completed" in page
-    rest = await post_form(client, refund, token, {"amount": ""})
+    rest = await post_confirmed(client, refund, token, {"amount": ""})
     assert rest.status == 303
     assert (await treasury.payments.get(tenant.company_id, intent.id)).amount_refunded == 1_000
+
+
+async def test_an_action_acts_only_once_confirmed_with_the_exact_amount(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
+    intent = await paid_intent(treasury, tenant, reference="confirm-me")
+    token = await sign_in(client, tenant.secret_key)
+    capture = f"/dashboard/payments/{intent.id}/capture"
+    review = await post_form(client, capture, token)
+    page = await review.text()
+    assert review.status == 200
+    assert "Capture $10.00?" in page and "10.00 USD" in page and "1000 minor units" in page
+    assert (await treasury.payments.get(tenant.company_id, intent.id)).status.value == (
+        "AUTHORIZED"
+    )
+    # The confirmation is for this payment as shown: another amount or currency is refused.
+    fields = confirmation_fields(page)
+    for changed in ({"confirm_amount": "999"}, {"confirm_currency": "EUR"}):
+        response = await post_form(client, capture, token, {**fields, **changed})
+        assert response.status == 400, changed
+    assert (await treasury.payments.get(tenant.company_id, intent.id)).status.value == (
+        "AUTHORIZED"
+    )
+    assert (await post_form(client, capture, token, fields)).status == 303
+    assert (await treasury.payments.get(tenant.company_id, intent.id)).status.value == ("PROCESSED")
+    # A refund confirmed once refunds once: the same confirmation posted again is refused.
+    refund = f"/dashboard/payments/{intent.id}/refund"
+    review = await post_form(client, refund, token, {"amount": "2.50", "reason": "late"})
+    page = await review.text()
+    assert "Refund $2.50?" in page and "2.50 USD" in page and "250 minor units" in page
+    fields = confirmation_fields(page)
+    assert (await treasury.payments.get(tenant.company_id, intent.id)).amount_refunded == 0
+    assert (await post_form(client, refund, token, fields)).status == 303
+    again = await post_form(client, refund, token, fields)
+    assert again.status == 400 and "changed after this was shown" in await again.text()
+    assert (await treasury.payments.get(tenant.company_id, intent.id)).amount_refunded == 250
+
+
+async def test_refund_amounts_are_read_in_the_pages_locale(
+    client: Client, tenant: Tenant, treasury: Treasury
+) -> None:
+    intent = await paid_intent(treasury, tenant, reference="locale", manual=False)
+    token = await sign_in(client, tenant.secret_key)
+    refund = f"/dashboard/payments/{intent.id}/refund"
+    german = {"Accept-Language": "de-DE,de;q=0.9"}
+    # en-US (no Accept-Language): "12,50" could be 1,250 or 12.50; "1.000" has three decimals.
+    for amount, reason in (
+        ("1,0,0", "Did you mean 100?"),
+        (",,1", "Did you mean 1?"),
+        ("1,5", "Did you mean 15 or 1.5?"),
+        ("1.000", "more decimals than USD has (2)"),
+        ("1.00 $", "such as 1,234.50"),
+    ):
+        response = await post_form(client, refund, token, {"amount": amount})
+        page = await response.text()
+        assert response.status == 400, amount
+        assert reason in page, (amount, page)
+        assert f'value="{amount}"' in page.replace("&#36;", "$")  # the form keeps what was typed
+    for amount, reason in (
+        ("1,0,0", "as de-DE writes it, such as 1.234,50"),
+        (",,1", "as de-DE writes it"),
+        ("1.5", "Did you mean 15 or 1,5?"),
+        ("1,005", "more decimals than USD has (2)"),
+    ):
+        response = await post_form(client, refund, token, {"amount": amount}, headers=german)
+        assert response.status == 400, amount
+        assert reason in await response.text(), amount
+    assert (await treasury.payments.get(tenant.company_id, intent.id)).amount_refunded == 0
+    done = await post_confirmed(client, refund, token, {"amount": "1,25"}, headers=german)
+    assert done.status == 303
+    assert (await treasury.payments.get(tenant.company_id, intent.id)).amount_refunded == 125
+    done = await post_confirmed(client, refund, token, {"amount": "1.25"})
+    assert done.status == 303
+    assert (await treasury.payments.get(tenant.company_id, intent.id)).amount_refunded == 250
 
 
 async def test_an_action_needs_the_sessions_csrf_token_and_the_same_origin(
@@ -465,9 +546,13 @@ async def test_home_shows_balances_and_the_day_in_a_chart(
     await paid_intent(treasury, tenant, reference="home-2", manual=False)
     await sign_in(client, tenant.secret_key)
     page = await (await client.get("/dashboard")).text()
-    assert '<strong id="payments-24h">2</strong>' in page
+    assert '<p id="payments-24h">2 payments created.</p>' in page
     assert page.count('<rect class="bar"') == 48  # 24 per chart: payments and volume
     assert "$10.00" in page
+    # The axes: the count chart's values (at most 1 an hour) and the volume chart's in dollars.
+    ticks = re.findall(r'<text class="tick"[^>]*>([^<]*)</text>', page)
+    assert ticks[:3] == ["0", "1", "$0.00"] and "$0.00" in ticks and "$10.00" in ticks
+    assert "<title>" in page and "UTC: 1 payment<" in page
 
 
 async def test_sandbox_advance_expires_a_hold(
@@ -527,7 +612,7 @@ async def test_static_assets_are_served_from_the_package(client: Client) -> None
     css = await client.get("/dashboard/static/dashboard.css")
     assert css.status == 200 and css.content_type == "text/css"
     js = await client.get("/dashboard/static/dashboard.js")
-    assert js.status == 200 and "data-confirm" in await js.text()
+    assert js.status == 200 and "addEventListener" in await js.text()
 
 
 async def test_incoming_funds_to_a_virtual_account_and_settling_a_deposit(
@@ -570,7 +655,7 @@ async def test_incoming_funds_to_a_virtual_account_and_settling_a_deposit(
     balance = await treasury.wallets.balance(tenant.company_id, wallet.id)
     assert balance.balance == 1_200
     wallet_page = await (await client.get(f"/dashboard/wallets/{wallet.id}")).text()
-    assert "<polyline" in wallet_page and "$12.00" in wallet_page
+    assert '<line class="line"' in wallet_page and "$12.00" in wallet_page
 
 
 #: The dashboard routes that name a record, each refused to another company above

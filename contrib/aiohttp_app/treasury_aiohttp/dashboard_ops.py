@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -31,6 +32,7 @@ from treasury_aiohttp.dashboard_auth import (
     render,
     session_cipher,
 )
+from treasury_aiohttp.dashboard_format import counted, money, parse_amount
 from treasury_aiohttp.io import page_request, treasury
 from treasury_aiohttp.keys import TREASURY_KEY
 from treasury_core.config import TreasuryConfig
@@ -97,7 +99,7 @@ async def webhooks(request: web.Request, session: Session) -> web.StreamResponse
     by_endpoint = {f.endpoint_id: f for f in failing}
     return render(
         request, "webhooks.html", session.prefix, session=session, title="Webhooks",
-        endpoints=endpoints, health=by_endpoint,
+        endpoints=endpoints, health=by_endpoint, count=partial(counted, request),
         callbacks=[f for f in failing if f.endpoint_id is None],
     )  # fmt: skip
 
@@ -118,7 +120,7 @@ async def sandbox(request: web.Request, session: Session) -> web.StreamResponse:
     pending = RecordFilter(status="pending")
     return render(
         request, "sandbox.html", session.prefix, session=session, title="Sandbox",
-        now=await t.sandbox.now(), money=pages.money, req=request,
+        now=await t.sandbox.now(), money=money, req=request,
         deposits=await _records(request, Deposit, company, pending),
         withdrawals=await _records(request, Withdrawal, company, pending),
         transfers=await _records(request, Transfer, company, pending),
@@ -172,7 +174,7 @@ async def incoming(request: web.Request, session: Session) -> web.StreamResponse
     account_id = request.match_info["virtual_account_id"]
     account = await t.records.get(VirtualAccount, company, account_id)
     form = posted(request)
-    amount = pages.minor_units(request, form.get("amount"), account.source_currency, "amount")
+    amount = parse_amount(request, form.get("amount"), account.source_currency, "amount")
     reference = form.get("reference")
     text = pages.checked_text(
         reference.strip()[:140] if isinstance(reference, str) else None, "reference"

@@ -9,9 +9,8 @@ with the API's message.
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -19,16 +18,26 @@ from pydantic import TypeAdapter, ValidationError
 
 from treasury_aiohttp.dashboard_auth import Session, posted, redirect, render
 from treasury_aiohttp.dashboard_charts import bar_chart, line_chart
-from treasury_aiohttp.hosted_pages import format_amount
+from treasury_aiohttp.dashboard_format import (
+    counted,
+    iso_amount,
+    money,
+    number,
+    parse_amount,
+    typed_amount,
+)
+from treasury_aiohttp.forms import FormData
 from treasury_aiohttp.io import page_request, timestamp_query, treasury
 from treasury_aiohttp.query import intent_status
-from treasury_core.errors import NotFound, ValidationFailed
+from treasury_core.errors import InvalidRequestError, NotFound, ValidationFailed
+from treasury_core.ledger.balance import BalanceRecord
 from treasury_core.listing import RecordFilter
-from treasury_core.pagination import PageRequest
-from treasury_core.payments import IntentStatus
+from treasury_core.pagination import Page, PageRequest
+from treasury_core.payments import IntentStatus, PaymentIntent
 from treasury_core.payments.intents import IntentFilter
 from treasury_core.payments.records import Chargeback, Payout, Transaction
 from treasury_core.payments.requests import Reference
+from treasury_core.payments.states import check_refundable
 from treasury_core.treasury.records import Deposit, Transfer, Withdrawal
 from treasury_core.validation import Email, whole_number
 
@@ -38,7 +47,6 @@ PAYMENT_FILTERS = (
     "starting_after", "limit",
 )  # fmt: skip
 _MAX_ID = 2**63 - 1
-_PLAIN_NUMBER = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)", re.ASCII)
 #: How many of the last day's intents the home page sums into the volume chart.
 VOLUME_SCAN_LIMIT = 2000
 
@@ -71,36 +79,11 @@ def checked_text(raw: object, param: str, adapter: TypeAdapter[str] = _REFERENCE
         raise ValidationFailed(f"Invalid {param}: {problem}", param=param) from None
 
 
-def money(request: web.Request, amount: int, currency: str) -> str:
-    """``amount`` minor units of ``currency`` for people (the browser's locale)."""
-    return format_amount(request, amount, currency)
-
-
 def _intent_id(raw: str) -> int:
     value = whole_number(raw) if raw.isascii() and raw.isdigit() else None
     if value is None or not 1 <= value <= _MAX_ID:
         raise NotFound("No such payment intent", param="payment_intent_id")
     return value
-
-
-def minor_units(request: web.Request, raw: object, currency: str, param: str) -> int:
-    """A typed amount (``12.50``, in major units) as minor units of ``currency``."""
-    if not isinstance(raw, str) or not raw.strip():
-        raise ValidationFailed(f"{param} is required", param=param)
-    places = treasury(request).currencies.get(currency).decimal_places
-    text = raw.strip()
-    # Bounded text: no exponent arithmetic on a number of a thousand digits. Plain ASCII digits
-    # only: Decimal also reads "1e-2" and other scripts' digits ("١" is 1), which a person
-    # typing an amount of money does not mean. What passes is a finite Decimal.
-    if len(text) > 32 or _PLAIN_NUMBER.fullmatch(text.replace(",", "")) is None:
-        raise ValidationFailed(f"{param} must be a number, such as 12.50", param=param)
-    scaled = Decimal(text.replace(",", "")).scaleb(places)
-    if scaled != scaled.to_integral_value() or scaled <= 0:
-        raise ValidationFailed(
-            f"{param} must be a positive amount with at most {places} decimal places",
-            param=param,
-        )
-    return int(scaled)
 
 
 # --- home ----------------------------------------------------------------------------------------
@@ -112,7 +95,8 @@ async def home(request: web.Request, session: Session) -> web.StreamResponse:
     only(request, ())
     t = treasury(request)
     company = session.company_id
-    balances = await t.wallets.balances(company, PageRequest(limit=100))
+    first_wallets = PageRequest(limit=100)
+    balances = await t.wallets.balances(company, first_wallets)
     now = t.clock.now()
     start = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
     hours = [start + timedelta(hours=h) for h in range(24)]
@@ -125,17 +109,52 @@ async def home(request: web.Request, session: Session) -> web.StreamResponse:
     volume, currency, scanned_all = await _volume(request, session, hours)
     failing = [f for f in (await t.notifications.status()).failing if f.company_id == company]
     labels = [f"{h:%H}:00 UTC" for h in hours]
-    count_labels = [f"{label}: {count}" for label, count in zip(labels, counts, strict=True)]
+    count = partial(counted, request)
+    # The time axis: every sixth hour and the last, as "13:00".
+    marks = {i: f"{h:%H}:00" for i, h in enumerate(hours) if i % 6 == 0 or i == 23}
+    count_chart = bar_chart(
+        counts,
+        [
+            f"{lab}: {count(n, 'payment', 'payments')}"
+            for lab, n in zip(labels, counts, strict=True)
+        ],
+        partial(number, request),
+        marks,
+    )
+    volume_chart = None
+    if currency:
+        amount = partial(money, request, currency=currency)
+        volume_chart = bar_chart(
+            volume,
+            [f"{lab}: {amount(v)}" for lab, v in zip(labels, volume, strict=True)],
+            amount,
+            marks,
+        )
     return render(
         request, "home.html", session.prefix, session=session, title="Home",
-        balances=balances.items, more_wallets=balances.has_more, money=money, req=request,
-        count_chart=bar_chart(counts, count_labels),
-        volume_chart=bar_chart(volume, [
-            f"{lab}: {money(request, v, currency)}" for lab, v in zip(labels, volume, strict=True)
-        ]) if currency else None,
+        balances=balances.items,
+        names=await wallet_names(request, company, balances, first_wallets),
+        more_wallets=balances.has_more, money=money, req=request, count=count,
+        count_chart=count_chart, volume_chart=volume_chart,
         hours=list(zip(labels, counts, volume, strict=True)), currency=currency,
         scanned_all=scanned_all, total=sum(counts), failing=failing,
     )  # fmt: skip
+
+
+async def wallet_names(
+    request: web.Request, company_id: int, balances: Page[BalanceRecord], paging: PageRequest
+) -> dict[str, str]:
+    """The name of each wallet of ``balances`` (the page of balance records ``paging`` read),
+    by id: the same page of wallets in one query (both are paged by wallet id, newest first);
+    one it missed (made in between) is read by itself."""
+    service = treasury(request).wallets
+    if not balances.items:
+        return {}
+    names = {w.id: w.name for w in (await service.list(company_id, paging)).items}
+    for balance in balances.items:
+        if balance.wallet_id not in names:
+            names[balance.wallet_id] = (await service.get(company_id, balance.wallet_id)).name
+    return names
 
 
 async def _volume(
@@ -228,6 +247,20 @@ async def payment(request: web.Request, session: Session) -> web.StreamResponse:
     only(request, ())
     t = treasury(request)
     intent = await t.payments.get(session.company_id, _intent_id(request.match_info["intent_id"]))
+    return await _payment_page(request, session, intent)
+
+
+async def _payment_page(
+    request: web.Request,
+    session: Session,
+    intent: PaymentIntent,
+    *,
+    refused: ValidationFailed | None = None,
+    form: FormData | None = None,
+) -> web.Response:
+    """The payment's page; with ``refused``, the refund form again (400), saying what was wrong
+    with what ``form`` held, its fields as typed."""
+    t = treasury(request)
     refunds = await t.payments.refunds(session.company_id, intent.id)
     chargebacks = await t.records.list(
         Chargeback, session.company_id, RecordFilter(payment_intent_id=intent.id),
@@ -237,7 +270,7 @@ async def payment(request: web.Request, session: Session) -> web.StreamResponse:
         Payout, session.company_id, RecordFilter(payment_intent_id=intent.id),
         PageRequest(limit=100),
     )  # fmt: skip
-    refundable = intent.billing_amount - intent.amount_refunded
+    refundable = intent.amount_refundable
     timeline: list[tuple[Any, str]] = [(intent.created_at, "Created")]
     if intent.latest_transaction_id is not None:
         txn = await t.records.get(Transaction, session.company_id, intent.latest_transaction_id)
@@ -267,36 +300,122 @@ async def payment(request: web.Request, session: Session) -> web.StreamResponse:
             (intent.authorization_expires_at or intent.created_at, f"Cancelled ({reason})")
         )
     timeline.sort(key=lambda item: item[0])
+    typed = {
+        k: v for k, v in (form or {}).items() if k in ("amount", "reason") and isinstance(v, str)
+    }
     return render(
         request, "payment.html", session.prefix, session=session,
+        status=400 if refused else 200,
         title=f"Payment {intent.id}", intent=intent, money=money, req=request,
         timeline=timeline, refundable=refundable,
         can_capture=intent.status is IntentStatus.AUTHORIZED,
         can_refund=intent.status is IntentStatus.PROCESSED and refundable > 0,
-        amount_hint=str(Decimal(refundable).scaleb(
-            -t.currencies.get(intent.billing_currency).decimal_places
-        )),
+        amount_hint=typed_amount(request, refundable, intent.billing_currency),
+        refused=refused, typed=typed,
     )  # fmt: skip
 
 
+#: The confirmed post's fields: what the merchant was shown, checked again before acting.
+CONFIRM_AMOUNT = "confirm_amount"
+CONFIRM_CURRENCY = "confirm_currency"
+CONFIRM_REFUNDED = "confirm_refunded"
+
+
 async def payment_action(request: web.Request, session: Session) -> web.StreamResponse:
-    """``POST …/payments/{id}/capture|void|refund``: the API's call; back to the payment."""
+    """``POST …/payments/{id}/capture|void|refund``: first the confirmation page, showing the
+    exact amount and currency the action moves; its confirmed post (which repeats them) makes
+    the API's call, and goes back to the payment."""
     t = treasury(request)
     intent = await t.payments.get(session.company_id, _intent_id(request.match_info["intent_id"]))
     action = request.match_info["action"]
+    form = posted(request)
+    if CONFIRM_AMOUNT not in form:
+        return await _review(request, session, intent, action, form)
+    amount = _confirmed(request, intent, action, form)
     if action == "capture":
         await t.payments.capture(session.company_id, intent.id)
     elif action == "void":
         await t.payments.cancel(session.company_id, intent.id)
     else:
-        form = posted(request)
-        raw = form.get("amount")
-        amount = None
-        if isinstance(raw, str) and raw.strip():
-            amount = minor_units(request, raw, intent.billing_currency, "amount")
         reason = checked_text(form.get("reason"), "reason")
         await t.payments.refund(session.company_id, intent.id, amount=amount, reason=reason)
     return redirect(f"{session.prefix}/dashboard/payments/{intent.id}")
+
+
+_QUESTIONS: dict[str, tuple[str, str]] = {
+    # action: (the question, the confirming button), each with the amount in the page's locale
+    "capture": ("Capture {amount}?", "Capture {amount}"),
+    "void": ("Void the hold of {amount}?", "Void: release {amount}"),
+    "refund": ("Refund {amount}?", "Refund {amount}"),
+}
+
+
+async def _review(
+    request: web.Request, session: Session, intent: PaymentIntent, action: str, form: FormData
+) -> web.Response:
+    """The confirmation page of ``action``; a refund amount the page cannot read exactly, or
+    that the payment cannot take, is the payment's page again saying why (nothing done)."""
+    currency = intent.billing_currency
+    amount = intent.billing_amount
+    reason = None
+    if action == "refund":
+        try:
+            raw = form.get("amount")
+            typed = (
+                parse_amount(request, raw, currency, "amount")
+                if isinstance(raw, str) and raw.strip()
+                else None
+            )
+            reason = checked_text(form.get("reason"), "reason")
+            amount = _refundable(request, intent, typed)
+        except ValidationFailed as refused:
+            return await _payment_page(request, session, intent, refused=refused, form=form)
+    shown = money(request, amount, currency)
+    question, button = (text.format(amount=shown) for text in _QUESTIONS[action])
+    return render(
+        request, "confirm.html", session.prefix, session=session, title=question,
+        intent=intent, action=action, button=button, reason=reason,
+        exact=iso_amount(request, amount, currency), minor=amount, shown=shown,
+        fields={CONFIRM_AMOUNT: str(amount), CONFIRM_CURRENCY: currency,
+                CONFIRM_REFUNDED: str(intent.amount_refunded), "reason": reason or ""},
+        money=money, req=request,
+    )  # fmt: skip
+
+
+def _refundable(request: web.Request, intent: PaymentIntent, amount: int | None) -> int:
+    """What a refund of ``amount`` (``None``: all that remains) moves, or why it cannot."""
+    try:
+        return check_refundable(intent, amount)
+    except ValidationFailed as refused:
+        if refused.code != "amount_too_large":
+            raise
+        remaining = money(request, intent.amount_refundable, intent.billing_currency)
+        raise ValidationFailed(
+            f"amount is more than the {remaining} that remains refundable",
+            code=refused.code,
+            param="amount",
+        ) from None
+
+
+_CHANGED = "The payment changed after this was shown: look at it again before you confirm."
+
+
+def _confirmed(request: web.Request, intent: PaymentIntent, action: str, form: FormData) -> int:
+    """The amount the merchant confirmed, if the payment is still as the confirmation showed
+    it; a changed payment (another refund since, say: a second post of the same confirmation)
+    is refused, so one confirmation never acts twice."""
+    raw, currency = form.get(CONFIRM_AMOUNT), form.get(CONFIRM_CURRENCY)
+    amount = whole_number(raw) if isinstance(raw, str) and raw.isascii() else None
+    if amount is None or amount <= 0 or currency != intent.billing_currency:
+        raise ValidationFailed("The confirmation is not one this page made", param=None)
+    if action == "refund":
+        refunded = form.get(CONFIRM_REFUNDED)
+        if refunded != str(intent.amount_refunded):
+            raise InvalidRequestError(_CHANGED, code="payment_changed")
+        return amount
+    if amount != intent.billing_amount:
+        raise InvalidRequestError(_CHANGED, code="payment_changed")
+    return amount
 
 
 # --- wallets -------------------------------------------------------------------------------------
@@ -305,13 +424,15 @@ async def payment_action(request: web.Request, session: Session) -> web.StreamRe
 async def wallets(request: web.Request, session: Session) -> web.StreamResponse:
     """Each wallet's balance record, paged (newest wallet first)."""
     only(request, ("starting_after", "limit"))
-    page = await treasury(request).wallets.balances(session.company_id, page_request(request))
+    paging = page_request(request)
+    page = await treasury(request).wallets.balances(session.company_id, paging)
     next_query = None
     if page.has_more and page.items:
         next_query = {"starting_after": page.items[-1].wallet_id}
     return render(
         request, "wallets.html", session.prefix, session=session, title="Wallets",
-        balances=page.items, money=money, req=request, next_query=next_query,
+        balances=page.items, names=await wallet_names(request, session.company_id, page, paging),
+        money=money, req=request, next_query=next_query,
     )  # fmt: skip
 
 
@@ -322,6 +443,7 @@ async def wallet(request: web.Request, session: Session) -> web.StreamResponse:
     t = treasury(request)
     company, wallet_id = session.company_id, request.match_info["wallet_id"]
     balance = await t.wallets.balance(company, wallet_id)
+    named = await t.wallets.get(company, wallet_id)
     statement = await t.statements.transactions(company, wallet_id, page_request(request))
     first = PageRequest(limit=10)
     deposits = await t.records.list(Deposit, company, RecordFilter(wallet_id=wallet_id), first)
@@ -338,10 +460,16 @@ async def wallet(request: web.Request, session: Session) -> web.StreamResponse:
     next_query = None
     if statement.has_more and statement.items:
         next_query = {"starting_after": statement.items[-1].id}
+    amount = partial(money, request, currency=balance.currency_code)
+    chart = None
+    if len(points) > 1:
+        # The line's ends: the oldest transaction shown and the newest.
+        oldest, newest = (f"{r.created_at:%Y-%m-%d %H:%M}" for r in (history[0], history[-1]))
+        chart = line_chart(points, amount, oldest, newest)
     return render(
-        request, "wallet.html", session.prefix, session=session, title=f"Wallet {wallet_id}",
-        balance=balance, transactions=statement.items, money=money, req=request,
-        chart=line_chart(points) if len(points) > 1 else None,
+        request, "wallet.html", session.prefix, session=session, title=f"Wallet {named.name}",
+        wallet=named, balance=balance, transactions=statement.items, money=money, req=request,
+        chart=chart,
         first_point=points[0] if points else None, last_point=points[-1] if points else None,
         deposits=[d.record() for d in deposits.items],
         withdrawals=[w.record() for w in withdrawals.items],
@@ -349,4 +477,5 @@ async def wallet(request: web.Request, session: Session) -> web.StreamResponse:
     )  # fmt: skip
 
 
-__all__ = ["home", "payment", "payment_action", "payments", "wallet", "wallets"]
+# ``money`` is the operator's pages' formatter too (dashboard_bank).
+__all__ = ["home", "money", "payment", "payment_action", "payments", "wallet", "wallets"]

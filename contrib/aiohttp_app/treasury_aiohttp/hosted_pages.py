@@ -98,7 +98,7 @@ def _redirect(location: str) -> web.Response:
     return web.Response(status=303, headers={"Location": location, "Cache-Control": "no-store"})
 
 
-def _locale(request: web.Request) -> Locale:
+def page_locale(request: web.Request) -> Locale:
     """The first locale of ``Accept-Language`` that Babel knows (amounts only; text is English)."""
     tags = []
     for part in request.headers.get("Accept-Language", "").split(","):
@@ -123,7 +123,7 @@ def format_amount(request: web.Request, amount: int, currency: str) -> str:
     """``amount`` minor units of ``currency``, written for the customer's locale."""
     places = treasury(request).currencies.get(currency).decimal_places
     value = Decimal(amount).scaleb(-places)
-    return str(format_currency(value, currency, locale=_locale(request)))
+    return str(format_currency(value, currency, locale=page_locale(request)))
 
 
 async def merchant_name(request: web.Request, company_id: int) -> str:
