@@ -9,6 +9,8 @@ with the API's message.
 
 from __future__ import annotations
 
+import re
+import secrets
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -29,7 +31,9 @@ from treasury_aiohttp.dashboard_format import (
 from treasury_aiohttp.forms import FormData
 from treasury_aiohttp.io import page_request, timestamp_query, treasury
 from treasury_aiohttp.query import intent_status
+from treasury_core.companies import KeyKind
 from treasury_core.errors import InvalidRequestError, NotFound, ValidationFailed
+from treasury_core.idempotency import StoredResponse, fingerprint
 from treasury_core.ledger.balance import BalanceRecord
 from treasury_core.listing import RecordFilter
 from treasury_core.pagination import Page, PageRequest
@@ -38,6 +42,7 @@ from treasury_core.payments.intents import IntentFilter
 from treasury_core.payments.records import Chargeback, Payout, Transaction
 from treasury_core.payments.requests import Reference
 from treasury_core.payments.states import check_refundable
+from treasury_core.services.idempotency import Replay
 from treasury_core.treasury.records import Deposit, Transfer, Withdrawal
 from treasury_core.validation import Email, whole_number
 
@@ -319,6 +324,7 @@ async def _payment_page(
 CONFIRM_AMOUNT = "confirm_amount"
 CONFIRM_CURRENCY = "confirm_currency"
 CONFIRM_REFUNDED = "confirm_refunded"
+CONFIRM_TOKEN = "confirmation"
 
 
 async def payment_action(request: web.Request, session: Session) -> web.StreamResponse:
@@ -332,14 +338,61 @@ async def payment_action(request: web.Request, session: Session) -> web.StreamRe
     if CONFIRM_AMOUNT not in form:
         return await _review(request, session, intent, action, form)
     amount = _confirmed(request, intent, action, form)
-    if action == "capture":
-        await t.payments.capture(session.company_id, intent.id)
-    elif action == "void":
-        await t.payments.cancel(session.company_id, intent.id)
-    else:
-        reason = checked_text(form.get("reason"), "reason")
-        await t.payments.refund(session.company_id, intent.id, amount=amount, reason=reason)
-    return redirect(f"{session.prefix}/dashboard/payments/{intent.id}")
+    reason = checked_text(form.get("reason"), "reason") if action == "refund" else None
+    # The confirmation's own key, claimed as an API call's Idempotency-Key is: two posts of one
+    # confirmation at the same moment both pass the check above, and only the claim, taken in
+    # the service's own transaction, lets one of them act (the other is told it is under way,
+    # and once it is done is sent to the payment, as a replay).
+    outcome = await t.idempotency.claim(
+        session.company_id,
+        CONFIRMATION_KEY_PREFIX + _confirmation_token(form),
+        fingerprint("POST", request.path, f"{amount} {intent.billing_currency} {reason}".encode()),
+        kind=KeyKind.SECRET,
+    )
+    done = redirect(f"{session.prefix}/dashboard/payments/{intent.id}")
+    if isinstance(outcome, Replay):
+        return done
+    try:
+        if action == "capture":
+            await t.payments.capture(
+                session.company_id, intent.id, idempotency=outcome.ticket(_acted)
+            )
+        elif action == "void":
+            await t.payments.cancel(
+                session.company_id, intent.id, idempotency=outcome.ticket(_acted)
+            )
+        else:
+            await t.payments.refund(
+                session.company_id,
+                intent.id,
+                amount=amount,
+                reason=reason,
+                idempotency=outcome.ticket(_acted),
+            )
+    except BaseException:
+        # A refusal moved nothing (a refund the provider lost stays bound to its record, and
+        # the key with it): the same confirmation may be posted again.
+        await t.idempotency.release(outcome)
+        raise
+    return done
+
+
+#: Where a confirmation's key lives among the company's idempotency keys; the rest is the
+#: random token the confirmation page carries, so no API caller's key can take its place.
+CONFIRMATION_KEY_PREFIX = "dashboard-confirmation:"
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{32}")
+
+
+def _confirmation_token(form: FormData) -> str:
+    token = form.get(CONFIRM_TOKEN)
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        raise ValidationFailed("The confirmation is not one this page made", param=None)
+    return token
+
+
+def _acted(_result: object) -> StoredResponse:
+    # What a replay of a confirmation answers is the payment's page, not this body.
+    return StoredResponse(303, b"{}")
 
 
 _QUESTIONS: dict[str, tuple[str, str]] = {
@@ -377,7 +430,8 @@ async def _review(
         intent=intent, action=action, button=button, reason=reason,
         exact=iso_amount(request, amount, currency), minor=amount, shown=shown,
         fields={CONFIRM_AMOUNT: str(amount), CONFIRM_CURRENCY: currency,
-                CONFIRM_REFUNDED: str(intent.amount_refunded), "reason": reason or ""},
+                CONFIRM_REFUNDED: str(intent.amount_refunded), "reason": reason or "",
+                CONFIRM_TOKEN: secrets.token_urlsafe(24)},
         money=money, req=request,
     )  # fmt: skip
 
