@@ -40,10 +40,26 @@ def _database_url(value: str | None) -> str | None:
     return f"sqlite:///{value}"
 
 
-def _config(database: str | None, **overrides: Any) -> TreasuryConfig:
-    """The config from ``TREASURY_*`` and ``--database``; one line on a bad value."""
+def _config(database: str | None, *, serving: bool = False) -> TreasuryConfig:
+    """The config from ``TREASURY_*`` and ``--database``; one line on a bad value, and every
+    missing required setting at once: the config's, the plugins' (the vault key outside
+    sandbox mode) and, for ``serving``, the form key."""
+    from treasury_core.plugins import make_plugin_manager, missing_settings
+
+    plugins = make_plugin_manager()
+
+    def required(config: TreasuryConfig) -> list[str]:
+        missing = missing_settings(plugins, config)
+        if serving:
+            from treasury_aiohttp.hosted_security import missing_form_key
+
+            missing += missing_form_key(config)
+        return missing
+
     try:
-        return config_from_env(database_url=_database_url(database), **overrides)
+        return config_from_env(
+            database_url=_database_url(database), plugins=plugins, also_required=required
+        )
     except TreasuryError as exc:
         raise click.ClickException(exc.message) from exc
 
@@ -170,15 +186,10 @@ def serve(host: str, port: int, database: str | None, log_format: str) -> None:
     """Apply migrations and serve the HTTP interface."""
     from treasury_aiohttp.access_log import RedactingAccessLogger
     from treasury_aiohttp.app import create_app
-    from treasury_aiohttp.hosted_security import require_form_key
     from treasury_aiohttp.server import serve as serve_app
 
     logs.configure(json_lines=log_format == "json")
-    config = _config(database)
-    try:
-        require_form_key(config)
-    except TreasuryError as exc:
-        raise click.ClickException(exc.message) from exc
+    config = _config(database, serving=True)
     sockets = _bind(host, port)
     try:
         treasury = _open(config)

@@ -12,12 +12,20 @@ its own ``TREASURY_ECB_*`` variables:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import partial
 
 from treasury_core.config import TreasuryConfig
 from treasury_core.plugins.hookspecs import FxRatesFactory, hookimpl
 from treasury_core.ports import Clock, FxRates
+
+#: The variables this adapter reads (see the module's documentation).
+SETTINGS_NAMES = (
+    "TREASURY_ECB_URL",
+    "TREASURY_ECB_FILE",
+    "TREASURY_ECB_MARKUP_BPS",
+    "TREASURY_ECB_MAX_AGE_DAYS",
+)
 
 
 def _integer(environ: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -67,3 +75,9 @@ def ecb_fx_rates(
 def register_fx_rates() -> Mapping[str, FxRatesFactory]:
     """The ECB's euro reference rates: offline history, optional refresh, markup, day guard."""
     return {"ecb": ecb_fx_rates}
+
+
+@hookimpl
+def treasury_settings_names() -> Iterable[str]:
+    """``TREASURY_ECB_*``: read here, not by ``TreasuryConfig``."""
+    return SETTINGS_NAMES
