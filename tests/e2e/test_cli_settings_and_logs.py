@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -211,3 +212,36 @@ def test_one_shot_commands_do_not_print_the_vault_notice(tmp_path: Path) -> None
         assert result.returncode == 0, (args, result.stderr)
         assert VAULT_NOTICE not in result.stderr, args
         assert result.stderr == "", (args, result.stderr)
+
+
+def test_with_json_logs_a_crash_is_one_json_entry_with_its_traceback(tmp_path: Path) -> None:
+    # A command that fails unexpectedly (a bug): the command line's own handling, in a real
+    # process, with one command added that raises (and carries a secret in its message).
+    script = (
+        "import sys, click\n"
+        "from treasury_aiohttp import cli\n"
+        "@cli.main.command()\n"
+        "def boom() -> None:\n"
+        "    '''Fail.'''\n"
+        "    raise RuntimeError('boom with sk_live_abcdefghijklmnopqrstuvwx')\n"
+        "cli.main(['--log-format', 'json', 'boom'])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    [entry] = json_lines(result.stderr)
+    assert (entry["level"], entry["logger"], entry["message"]) == (
+        "ERROR",
+        "treasury.cli",
+        "the command failed",
+    )
+    assert "Traceback" in entry["exception"]
+    assert "RuntimeError: boom with" in entry["exception"]
+    assert "sk_live_abcdefghijklmnopqrstuvwx" not in result.stderr  # scrubbed
