@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -17,12 +17,18 @@ from pydantic import (
     Field,
     SecretStr,
     StringConstraints,
+    ValidationInfo,
     model_validator,
 )
 
 from treasury_core.currency import DEFAULT_CURRENCIES, DEFAULT_VBAN_CURRENCIES, CurrencyRegistry
 
 DEFAULT_DATABASE_URL = "sqlite:///treasury.db"
+
+#: The validation context under which a config lacking required settings is still built, so
+#: that :meth:`TreasuryConfig.missing_settings` can name them all together with what plugins
+#: and the command line require (``config_from_env`` does; it then refuses the config).
+DEFER_MISSING: dict[str, Any] = {"defer_missing_settings": True}
 
 #: An origin allowed to frame the hosted pages (``https://shop.example``, ``https://*.example``):
 #: a scheme, a host and an optional port, nothing that could add a CSP directive.
@@ -273,12 +279,12 @@ class TreasuryConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _stripe_has_a_key(self) -> TreasuryConfig:
-        # Refused here, before anything is opened, rather than at the first payment.
-        if self.card_provider == "stripe" and self.stripe_api_key is None:
-            raise ValueError(
-                "TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe"
-            )
+    def _required_settings_are_set(self, info: ValidationInfo) -> TreasuryConfig:
+        # Refused here, before anything is opened, rather than at the first payment or export;
+        # every missing one at once, so a deployment is not fixed one restart per setting.
+        missing = self.missing_settings()
+        if missing and not (info.context or {}).get("defer_missing_settings"):
+            raise ValueError("; ".join(missing))
         return self
 
     @model_validator(mode="after")
@@ -297,16 +303,6 @@ class TreasuryConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _files_rail_has_a_debtor(self) -> TreasuryConfig:
-        # Refused here, before anything is opened, rather than at the first export.
-        if self.bank_rail == "files" and not (self.bank_debtor_name and self.bank_debtor_iban):
-            raise ValueError(
-                "TREASURY_BANK_DEBTOR_NAME and TREASURY_BANK_DEBTOR_IBAN are required when "
-                "TREASURY_BANK_RAIL=files"
-            )
-        return self
-
-    @model_validator(mode="after")
     def _stripe_base_is_private(self) -> TreasuryConfig:
         # The API key travels in every request's headers: plain HTTP only to a fake on this
         # machine (localstripe), never across a network.
@@ -319,6 +315,19 @@ class TreasuryConfig(BaseModel):
                     "TREASURY_STRIPE_API_BASE must be https:// unless its host is loopback"
                 )
         return self
+
+    def missing_settings(self) -> list[str]:
+        """The settings this config's adapters require and it lacks, one line each naming the
+        variable (a Stripe key with the ``stripe`` provider, the debtor with the files rail)."""
+        missing = []
+        if self.card_provider == "stripe" and self.stripe_api_key is None:
+            missing.append("TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe")
+        if self.bank_rail == "files" and not (self.bank_debtor_name and self.bank_debtor_iban):
+            missing.append(
+                "TREASURY_BANK_DEBTOR_NAME and TREASURY_BANK_DEBTOR_IBAN are required when "
+                "TREASURY_BANK_RAIL=files"
+            )
+        return missing
 
     @property
     def storage_name(self) -> str:

@@ -14,16 +14,21 @@ pydantic-settings model, :class:`TreasurySettings`. The formats:
   ``{"*": [0, 0], "EUR": [25, 50]}``.
 
 A value that does not parse, or that the config refuses, raises :class:`BadSetting` with one
-line naming the variable and the value. This module reads the process environment and nothing
-else: no ``.env`` file, no secrets directory.
+line naming the variable and the value; settings that are required but missing are all named
+at once, one per line. A ``TREASURY_*`` variable that neither the config nor a plugin reads (a
+typo) is warned about, once per process, with the closest known name. This module reads the
+process environment and nothing else: no ``.env`` file, no secrets directory.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Json, SecretStr, ValidationError, field_validator
 from pydantic_core import ErrorDetails
@@ -35,10 +40,24 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from treasury_core.config import TreasuryConfig
+from treasury_core.config import DEFER_MISSING, TreasuryConfig
 from treasury_core.errors import TreasuryError
 
+if TYPE_CHECKING:
+    import pluggy
+
 PREFIX = "TREASURY_"
+
+#: Variables of the project that are not settings of the treasury: the command line's.
+COMMAND_VARIABLES = frozenset({"TREASURY_LOG_FORMAT"})
+
+#: The test suite's variables (``TREASURY_TEST_POSTGRES_URL``, …): never warned about.
+TEST_PREFIX = "TREASURY_TEST_"
+
+logger = logging.getLogger("treasury.settings")
+
+#: The unknown variables already warned about in this process.
+_WARNED: set[str] = set()
 
 #: The mapping :meth:`TreasurySettings.from_environ` reads instead of ``os.environ``.
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("treasury_environ", default=None)
@@ -222,14 +241,94 @@ def _bad(exc: ValidationError, environ: Mapping[str, str], from_env: set[str]) -
     return BadSetting(f"{name} is not valid: {problem}")
 
 
-def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) -> TreasuryConfig:
+def _missing(lines: list[str]) -> BadSetting:
+    if len(lines) == 1:
+        return BadSetting(f"The settings are not valid: {lines[0]}")
+    listed = "".join(f"\n- {line}" for line in lines)
+    return BadSetting(
+        f"The settings are not valid: {len(lines)} required settings are missing:{listed}"
+    )
+
+
+def known_variables(plugins: pluggy.PluginManager | None = None) -> frozenset[str]:
+    """Every ``TREASURY_*`` name something reads: a setting's, a plugin's own
+    (``treasury_settings_names``), the command line's."""
+    if plugins is None:
+        return _installed_variables()
+    from treasury_core.plugins import settings_names
+
+    fields = {_variable(field) for field in TreasurySettings.model_fields}
+    return frozenset(fields | settings_names(plugins) | COMMAND_VARIABLES)
+
+
+@functools.cache
+def _installed_variables() -> frozenset[str]:
+    # The installed plugins do not change while the process runs; loading their entry points
+    # once is enough however often the config is read.
+    from treasury_core.plugins import make_plugin_manager
+
+    return known_variables(make_plugin_manager())
+
+
+def unknown_variables(
+    environ: Mapping[str, str], known: Iterable[str]
+) -> list[tuple[str, str | None]]:
+    """``(name, closest known name or None)`` for each ``TREASURY_*`` variable of ``environ``
+    nothing reads, in sorted order; the test suite's (``TREASURY_TEST_*``) are left out."""
+    names = {name.upper() for name in known}
+    unknown = sorted(
+        name
+        for name in environ
+        if name.upper().startswith(PREFIX)
+        and not name.upper().startswith(TEST_PREFIX)
+        and name.upper() not in names
+    )
+    choices = sorted(names)
+    return [
+        (name, next(iter(difflib.get_close_matches(name.upper(), choices, n=1)), None))
+        for name in unknown
+    ]
+
+
+def warn_unknown_variables(
+    environ: Mapping[str, str] | None = None, plugins: pluggy.PluginManager | None = None
+) -> list[tuple[str, str | None]]:
+    """Log a warning (``treasury.settings``) for each unknown ``TREASURY_*`` variable not yet
+    warned about in this process, naming the closest known one; returns what it warned about."""
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    if not any(name.upper().startswith(PREFIX) for name in env):
+        return []
+    fresh = [
+        (name, closest)
+        for name, closest in unknown_variables(env, known_variables(plugins))
+        if name not in _WARNED
+    ]
+    for name, closest in fresh:
+        _WARNED.add(name)
+        hint = f"; did you mean {closest}?" if closest else ""
+        logger.warning("%s is not a treasury setting and is ignored%s", name, hint)
+    return fresh
+
+
+def config_from_env(
+    environ: Mapping[str, str] | None = None,
+    *,
+    plugins: pluggy.PluginManager | None = None,
+    also_required: Callable[[TreasuryConfig], Iterable[str]] | None = None,
+    **overrides: Any,
+) -> TreasuryConfig:
     """A config from ``TREASURY_*`` variables (``os.environ`` by default), then ``overrides``.
 
     Overrides that are ``None`` are ignored, so a command's unset option leaves the variable in
-    force. Raises :class:`BadSetting` (one line, naming the variable and value) when a variable
-    does not parse or the resulting config is refused.
+    force. Unknown ``TREASURY_*`` variables are warned about first
+    (:func:`warn_unknown_variables`, asking ``plugins`` for theirs). Raises :class:`BadSetting`
+    (one line, naming the variable and value) when a variable does not parse or the resulting
+    config is refused; when required settings are missing, the one error names every one of
+    them, the config's own (a Stripe key with the ``stripe`` provider, …) and what
+    ``also_required`` says the config lacks (one line each).
     """
     env: Mapping[str, str] = os.environ if environ is None else environ
+    warn_unknown_variables(env, plugins)
     try:
         settings = TreasurySettings.from_environ(environ)
     except ValidationError as exc:
@@ -237,6 +336,11 @@ def config_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) 
     values = settings.model_dump(exclude_unset=True)
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return TreasuryConfig(**{**values, **given})
+        # Missing settings are collected below rather than refused one at a time.
+        config = TreasuryConfig.model_validate({**values, **given}, context=DEFER_MISSING)
     except ValidationError as exc:
         raise _bad(exc, env, set(values) - set(given)) from None
+    missing = [*config.missing_settings(), *(also_required(config) if also_required else ())]
+    if missing:
+        raise _missing(missing)
+    return config

@@ -67,7 +67,7 @@ def test_worker_freezes_the_heap_before_it_runs(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    async def run_worker(treasury: Treasury) -> None:
+    async def run_worker(treasury: Treasury, **options: Any) -> None:
         seen["frozen"] = gc.get_freeze_count()
         seen["thresholds"] = gc.get_threshold()
 

@@ -2,7 +2,14 @@ import pytest
 from pydantic import ValidationError
 
 from treasury_core import TreasuryConfig, config_from_env
-from treasury_core.settings import BadSetting, TreasurySettings
+from treasury_core.plugins import make_plugin_manager
+from treasury_core.settings import (
+    BadSetting,
+    TreasurySettings,
+    known_variables,
+    unknown_variables,
+    warn_unknown_variables,
+)
 
 
 def test_env_and_overrides() -> None:
@@ -235,6 +242,76 @@ def test_a_bad_override_is_not_blamed_on_a_variable() -> None:
     with pytest.raises(BadSetting, match=r"^pool_size") as refused:
         config_from_env({"TREASURY_POOL_SIZE": "4"}, pool_size=0)
     assert "TREASURY_POOL_SIZE" not in refused.value.message
+
+
+def test_every_missing_required_setting_is_named_in_one_error() -> None:
+    with pytest.raises(BadSetting) as refused:
+        config_from_env({"TREASURY_CARD_PROVIDER": "stripe", "TREASURY_BANK_RAIL": "files"})
+    assert refused.value.message.splitlines() == [
+        "The settings are not valid: 2 required settings are missing:",
+        "- TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe",
+        "- TREASURY_BANK_DEBTOR_NAME and TREASURY_BANK_DEBTOR_IBAN are required when "
+        "TREASURY_BANK_RAIL=files",
+    ]
+    # Built in code, the config refuses the same pair at once too.
+    with pytest.raises(ValidationError) as invalid:
+        TreasuryConfig(card_provider="stripe", bank_rail="files")
+    assert "TREASURY_STRIPE_API_KEY" in str(invalid.value)
+    assert "TREASURY_BANK_DEBTOR_IBAN" in str(invalid.value)
+
+
+def test_what_the_caller_requires_is_named_with_the_rest() -> None:
+    from treasury_core.plugins import missing_settings
+
+    plugins = make_plugin_manager()
+    with pytest.raises(BadSetting) as refused:
+        config_from_env(
+            {"TREASURY_SANDBOX": "0", "TREASURY_CARD_PROVIDER": "stripe"},
+            also_required=lambda config: missing_settings(plugins, config),
+        )
+    lines = refused.value.message.splitlines()
+    assert len(lines) == 3
+    assert "TREASURY_STRIPE_API_KEY" in lines[1]
+    assert "TREASURY_VAULT_KEY" in lines[2]  # the aesgcm vault's, outside sandbox mode
+    # In sandbox mode the vault needs no key.
+    assert config_from_env({}, also_required=lambda c: missing_settings(plugins, c)).sandbox
+
+
+def test_known_variables_are_the_settings_the_plugins_and_the_command_line() -> None:
+    known = known_variables(make_plugin_manager())
+    assert {"TREASURY_SANDBOX", "TREASURY_STRIPE_MAX_THREADS", "TREASURY_ECB_URL"} <= known
+    assert "TREASURY_LOG_FORMAT" in known
+    assert known == known_variables()
+
+
+def test_unknown_variables_name_the_closest_known_one() -> None:
+    environ = {
+        "TREASURY_SANDBOXX": "1",
+        "treasury_pool_sise": "4",
+        "TREASURY_POOL_SIZE": "4",
+        "TREASURY_TEST_ANYTHING": "x",
+        "TREASURY_QQQQQQQQQQ": "x",
+        "HOME": "/root",
+    }
+    assert unknown_variables(environ, known_variables()) == [
+        ("TREASURY_QQQQQQQQQQ", None),
+        ("TREASURY_SANDBOXX", "TREASURY_SANDBOX"),
+        ("treasury_pool_sise", "TREASURY_POOL_SIZE"),
+    ]
+
+
+def test_an_unknown_variable_is_warned_about_once_per_process(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    environ = {"TREASURY_DELIVERY_CONCURENCY": "8"}
+    with caplog.at_level("WARNING", logger="treasury.settings"):
+        config_from_env(environ)
+        config_from_env(environ)
+    assert [r.getMessage() for r in caplog.records] == [
+        "TREASURY_DELIVERY_CONCURENCY is not a treasury setting and is ignored; "
+        "did you mean TREASURY_DELIVERY_CONCURRENCY?"
+    ]
+    assert warn_unknown_variables(environ) == []
 
 
 def test_other_treasury_variables_are_left_alone() -> None:

@@ -7,8 +7,10 @@ import asyncio
 import errno
 import gc
 import json
+import logging
 import socket
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
@@ -40,10 +42,26 @@ def _database_url(value: str | None) -> str | None:
     return f"sqlite:///{value}"
 
 
-def _config(database: str | None, **overrides: Any) -> TreasuryConfig:
-    """The config from ``TREASURY_*`` and ``--database``; one line on a bad value."""
+def _config(database: str | None, *, serving: bool = False) -> TreasuryConfig:
+    """The config from ``TREASURY_*`` and ``--database``; one line on a bad value, and every
+    missing required setting at once: the config's, the plugins' (the vault key outside
+    sandbox mode) and, for ``serving``, the form key."""
+    from treasury_core.plugins import make_plugin_manager, missing_settings
+
+    plugins = make_plugin_manager()
+
+    def required(config: TreasuryConfig) -> list[str]:
+        missing = missing_settings(plugins, config)
+        if serving:
+            from treasury_aiohttp.hosted_security import missing_form_key
+
+            missing += missing_form_key(config)
+        return missing
+
     try:
-        return config_from_env(database_url=_database_url(database), **overrides)
+        return config_from_env(
+            database_url=_database_url(database), plugins=plugins, also_required=required
+        )
     except TreasuryError as exc:
         raise click.ClickException(exc.message) from exc
 
@@ -145,18 +163,82 @@ LOG_FORMAT = click.option(
     help="Log lines as text or as JSON objects; secrets are scrubbed either way.",
 )
 
+#: The logger of the command line's own lines (the sandbox banner, "serving on", errors).
+cli_log = logging.getLogger("treasury.cli")
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: The key of ``click.Context.meta`` that says whether this command logs JSON lines.
+_JSON_LOGS = "treasury.json_logs"
+
+
+def _json_logs() -> bool:
+    context = click.get_current_context(silent=True)
+    return bool(context is not None and context.meta.get(_JSON_LOGS))
+
+
+def _configure_logs(log_format: str, *, serving: bool) -> None:
+    """Log as ``log_format`` (the group's or the command's: either may ask for JSON) says.
+
+    ``serving`` (serve, worker): every INFO record through :func:`logs.configure`. A one-shot
+    command keeps Python's default (warnings and errors on stderr) unless JSON is asked for,
+    and never shows the vault's sandbox-key notice: that notice matters where cards are
+    sealed, and repeated by every ``treasury companies list`` it only teaches to ignore
+    warnings.
+    """
+    meta = click.get_current_context().meta
+    json_lines = bool(meta.get(_JSON_LOGS)) or log_format == "json"
+    meta[_JSON_LOGS] = json_lines
+    if serving or json_lines:
+        logs.configure(json_lines=json_lines, level=logging.INFO if serving else logging.WARNING)
+    logging.getLogger("treasury.vault").setLevel(logging.NOTSET if serving else logging.ERROR)
+
+
+def _say(line: str, *, err: bool = False, level: int = logging.INFO, **style: Any) -> None:
+    """One line of the command's own on stdout (``err``: stderr): as it is, or, with JSON
+    logs, as a log entry of ``treasury.cli``, so that every line of the process parses."""
+    if not _json_logs():
+        click.secho(line, err=err, **style)
+        return
+    entry = logs.JsonFormatter().line(cli_log.name, logging.getLevelName(level), line, time.time())
+    stream = sys.stderr if err else sys.stdout
+    stream.write(entry + "\n")
+    stream.flush()
+
+
+class _Commands(click.Group):
+    """The ``treasury`` group: with JSON logs, a refusal or a crash is a JSON line too."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; with JSON logs, log what would have been printed as text."""
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            if not ctx.meta.get(_JSON_LOGS):
+                raise
+            cli_log.error("%s", exc.format_message())
+            raise click.exceptions.Exit(exc.exit_code) from exc
+        except Exception:
+            if not ctx.meta.get(_JSON_LOGS):
+                raise
+            # The traceback goes into the entry's "exception" field, scrubbed like any other.
+            cli_log.exception("the command failed")
+            raise click.exceptions.Exit(1) from None
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
     package_name="treasury-core", prog_name="treasury-core", message="%(prog)s %(version)s"
 )
-def main() -> None:
+@LOG_FORMAT
+def main(log_format: str) -> None:
     """treasury-core: payments and treasury server and tools.
 
     Settings come from TREASURY_* environment variables (TREASURY_DATABASE_URL,
     TREASURY_POOL_SIZE, TREASURY_VAULT_KEY, ...); a command's --database option overrides
-    TREASURY_DATABASE_URL. Run "treasury COMMAND --help" for each command's options.
+    TREASURY_DATABASE_URL. A TREASURY_* variable that no setting or plugin reads is warned
+    about with the closest known name. Run "treasury COMMAND --help" for each command's
+    options.
     """
+    _configure_logs(log_format, serving=False)
 
 
 @main.command()
@@ -170,15 +252,10 @@ def serve(host: str, port: int, database: str | None, log_format: str) -> None:
     """Apply migrations and serve the HTTP interface."""
     from treasury_aiohttp.access_log import RedactingAccessLogger
     from treasury_aiohttp.app import create_app
-    from treasury_aiohttp.hosted_security import require_form_key
     from treasury_aiohttp.server import serve as serve_app
 
-    logs.configure(json_lines=log_format == "json")
-    config = _config(database)
-    try:
-        require_form_key(config)
-    except TreasuryError as exc:
-        raise click.ClickException(exc.message) from exc
+    _configure_logs(log_format, serving=True)
+    config = _config(database, serving=True)
     sockets = _bind(host, port)
     try:
         treasury = _open(config)
@@ -188,9 +265,9 @@ def serve(host: str, port: int, database: str | None, log_format: str) -> None:
             sock.close()
         raise
     if config.sandbox:
-        click.secho(SANDBOX_WARNING, err=True, fg="yellow", bold=True)
+        _say(SANDBOX_WARNING, err=True, level=logging.WARNING, fg="yellow", bold=True)
     bound_port = sockets[0].getsockname()[1]
-    click.echo(
+    _say(
         f"treasury-core serving on http://{host}:{bound_port}"
         f" (database {_redacted(config.database_url)})"
     )
@@ -232,12 +309,12 @@ def worker(database: str | None, log_format: str) -> None:
 
     from treasury_aiohttp.worker import run_worker
 
-    logs.configure(json_lines=log_format == "json")
+    _configure_logs(log_format, serving=True)
     treasury = _bootstrap(database)
-    click.echo(f"treasury-core worker on {_redacted(treasury.config.database_url)}")
+    where = _redacted(treasury.config.database_url)
     try:
         _tune_collector()
-        asyncio.run(run_worker(treasury))
+        asyncio.run(run_worker(treasury, started=lambda: _say(f"treasury-core worker on {where}")))
     except KeyboardInterrupt:
         pass
     finally:

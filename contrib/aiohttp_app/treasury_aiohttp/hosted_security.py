@@ -62,11 +62,18 @@ def require_form_key(config: TreasuryConfig) -> None:
     Every process behind one address must sign forms alike, or a form served by one fails its
     CSRF check on another; a random key per process is only good enough for the sandbox.
     """
+    missing = missing_form_key(config)
+    if missing:
+        raise FormKeyMissing(missing[0])
+
+
+def missing_form_key(config: TreasuryConfig) -> list[str]:
+    """``[MSG_FORM_KEY_MISSING]`` when :func:`require_form_key` would refuse ``config``, else
+    ``[]`` (for ``treasury serve``, which names every missing setting at once)."""
     if config.sandbox:
-        return
+        return []
     secret = config.form_key.get_secret_value() if config.form_key else ""
-    if len(secret.strip()) < FORM_KEY_MIN_LENGTH:
-        raise FormKeyMissing(MSG_FORM_KEY_MISSING)
+    return [MSG_FORM_KEY_MISSING] if len(secret.strip()) < FORM_KEY_MIN_LENGTH else []
 
 
 class FormKey:

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,23 +71,35 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ``time``, ``level``, ``logger``, ``message`` (+ ``exception``)."""
+    """One JSON object per line: ``time``, ``level``, ``logger``, ``message`` (+ ``exception``),
+    then the record's ``fields`` (a mapping, when it has one: the access log's method, path,
+    status, …)."""
 
     def format(self, record: logging.LogRecord) -> str:
         """The record as a JSON line."""
-        line = self.line(record.name, record.levelname, record.getMessage(), record.created)
-        if not record.exc_text:
-            return line
-        return line[:-1] + ", " + json.dumps({"exception": record.exc_text}, ensure_ascii=False)[1:]
+        fields: Mapping[str, Any] = getattr(record, "fields", None) or {}
+        if record.exc_text:
+            fields = {**fields, "exception": record.exc_text}
+        return self.line(record.name, record.levelname, record.getMessage(), record.created, fields)
 
-    def line(self, name: str, levelname: str, message: str, created: float) -> str:
-        """:meth:`format` of a record of these fields with no exception, without the record."""
+    def line(
+        self,
+        name: str,
+        levelname: str,
+        message: str,
+        created: float,
+        fields: Mapping[str, Any] | None = None,
+    ) -> str:
+        """:meth:`format` of a record of these fields, without the record."""
         entry: dict[str, Any] = {
             "time": datetime.fromtimestamp(created, UTC).isoformat(),
             "level": levelname,
             "logger": name,
             "message": message,
         }
+        if fields:
+            # The four above are every line's; a field may not replace one of them.
+            entry.update((k, v) for k, v in fields.items() if k not in entry)
         return json.dumps(entry, ensure_ascii=False)
 
 
@@ -137,17 +150,29 @@ class BufferedLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
             except Exception:
                 self.handleError(record)
 
-    def emit_line(self, name: str, levelname: str, message: str) -> None:
+    def emit_line(
+        self,
+        name: str,
+        levelname: str,
+        message: str,
+        fields: Mapping[str, Any] | None = None,
+    ) -> None:
         """Keep a line made by this handler's formatter from these fields, with no record.
 
-        For :class:`~treasury_aiohttp.access_log.RedactingAccessLogger`, whose message is
-        scrubbed already; only a :class:`TextFormatter` or :class:`JsonFormatter` can do it
-        (see :meth:`takes_lines`).
+        For :class:`~treasury_aiohttp.access_log.RedactingAccessLogger`, whose message (and
+        ``fields``) are scrubbed already; only a :class:`TextFormatter` or
+        :class:`JsonFormatter` can do it (see :meth:`takes_lines`).
         """
         formatter = self.formatter
         assert isinstance(formatter, TextFormatter | JsonFormatter)
+        now = time.time()
         try:
-            self._lines.append(formatter.line(name, levelname, message, time.time()))
+            # Fields are JSON's alone: a text line's message says all it shows.
+            if isinstance(formatter, JsonFormatter):
+                line = formatter.line(name, levelname, message, now, fields)
+            else:
+                line = formatter.line(name, levelname, message, now)
+            self._lines.append(line)
         except Exception:
             self.handleError(logging.makeLogRecord({"msg": message}))
             return
@@ -156,6 +181,11 @@ class BufferedLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
                 self.flush()
             except Exception:
                 self.handleError(logging.makeLogRecord({"msg": "access log write failed"}))
+
+    @property
+    def writes_json(self) -> bool:
+        """Whether its lines are JSON (the access log adds its fields only then)."""
+        return isinstance(self.formatter, JsonFormatter)
 
     def takes_lines(self, level: int) -> bool:
         """Whether :meth:`emit_line` makes the line ``handle`` would for a scrubbed record.
@@ -217,3 +247,6 @@ def configure(*, json_lines: bool = False, level: int = logging.INFO) -> None:
     access_logger.handlers[:] = [access]
     access_logger.propagate = False
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    if json_lines:
+        # A Python warning is written to stderr as two lines of text otherwise.
+        logging.captureWarnings(True)

@@ -148,12 +148,18 @@ async def work_loop(
         await delivering
 
 
-async def run_worker(treasury: Treasury) -> None:
-    """``treasury worker``: the loop with an HTTP sender, until SIGINT or SIGTERM."""
+async def run_worker(treasury: Treasury, *, started: Callable[[], None] | None = None) -> None:
+    """``treasury worker``: the loop with an HTTP sender, until SIGINT or SIGTERM.
+
+    ``started`` is called once those signals stop the loop gracefully (the command prints its
+    "worker on" line then, so that a supervisor that sees it may signal at once).
+    """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if started is not None:
+        started()
     async with HttpSender.for_config(treasury.config) as sender:
         if treasury.notifications.sender is None:
             treasury.notifications.sender = sender

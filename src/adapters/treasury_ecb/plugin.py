@@ -14,7 +14,7 @@ its own ``TREASURY_ECB_*`` variables (all of them in :data:`SETTINGS`):
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import partial
 
 from treasury_core.config import TreasuryConfig
@@ -98,3 +98,9 @@ def ecb_fx_rates(
 def register_fx_rates() -> Mapping[str, FxRatesFactory]:
     """The ECB's euro reference rates: offline history, fetched current rates, markup, guard."""
     return {"ecb": ecb_fx_rates}
+
+
+@hookimpl
+def treasury_settings_names() -> Iterable[str]:
+    """``TREASURY_ECB_*``: read here, not by ``TreasuryConfig``."""
+    return SETTINGS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from treasury_core.config import TreasuryConfig
 from treasury_core.plugins.hookspecs import VaultFactory, hookimpl
@@ -42,3 +42,13 @@ def _aesgcm_vault(config: TreasuryConfig) -> Vault:
 def register_vault() -> Mapping[str, VaultFactory]:
     """The AES-256-GCM vault: ``TREASURY_VAULT_KEY``, or the public sandbox key in sandbox mode."""
     return {"aesgcm": _aesgcm_vault}
+
+
+@hookimpl
+def treasury_missing_settings(config: TreasuryConfig) -> Iterable[str]:
+    """``TREASURY_VAULT_KEY`` outside sandbox mode, when this vault is the configured one."""
+    if config.vault != "aesgcm" or config.sandbox or config.vault_key is not None:
+        return ()
+    from treasury_vault.aesgcm import MSG_VAULT_KEY_MISSING
+
+    return (MSG_VAULT_KEY_MISSING,)

@@ -1,7 +1,13 @@
 """Plugins: pluggy hook specifications and the function that builds the plugin manager."""
 
 from treasury_core.plugins.hookspecs import PROJECT_NAME, hookimpl, hookspec
-from treasury_core.plugins.manager import ENTRY_POINT_GROUP, collect_factories, make_plugin_manager
+from treasury_core.plugins.manager import (
+    ENTRY_POINT_GROUP,
+    collect_factories,
+    make_plugin_manager,
+    missing_settings,
+    settings_names,
+)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -10,4 +16,6 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "make_plugin_manager",
+    "missing_settings",
+    "settings_names",
 ]

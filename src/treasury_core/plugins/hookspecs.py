@@ -8,7 +8,7 @@ an entry point in the ``treasury`` group is a peer of the built-in ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -101,6 +101,28 @@ def treasury_event(event: Event) -> None:
     (never for deliveries; use a webhook where every event matters). An exception is logged
     and stops neither the other subscribers nor the deliveries.
     """
+
+
+@hookspec
+def treasury_settings_names() -> Iterable[str]:
+    """The ``TREASURY_*`` variables the plugin reads itself, beside :class:`TreasuryConfig`'s
+    (``TREASURY_ECB_URL``, …), by their full names.
+
+    A set variable that neither the config nor any plugin names is warned about at start, with
+    the closest known name (a typo such as ``TREASURY_SANDBOXX`` would otherwise be ignored).
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def treasury_missing_settings(config: TreasuryConfig) -> Iterable[str]:
+    """What ``config`` lacks for the plugin's adapters, one line per setting, each naming its
+    variable (``TREASURY_VAULT_KEY`` outside sandbox mode, …); nothing when all is there.
+
+    The command line asks every plugin before it opens anything and reports every missing
+    setting at once; an adapter's factory still refuses such a config on its own.
+    """
+    raise NotImplementedError
 
 
 #: Every ``register_*`` hook, by the kind of adapter it registers.

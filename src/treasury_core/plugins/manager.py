@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from treasury_core.errors import TreasuryError
 from treasury_core.plugins import hookspecs
+
+if TYPE_CHECKING:
+    from treasury_core.config import TreasuryConfig
 
 ENTRY_POINT_GROUP = "treasury"
 
@@ -56,3 +59,13 @@ def collect_factories(pm: pluggy.PluginManager, kind: str) -> dict[str, Callable
                 )
             factories[name] = factory
     return factories
+
+
+def settings_names(pm: pluggy.PluginManager) -> frozenset[str]:
+    """Every ``TREASURY_*`` variable the plugins declare they read themselves."""
+    return frozenset(name for names in pm.hook.treasury_settings_names() for name in names)
+
+
+def missing_settings(pm: pluggy.PluginManager, config: TreasuryConfig) -> list[str]:
+    """What the plugins say ``config`` lacks, one line per setting (in pluggy's call order)."""
+    return [line for lines in pm.hook.treasury_missing_settings(config=config) for line in lines]
