@@ -24,7 +24,7 @@ from typing import Annotated, Any, Final
 from pydantic import Field
 
 from treasury_core.errors import ValidationFailed
-from treasury_core.validation import MULTILINE_ALLOWED, refused_class
+from treasury_core.validation import MULTILINE_ALLOWED, StrictRequest, refused_class
 
 MAX_KEYS: Final = 50
 MAX_KEY_LENGTH: Final = 40
@@ -66,6 +66,12 @@ MetadataInput = Annotated[
 MetadataField = Annotated[
     dict[str, str], Field(description="Your own key-value pairs (see `metadata` on create).")
 ]
+
+
+class MetadataUpdateRequest(StrictRequest):
+    """``POST …/{id}/metadata``: pairs merged into the record's metadata; ``""`` deletes a key."""
+
+    metadata: MetadataInput
 
 
 def _param(key: str) -> str:
@@ -111,6 +117,9 @@ def merged_metadata(current: Mapping[str, str], update: Mapping[str, str]) -> di
 
     Raises :class:`ValidationFailed` for a bad pair or when the result holds too many keys.
     """
+    # Pairs given from Python are checked as the HTTP app checks a body: a value that is not a
+    # string is refused naming ``metadata.<key>``.
+    MetadataUpdateRequest(metadata=dict(update))
     for key, value in update.items():
         _check_pair(key, value)
     merged = dict(current)
