@@ -119,7 +119,11 @@ class InvalidRequestError(TreasuryError):
 
 
 class ValidationFailed(InvalidRequestError):
-    """A field is missing, of the wrong type, or out of range; ``param`` names it."""
+    """A field is missing, of the wrong type, or out of range; ``param`` names it.
+
+    Also what building a request model from Python with a bad value raises, with the ``param``
+    and message the HTTP app answers (:class:`treasury_core.validation.StrictRequest`).
+    """
 
     default_code = "parameter_invalid"
 

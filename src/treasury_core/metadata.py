@@ -24,7 +24,12 @@ from typing import Annotated, Any, Final
 from pydantic import Field
 
 from treasury_core.errors import ValidationFailed
-from treasury_core.validation import MULTILINE_ALLOWED, SchemaComponent, refused_class
+from treasury_core.validation import (
+    MULTILINE_ALLOWED,
+    SchemaComponent,
+    StrictRequest,
+    refused_class,
+)
 
 MAX_KEYS: Final = 50
 MAX_KEY_LENGTH: Final = 40
@@ -71,6 +76,12 @@ MetadataField = Annotated[
 ]
 
 
+class MetadataUpdateRequest(StrictRequest):
+    """``POST …/{id}/metadata``: pairs merged into the record's metadata; ``""`` deletes a key."""
+
+    metadata: MetadataInput
+
+
 def _param(key: str) -> str:
     shown = key if len(key) <= MAX_KEY_LENGTH and not _BAD_KEY.search(key) else "…"
     return f"metadata[{shown}]"
@@ -114,6 +125,9 @@ def merged_metadata(current: Mapping[str, str], update: Mapping[str, str]) -> di
 
     Raises :class:`ValidationFailed` for a bad pair or when the result holds too many keys.
     """
+    # Pairs given from Python are checked as the HTTP app checks a body: a value that is not a
+    # string is refused naming ``metadata.<key>``.
+    MetadataUpdateRequest(metadata=dict(update))
     for key, value in update.items():
         _check_pair(key, value)
     merged = dict(current)

@@ -8,6 +8,11 @@ isolates are refused ("Trojan Source": ``"Payroll\\u202egpj.exe"`` shows as
 models, the patterns of the OpenAPI document and the sandbox bank rail's field formats are all
 built from it. Ids must look like ids before they are used in a lookup, so a hostile path or
 cursor is simply "not found" or "invalid", never a driver error.
+
+Every request model derives from :class:`StrictRequest`: strict types, no unknown fields, and a
+bad value given from Python raises the same :class:`~treasury_core.errors.ValidationFailed` (and
+so a :class:`~treasury_core.errors.TreasuryError`) that the HTTP app answers with 400, through
+:func:`validation_failed`, the one translation of pydantic's errors both use.
 """
 
 from __future__ import annotations
@@ -18,9 +23,20 @@ from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BeforeValidator, Field, GetJsonSchemaHandler, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    StringConstraints,
+    ValidationError,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
+
+from treasury_core.errors import ValidationFailed
 
 #: Characters no text field accepts, as inclusive ``(first, last)`` code point ranges: the C0
 #: and C1 controls (DEL among them), the line and paragraph separators (a line break that most
@@ -323,3 +339,56 @@ def whole_number(text: str) -> int | None:
     if number != number.to_integral_value():
         return None
     return int(number)
+
+
+def validation_failed(exc: ValidationError) -> ValidationFailed:
+    """The first problem pydantic found, as the error naming the field (``param``: its path,
+    ``metadata.note`` for a member of ``metadata``).
+
+    What the HTTP app answers for a body its request model refuses, and what building a request
+    model from Python raises: one wording for both.
+    """
+    error = exc.errors(include_url=False)[0]
+    param = ".".join(str(p) for p in error["loc"]) or None
+    kind = error["type"]
+    if kind == "json_invalid":
+        return ValidationFailed("The request body is not valid JSON", code="body_invalid")
+    if kind in ("model_type", "model_attributes_type", "dict_type") and not error["loc"]:
+        return ValidationFailed("The request body must be a JSON object", code="body_invalid")
+    if kind == "missing":
+        return ValidationFailed(
+            f"Missing required parameter: {param}", code="parameter_missing", param=param
+        )
+    if kind == "extra_forbidden":
+        return ValidationFailed(
+            f"Received unknown parameter: {param}", code="parameter_unknown", param=param
+        )
+    return ValidationFailed(f"Invalid {param}: {error['msg']}", param=param)
+
+
+class StrictRequest(BaseModel):
+    """Base of the request models: strict types, unknown fields refused, immutable.
+
+    Built from Python (``CreateWalletRequest(name=..., currency_id=...)``), a bad value raises
+    :class:`~treasury_core.errors.ValidationFailed` with the ``param`` and message the HTTP app
+    answers for the same value, so an embedding application's ``except TreasuryError`` covers
+    bad input too. pydantic's own parsing class methods (``model_validate``,
+    ``model_validate_json``) keep pydantic's :class:`~pydantic.ValidationError`, with every
+    problem found, for a caller that wants them all; :func:`validation_failed` turns it into
+    the same error.
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    def __init__(self, /, **data: Any) -> None:
+        """Validate ``data``; :class:`~treasury_core.errors.ValidationFailed` if it is bad."""
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            # Chained: the traceback still shows every problem pydantic found.
+            raise validation_failed(exc) from exc
+
+    # pydantic routes validation through a model's own ``__init__`` unless it carries this mark
+    # (as pydantic's own ``BaseModel`` and ``RootModel`` initialisers do). Marked, the parsing
+    # class methods validate as before: JSON in JSON mode, with pydantic's error.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from treasury_core.currency import Currency
 from treasury_core.metadata import MetadataField, MetadataInput
 from treasury_core.serialization import Timestamp
-from treasury_core.validation import CurrencyCode, Description, Name
+from treasury_core.validation import CurrencyCode, Description, Name, StrictRequest
 
 
 class WalletStatus(StrEnum):
@@ -89,10 +89,8 @@ class WalletRecord(BaseModel):
         )
 
 
-class CreateWalletRequest(BaseModel):
+class CreateWalletRequest(StrictRequest):
     """``POST /api/v1/wallet``: ``name`` and ``currency_id`` required, ``description`` optional."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     name: Name = Field(description="Display name of the wallet.")
     currency_id: CurrencyCode = Field(description="ISO 4217 code of an enabled currency.")

@@ -89,11 +89,30 @@ def test_an_advance_past_the_limit_changes_nothing(
 ) -> None:
     first = start(database_url, opened)
     asyncio.run(first.sandbox.advance(DAY))
-    before = first.clock.now()
     second = start(database_url, opened)
-    # Refused on the offset stored, not on what this process had seen.
-    step = int((datetime(9000, 1, 1, tzinfo=UTC) - datetime.now(UTC)).total_seconds())
-    with pytest.raises(ValidationFailed):
-        asyncio.run(second.sandbox.advance(step))
+    # Another process has since taken the stored offset to an hour short of the limit; this
+    # one has not seen it. A day more is refused on the offset stored, not on what it had seen.
+    latest = datetime(9000, 1, 1, tzinfo=UTC)
+    near = latest - timedelta(hours=1) - first.clock.now()
+    first.storage.run_sync(lambda uow: uow.clock_offset.advance(near))
+    with pytest.raises(ValidationFailed) as refused:
+        asyncio.run(second.sandbox.advance(DAY))
+    assert refused.value.param == "seconds"
     third = start(database_url, opened)
-    assert before <= third.clock.now() < before + timedelta(hours=1)
+    assert latest - timedelta(hours=2) < third.clock.now() < latest - timedelta(minutes=30)
+
+
+def test_an_advance_the_http_body_would_refuse_is_refused_from_python(
+    database_url: str, opened: list[Treasury]
+) -> None:
+    treasury = start(database_url, opened)
+    before = treasury.clock.now()
+    for seconds, message in (
+        (0, "Invalid seconds: Input should be greater than 0"),
+        (-DAY, "Invalid seconds: Input should be greater than 0"),
+        (11 * 365 * DAY, "Invalid seconds: Input should be less than or equal to 315360000"),
+    ):
+        with pytest.raises(ValidationFailed) as refused:
+            asyncio.run(treasury.sandbox.advance(seconds))
+        assert (refused.value.param, refused.value.message) == ("seconds", message)
+    assert before <= treasury.clock.now() < before + timedelta(hours=1)

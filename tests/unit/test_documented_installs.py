@@ -222,7 +222,7 @@ def test_embedding_guide_programs_with_the_sql_extra(tmp_path: Path) -> None:
     """The guide's complete programs, picked as tools/check_installs.py picks them."""
     guide = ROOT / "docs" / "guides" / "embedding.md"
     runnable, fragments = _check_installs_module().guide_snippets(guide.read_text())
-    assert len(runnable) == 4 and len(fragments) == 2  # a block added to the guide: decide which
+    assert len(runnable) == 5 and len(fragments) == 2  # a block added to the guide: decide which
     for number, code in enumerate(runnable):
         program = tmp_path / f"snippet{number}.py"
         program.write_text(code)

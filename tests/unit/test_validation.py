@@ -1,17 +1,20 @@
 import json
+from datetime import date
 
 import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from treasury_core.errors import ValidationFailed
+from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.validation import Name, is_resource_id
 from treasury_core.wallets import CreateWalletRequest
 
 
 @pytest.mark.parametrize("name", ["a\x00b", "a\ud800b", "tab\there", "line\nbreak", "\x7f"])
 def test_names_refuse_control_characters_and_surrogates(name: str) -> None:
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(ValidationFailed) as caught:
         CreateWalletRequest(name=name, currency_id="USD")
-    assert caught.value.errors()[0]["loc"] == ("name",)
+    assert caught.value.param == "name"
 
 
 def test_descriptions_allow_line_breaks_but_not_nul() -> None:
@@ -19,8 +22,39 @@ def test_descriptions_allow_line_breaks_but_not_nul() -> None:
         CreateWalletRequest(name="n", currency_id="USD", description="a\nb\tc").description
         == "a\nb\tc"
     )
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationFailed) as caught:
         CreateWalletRequest(name="n", currency_id="USD", description="a\x00")
+    assert caught.value.param == "description"
+
+
+def test_built_from_python_a_request_is_refused_as_the_http_app_refuses_it() -> None:
+    with pytest.raises(ValidationFailed) as caught:
+        CreateWalletRequest(name="n", currency_id="USD", metadata={"note": 5})  # type: ignore[dict-item]
+    assert caught.value.to_body() == {
+        "error": {
+            "type": "invalid_request_error",
+            "code": "parameter_invalid",
+            "message": "Invalid metadata.note: Input should be a valid string",
+            "param": "metadata.note",
+        }
+    }
+    # The cause keeps every problem pydantic found.
+    assert isinstance(caught.value.__cause__, ValidationError)
+
+
+def test_parsing_a_request_keeps_pydantic_and_json_mode() -> None:
+    # The HTTP app reads bodies with these: they must still validate JSON as JSON (a date as
+    # text, in strict mode) and report pydantic's own error, which it reads whole.
+    body = (
+        '{"account_id": 1, "billing_amount": 5, "billing_currency": "USD", '
+        '"payment_type": "Card Payment", "checkin_date": "2026-03-01"}'
+    )
+    parsed = CreateIntentRequest.model_validate_json(body, strict=True)
+    assert parsed.checkin_date == date(2026, 3, 1)
+    with pytest.raises(ValidationError):
+        CreateWalletRequest.model_validate_json('{"name": 5}', strict=True)
+    with pytest.raises(ValidationError):
+        CreateWalletRequest.model_validate({"name": 5})
 
 
 def test_names_are_trimmed_and_unicode_is_welcome() -> None:

@@ -6,9 +6,8 @@ import logging
 from typing import Any
 
 from aiohttp import web
-from pydantic import ValidationError
 
-from treasury_core.errors import TreasuryError, ValidationFailed
+from treasury_core.errors import TreasuryError
 from treasury_core.http_statuses import http_status
 
 log = logging.getLogger("treasury.http")
@@ -69,23 +68,3 @@ def http_exception_response(exc: web.HTTPException, max_body: int) -> web.Respon
     return error_response(
         exc.status, {"error": {"type": error_type, "code": code, "message": message}}, headers
     )
-
-
-def validation_failed(exc: ValidationError) -> ValidationFailed:
-    """The first problem pydantic found, as an error naming the field."""
-    error = exc.errors(include_url=False)[0]
-    param = ".".join(str(p) for p in error["loc"]) or None
-    kind = error["type"]
-    if kind == "json_invalid":
-        return ValidationFailed("The request body is not valid JSON", code="body_invalid")
-    if kind in ("model_type", "model_attributes_type", "dict_type") and not error["loc"]:
-        return ValidationFailed("The request body must be a JSON object", code="body_invalid")
-    if kind == "missing":
-        return ValidationFailed(
-            f"Missing required parameter: {param}", code="parameter_missing", param=param
-        )
-    if kind == "extra_forbidden":
-        return ValidationFailed(
-            f"Received unknown parameter: {param}", code="parameter_unknown", param=param
-        )
-    return ValidationFailed(f"Invalid {param}: {error['msg']}", param=param)

@@ -9,9 +9,9 @@ from aiohttp import web
 from multidict import MultiDictProxy
 from pydantic import BaseModel, ValidationError
 
-from treasury_aiohttp.errors import validation_failed
 from treasury_aiohttp.io import parse_body
 from treasury_core.errors import ValidationFailed
+from treasury_core.validation import validation_failed
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -11,14 +11,13 @@ from typing import Any, Generic, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from treasury_aiohttp.errors import validation_failed
 from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, PARSED_BODY, PRINCIPAL, TREASURY_KEY
 from treasury_core import Treasury
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
 from treasury_core.idempotency import IdempotencyTicket, StoredResponse
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, Page, PageRequest
-from treasury_core.validation import whole_number
+from treasury_core.validation import validation_failed, whole_number
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")

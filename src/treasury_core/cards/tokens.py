@@ -27,7 +27,7 @@ from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CardSubmission
 from treasury_core.serialization import Timestamp
 from treasury_core.treasury.records import TreasuryRecord
-from treasury_core.validation import Email, SchemaRule, Url
+from treasury_core.validation import Email, SchemaRule, StrictRequest, Url
 
 #: E.164: a plus, a country code not starting with 0, at most 15 digits in all.
 __all__ = [
@@ -231,11 +231,7 @@ class PaymentMethodToken(TreasuryRecord, PaymentMethodTokenRecord):
         return (today.year, today.month) > (self.card.expiry_year, self.card.expiry_month)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-
-class CreateTokenIntentRequest(_Strict):
+class CreateTokenIntentRequest(StrictRequest):
     """``POST /api/v1/payment_method_token_intent`` (part 2.2)."""
 
     account_id: Annotated[int, Field(gt=0, lt=2**63)]

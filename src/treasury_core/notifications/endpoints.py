@@ -28,7 +28,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchem
 from treasury_core.events import OPERATOR_EVENTS, EventType
 from treasury_core.serialization import Timestamp
 from treasury_core.treasury.records import TreasuryRecord
-from treasury_core.validation import SchemaComponent, Url
+from treasury_core.validation import SchemaComponent, StrictRequest, Url
 
 
 def _no_credentials(url: str) -> str:
@@ -89,10 +89,8 @@ SubscribableEvent = Annotated[
 ]
 
 
-class CreateWebhookEndpointRequest(BaseModel):
+class CreateWebhookEndpointRequest(StrictRequest):
     """``POST /api/v1/webhook-endpoints``."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     url: DestinationUrl
     events: Annotated[list[SubscribableEvent], Field(min_length=1)] | None = None
@@ -103,24 +101,20 @@ MAX_ROTATION_OVERLAP_SECONDS = 7 * 24 * 3600
 DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600
 
 
-class UpdateWebhookEndpointRequest(BaseModel):
+class UpdateWebhookEndpointRequest(StrictRequest):
     """``POST /api/v1/webhook-endpoints/{id}``: the fields given change, the others stay.
 
     ``events`` ``null`` means every type, as on create; ``url`` or ``enabled`` ``null`` is as
     if left out.
     """
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
     url: DestinationUrl | None = None
     events: Annotated[list[SubscribableEvent], Field(min_length=1)] | None = None
     enabled: bool | None = None
 
 
-class RotateWebhookSecretRequest(BaseModel):
+class RotateWebhookSecretRequest(StrictRequest):
     """``POST /api/v1/webhook-endpoints/{id}/rotate-secret``."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     #: How long the old secret still signs deliveries beside the new one; 0 drops it at once.
     overlap_seconds: Annotated[int, Field(ge=0, le=MAX_ROTATION_OVERLAP_SECONDS)] = (

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from treasury_core.validation import StrictRequest
 
 #: The longest text one evidence field may hold.
 MAX_EVIDENCE_TEXT = 5_000
@@ -18,12 +20,10 @@ MAX_EVIDENCE_TEXT = 5_000
 _Text = Annotated[str, Field(max_length=MAX_EVIDENCE_TEXT)]
 
 
-class ChargebackEvidence(BaseModel):
+class ChargebackEvidence(StrictRequest):
     """Evidence against a chargeback; every field optional, at least one given."""
 
-    model_config = ConfigDict(
-        strict=True, extra="forbid", frozen=True, json_schema_extra={"minProperties": 1}
-    )
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
 
     #: What was sold, in the merchant's words.
     product_description: _Text | None = None

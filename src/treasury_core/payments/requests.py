@@ -3,7 +3,8 @@
 Amounts are integers in minor units; ``"100"``, ``true`` and ``1.5`` are refused, as are unknown
 fields (over HTTP, a JSON number written ``100.0`` is the integer 100: see the app's body
 parser). Whether a currency is enabled, an account is the caller's and an amount is within the
-configured maximum is the payments service's to check.
+configured maximum is the payments service's to check. :class:`MetadataUpdateRequest`, the
+body of every ``…/metadata`` call, is defined beside the metadata rules and named here too.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, Field, StringConstraints
 
 from treasury_core.metadata import MetadataInput
+from treasury_core.metadata import MetadataUpdateRequest as MetadataUpdateRequest
 from treasury_core.payments.intents import CaptureMethod, PaymentType
 from treasury_core.validation import (
     Amount,
@@ -21,6 +23,7 @@ from treasury_core.validation import (
     Email,
     SchemaPattern,
     SingleLine,
+    StrictRequest,
     Url,
     id_pattern,
 )
@@ -29,11 +32,7 @@ IntentId = Annotated[int, Field(gt=0, lt=2**63, description="The payment intent'
 Reference = Annotated[SingleLine, StringConstraints(max_length=255)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-
-class CreateIntentRequest(_Strict):
+class CreateIntentRequest(StrictRequest):
     """``POST /api/v1/payments/intent``.
 
     ``processing_currency`` (default: the billing currency) is the currency the company is paid
@@ -67,13 +66,13 @@ class CreateIntentRequest(_Strict):
     metadata: MetadataInput | None = None
 
 
-class IntentActionRequest(_Strict):
+class IntentActionRequest(StrictRequest):
     """``POST /api/v1/payments/intent/capture`` and ``/cancel-authorization``."""
 
     payment_intent_id: IntentId
 
 
-class RefundRequest(_Strict):
+class RefundRequest(StrictRequest):
     """``POST /api/v1/payments/intent/refund``; ``amount`` defaults to all that remains."""
 
     payment_intent_id: IntentId
@@ -81,7 +80,7 @@ class RefundRequest(_Strict):
     reason: Reference | None = None
 
 
-class CardSubmission(_Strict):
+class CardSubmission(StrictRequest):
     """A card as the customer or the client's server sends it: ``POST /pay/{lookup_id}`` and
     the PMTI's confirm call and hosted form (the field names of part 2.2).
 
@@ -111,13 +110,7 @@ class CardSubmission(_Strict):
 PayRequest = CardSubmission
 
 
-class ChallengeRequest(_Strict):
+class ChallengeRequest(StrictRequest):
     """``POST /pay/{payment_intent_lookup_id}/challenge``: the customer's 3-D Secure answer."""
 
     outcome: Annotated[str, StringConstraints(pattern=r"^(pass|fail)$")] = "pass"
-
-
-class MetadataUpdateRequest(_Strict):
-    """``POST …/{id}/metadata``: pairs merged into the record's metadata; ``""`` deletes a key."""
-
-    metadata: MetadataInput

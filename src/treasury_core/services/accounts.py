@@ -20,6 +20,7 @@ from treasury_core.treasury.records import BankAccount, Deposit, VirtualAccount
 from treasury_core.treasury.requests import (
     CreateVirtualAccountRequest,
     RegisterBankAccountRequest,
+    SandboxIncomingRequest,
 )
 from treasury_core.treasury.states import MovementTrigger, next_status
 from treasury_core.wallets import Wallet
@@ -198,6 +199,7 @@ class VirtualAccountService:
         idempotency: IdempotencyTicket[Deposit] | None = None,
     ) -> Deposit:
         """Funds arrived at a virtual account: a completed deposit credits its wallet at once."""
+        SandboxIncomingRequest(amount=amount, reference=reference)
         require_id(account_id, VirtualAccount.prefix, "virtual account", "virtual_account_id")
         return await self._credit(
             lambda uow: uow.records.get(VirtualAccount, account_id, company_id),

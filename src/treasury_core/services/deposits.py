@@ -11,7 +11,11 @@ from treasury_core.services.settlement import settle, settlement_job
 from treasury_core.services.support import TreasuryContext
 from treasury_core.treasury.movements import deposit_legs
 from treasury_core.treasury.records import Deposit, PaymentInstructionRecord
-from treasury_core.treasury.requests import CreateDepositRequest
+from treasury_core.treasury.requests import (
+    CreateDepositRequest,
+    SandboxCompleteRequest,
+    SandboxFailRequest,
+)
 from treasury_core.treasury.states import MovementTrigger, next_status
 
 
@@ -99,6 +103,7 @@ class DepositService:
         idempotency: IdempotencyTicket[Deposit] | None = None,
     ) -> Deposit:
         """The bank delivered: credit the wallet (with ``amount`` if it differs from expected)."""
+        SandboxCompleteRequest(amount=amount)
         if amount is not None:
             self._ctx.check_amount(amount, "amount")
         return await self._ctx.storage.run(
@@ -123,6 +128,7 @@ class DepositService:
         idempotency: IdempotencyTicket[Deposit] | None = None,
     ) -> Deposit:
         """The bank gave up: release the expected credit and record why."""
+        SandboxFailRequest(code=code, message=message)
         return await self._ctx.storage.run(
             settle(
                 self._ctx,

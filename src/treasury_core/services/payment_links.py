@@ -18,6 +18,7 @@ from treasury_core.metadata import merged_metadata
 from treasury_core.payments.expiry import OPEN_STATES, is_expired
 from treasury_core.payments.intents import PaymentIntent
 from treasury_core.payments.payloads import webhook_object
+from treasury_core.payments.requests import IntentActionRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.ports import UnitOfWork
 from treasury_core.services.idempotency import finish
@@ -83,6 +84,7 @@ class PaymentLinkService:
         """Close the intent's payment link now: ``expires_at`` becomes the business time and
         ``payment_intent.expired`` fires. A link already closed is returned as it is; an intent
         that is authorized or processed raises :class:`IllegalTransition`."""
+        IntentActionRequest(payment_intent_id=intent_id)
         ctx = self._ctx
         async with self._payments._lock(intent_id):
 

@@ -19,6 +19,7 @@ from treasury_core.ports import Clock, Storage, UnitOfWork
 from treasury_core.services.notifications import NotificationService
 from treasury_core.services.settlement import SettlementService
 from treasury_core.services.support import TreasuryContext
+from treasury_core.treasury.requests import ClockAdvanceRequest
 
 _LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
@@ -107,6 +108,7 @@ class SandboxService:
         one transaction (so advances by other processes add up, and the year limit is checked
         against what is stored), then this process's clock takes it.
         """
+        ClockAdvanceRequest(seconds=seconds)  # positive, at most ten years: the HTTP body's rule
         clock = self._ctx.clock
         shared = isinstance(clock, SharedOffsetClock)
         if not self.enabled or not (shared or isinstance(clock, AdvanceableClock)):

@@ -17,7 +17,7 @@ from treasury_core.services.settlement import settle, settlement_job
 from treasury_core.services.support import TreasuryContext
 from treasury_core.treasury.movements import transfer_legs
 from treasury_core.treasury.records import Transfer
-from treasury_core.treasury.requests import CreateTransferRequest
+from treasury_core.treasury.requests import CreateTransferRequest, SandboxFailRequest
 from treasury_core.treasury.states import MovementTrigger, next_status
 
 # The two ways a transfer starts (looked up once: the table is fixed).
@@ -166,6 +166,7 @@ class TransferService:
         idempotency: IdempotencyTicket[Transfer] | None = None,
     ) -> Transfer:
         """The conversion failed: return the funds to the source wallet and record why."""
+        SandboxFailRequest(code=code, message=message)
         return await self._ctx.storage.run(
             settle(
                 self._ctx,

@@ -17,7 +17,7 @@ from treasury_core.services.settlement import settle, settlement_job
 from treasury_core.services.support import TreasuryContext, require_id, wallet_of
 from treasury_core.treasury.movements import FeeRule, withdrawal_legs
 from treasury_core.treasury.records import BankAccount, Withdrawal
-from treasury_core.treasury.requests import CreateWithdrawalRequest
+from treasury_core.treasury.requests import CreateWithdrawalRequest, SandboxFailRequest
 from treasury_core.treasury.states import MovementTrigger, next_status
 from treasury_core.wallets import Wallet
 
@@ -167,6 +167,7 @@ class WithdrawalService:
         idempotency: IdempotencyTicket[Withdrawal] | None = None,
     ) -> Withdrawal:
         """The payout failed: release amount and fee back to the wallet and record why."""
+        SandboxFailRequest(code=code, message=message)
         return await self._ctx.storage.run(
             settle(
                 self._ctx,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
 from treasury_core.metadata import MetadataInput
 from treasury_core.validation import (
@@ -17,6 +17,7 @@ from treasury_core.validation import (
     Description,
     Name,
     SingleLine,
+    StrictRequest,
     VbanCurrencyCode,
 )
 
@@ -25,11 +26,7 @@ Reference = Annotated[SingleLine, StringConstraints(max_length=255)]
 Seconds = Annotated[int, Field(gt=0, le=10 * 365 * 24 * 3600)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-
-class CreateDepositRequest(_Strict):
+class CreateDepositRequest(StrictRequest):
     """``POST /api/v1/deposit``."""
 
     wallet_id: Id
@@ -40,7 +37,7 @@ class CreateDepositRequest(_Strict):
     metadata: MetadataInput | None = None
 
 
-class RegisterBankAccountRequest(_Strict):
+class RegisterBankAccountRequest(StrictRequest):
     """``POST /api/v1/bank-account``."""
 
     bank_name: Name
@@ -51,7 +48,7 @@ class RegisterBankAccountRequest(_Strict):
     metadata: MetadataInput | None = None
 
 
-class CreateWithdrawalRequest(_Strict):
+class CreateWithdrawalRequest(StrictRequest):
     """``POST /api/v1/withdraw``; ``to_currency_id`` defaults to the bank account's currency."""
 
     wallet_id: Id
@@ -64,7 +61,7 @@ class CreateWithdrawalRequest(_Strict):
     metadata: MetadataInput | None = None
 
 
-class CreateTransferRequest(_Strict):
+class CreateTransferRequest(StrictRequest):
     """``POST /api/v1/transfer``."""
 
     from_wallet_id: Id
@@ -75,7 +72,7 @@ class CreateTransferRequest(_Strict):
     metadata: MetadataInput | None = None
 
 
-class CreateVirtualAccountRequest(_Strict):
+class CreateVirtualAccountRequest(StrictRequest):
     """``POST /api/v1/virtual-account``."""
 
     wallet_id: Id
@@ -83,26 +80,26 @@ class CreateVirtualAccountRequest(_Strict):
     metadata: MetadataInput | None = None
 
 
-class SandboxCompleteRequest(_Strict):
+class SandboxCompleteRequest(StrictRequest):
     """``POST /api/v1/sandbox/deposits/{id}/complete``: the amount received, if not as expected."""
 
     amount: Amount | None = None
 
 
-class SandboxIncomingRequest(_Strict):
+class SandboxIncomingRequest(StrictRequest):
     """``POST /api/v1/sandbox/virtual-accounts/{id}/incoming``."""
 
     amount: Amount
     reference: Reference | None = None
 
 
-class ClockAdvanceRequest(_Strict):
+class ClockAdvanceRequest(StrictRequest):
     """``POST /api/v1/sandbox/clock/advance``."""
 
     seconds: Seconds
 
 
-class SandboxFailRequest(_Strict):
+class SandboxFailRequest(StrictRequest):
     """``POST /api/v1/sandbox/{deposits,withdrawals,transfers}/{id}/fail``: optional reason."""
 
     code: Annotated[SingleLine, StringConstraints(min_length=1, max_length=64)] | None = None

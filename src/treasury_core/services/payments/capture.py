@@ -21,6 +21,7 @@ from treasury_core.payments.records import (
     TransactionStatus,
     TransactionType,
 )
+from treasury_core.payments.requests import IntentActionRequest
 from treasury_core.payments.states import (
     IllegalTransition,
     Trigger,
@@ -62,6 +63,7 @@ class CaptureAndVoid(PaymentCore):
         that no longer says it captures holds is not asked (400
         ``provider_capability_unsupported``).
         """
+        IntentActionRequest(payment_intent_id=intent_id)
         ctx = self._ctx
         async with self._lock(intent_id):
             intent = await self.get(company_id, intent_id)
@@ -189,6 +191,7 @@ class CaptureAndVoid(PaymentCore):
         idempotency: IdempotencyTicket[PaymentIntent] | None = None,
     ) -> PaymentIntent:
         """Void the hold: ``AUTHORIZED`` → ``CANCELLED`` with reason ``voided``."""
+        IntentActionRequest(payment_intent_id=intent_id)
         ctx = self._ctx
         async with self._lock(intent_id):
             intent = await self.get(company_id, intent_id)

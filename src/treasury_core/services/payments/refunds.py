@@ -25,6 +25,7 @@ from treasury_core.payments.records import (
     Refund,
     RefundStatus,
 )
+from treasury_core.payments.requests import RefundRequest
 from treasury_core.payments.states import (
     check_refundable,
 )
@@ -80,6 +81,8 @@ class Refunds(PaymentCore):
         :meth:`_resume_refund`) rather than making another. A provider that certainly did
         nothing (:class:`ProviderDidNotAct`) fails the refund at once, its amount given back.
         """
+        # The values a refund body would carry, checked as the HTTP app checks that body.
+        RefundRequest(payment_intent_id=intent_id, amount=amount, reason=reason)
         ctx = self._ctx
         async with self._lock(intent_id):
             if idempotency is not None and idempotency.resource is not None:
