@@ -573,3 +573,35 @@ def statement_status(port: int, key: str) -> int:
             return int(response.status)
     except urllib.error.HTTPError as error:
         return int(error.code)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("companies", "list"),
+        ("companies", "rotate-key", "1"),
+        ("companies", "revoke-key", "key_1"),
+        ("operator-keys", "list"),
+        ("operator-keys", "revoke", "auditor"),
+        ("bank", "unmatched"),
+        ("bank", "breaks"),
+    ],
+)
+def test_a_command_about_a_database_refuses_one_that_does_not_exist(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    # Opened, the file would be made with every table, and the command would answer from it
+    # (an empty list, "no such company") as if it were the real database.
+    missing = tmp_path / "missing.db"
+    result = run_cli(*command, "--database", str(missing), cwd=tmp_path)
+    assert one_line_error(result).endswith(f"no database at {missing}")
+    assert result.stdout == ""
+    assert not missing.exists()
+
+
+def test_the_first_operator_key_of_a_new_install_makes_its_database(tmp_path: Path) -> None:
+    new = tmp_path / "new.db"
+    result = run_cli("operator-keys", "create", "auditor", "--database", str(new), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["name"] == "auditor"
+    assert new.exists()

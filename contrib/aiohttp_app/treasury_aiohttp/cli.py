@@ -548,11 +548,13 @@ def _run_on(
     database: str | None,
     work: Callable[[Treasury], Coroutine[Any, Any, T]],
     *,
-    existing: bool = False,
+    existing: bool = True,
 ) -> T:
     """Open the treasury, run ``work`` on it, close it; a TreasuryError is one line.
 
-    ``existing``: refuse a missing SQLite file rather than create it (for commands that read).
+    A missing SQLite file is refused, not created: a command about what a database holds must
+    not answer from an empty one made for it. ``existing=False`` is for a command that sets a
+    new install up (an operator's first key).
     """
     config = _config(database)
     if existing and (missing := _missing_sqlite_file(config)) is not None:
@@ -697,7 +699,7 @@ def events_status(database: str | None, as_json: bool) -> None:
         await treasury.sandbox.sync_clock()  # business time as the server sees it
         return await treasury.notifications.status()
 
-    status = _run_on(database, read, existing=True)
+    status = _run_on(database, read)
     if as_json:
         _json_line(status.as_dict())
         return

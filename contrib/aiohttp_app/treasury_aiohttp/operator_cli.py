@@ -10,14 +10,25 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import click
 
 from treasury_core import OperatorKey, Treasury
 
 T = TypeVar("T")
-RunOn = Callable[[str | None, Callable[[Treasury], Coroutine[Any, Any, T]]], T]
+
+
+class RunOn(Protocol):
+    """The main command's way to run work on the treasury (see ``cli._run_on``)."""
+
+    def __call__(
+        self,
+        database: str | None,
+        work: Callable[[Treasury], Coroutine[Any, Any, T]],
+        *,
+        existing: bool = True,
+    ) -> T: ...
 
 
 def _line(value: dict[str, Any]) -> None:
@@ -35,7 +46,7 @@ def _shown(key: OperatorKey) -> dict[str, Any]:
     }
 
 
-def commands(run_on: RunOn[Any], database_help: str) -> list[click.Command]:
+def commands(run_on: RunOn, database_help: str) -> list[click.Command]:
     """The ``operator-keys`` group."""
 
     @click.group("operator-keys")
@@ -53,7 +64,10 @@ def commands(run_on: RunOn[Any], database_help: str) -> list[click.Command]:
         live operator keys. The key is bound to no company: it is accepted by
         POST /api/v1/bank-statements and refused on every merchant route.
         """
-        key, raw = run_on(database, lambda treasury: treasury.companies.create_operator_key(name))
+        # The first key of a new install may come before any company: it may make the database.
+        key, raw = run_on(
+            database, lambda treasury: treasury.companies.create_operator_key(name), existing=False
+        )
         _line({**_shown(key), "key": raw})
 
     @operator_keys.command("list")
