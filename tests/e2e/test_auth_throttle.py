@@ -8,12 +8,9 @@ Client addresses are told apart by binding the client's socket to other loopback
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import secrets
-import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +21,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.e2e.conftest import Tenant
 from tests.e2e.dashboard_client import SAME_ORIGIN, csrf_of, sign_in
-from tests.listening import free_port, wait_listening
+from tests.listening import serving
 from treasury_aiohttp import create_app
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.testing.clock import FakeClock
@@ -175,9 +172,6 @@ async def test_dashboard_pages_count_against_the_keys_rate_limit(tmp_path: Path)
         await client.close()
 
 
-pytest_redis = pytest.importorskip("redis.asyncio", reason="the redis extra is not installed")
-
-
 @pytest.fixture
 async def two_servers(tmp_path: Path, redis_url: str) -> AsyncIterator[tuple[list[int], str]]:
     """Two ``treasury serve`` processes on one SQLite file and one Redis, limiting failures
@@ -196,25 +190,13 @@ async def two_servers(tmp_path: Path, redis_url: str) -> AsyncIterator[tuple[lis
             "TREASURY_RATE_LIMIT_REDIS_TIMEOUT_SECONDS": "10",
         }
     )
-    redis = pytest_redis.Redis.from_url(redis_url)
+    redis_asyncio = pytest.importorskip("redis.asyncio", reason="the redis extra is not installed")
+    redis = redis_asyncio.Redis.from_url(redis_url)
     await redis.delete(bucket)
-    ports = [free_port(), free_port()]
-    processes: list[asyncio.subprocess.Process] = []
     try:
-        for port in ports:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "treasury_aiohttp.cli", "serve", "--port", str(port),
-                "--database", database, env=env,
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-            )  # fmt: skip
-            processes.append(process)
-            await wait_listening(port, process)
-        yield ports, address
+        async with serving(database, env) as ports:
+            yield ports, address
     finally:
-        for process in processes:
-            if process.returncode is None:
-                process.send_signal(signal.SIGINT)
-                await asyncio.wait_for(process.wait(), 60)
         await redis.delete(bucket)
         await redis.aclose()
 
