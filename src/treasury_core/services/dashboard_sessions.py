@@ -14,6 +14,7 @@ therefore measured from a moment up to that much before the last request.
 from __future__ import annotations
 
 import hashlib
+import hmac
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -90,9 +91,10 @@ class DashboardSessionService:
 
         def read(uow: UnitOfWork) -> LiveSession | None:
             found = uow.dashboard_sessions.by_hash(digest)
+            # As for keys: the digest compared in constant time, whatever the backend does.
             if (
                 found is None
-                or found.token_hash != digest
+                or not hmac.compare_digest(found.token_hash, digest)
                 or found.ended_at is not None
                 or now - found.created_at >= self._lifetime
                 or now - found.last_seen_at >= self._idle
