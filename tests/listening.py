@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 
 def free_port() -> int:
@@ -26,3 +30,26 @@ async def wait_listening(port: int, process: asyncio.subprocess.Process) -> None
         except OSError:
             await asyncio.sleep(0.1)
     raise TimeoutError("server did not start")
+
+
+@asynccontextmanager
+async def serving(database: str, env: dict[str, str], count: int = 2) -> AsyncIterator[list[int]]:
+    """``count`` ``treasury serve`` processes on ``database`` with ``env``: their ports, each
+    accepting connections; stopped (SIGINT, as an operator would) on exit."""
+    ports = [free_port() for _ in range(count)]
+    processes: list[asyncio.subprocess.Process] = []
+    try:
+        for port in ports:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "treasury_aiohttp.cli", "serve", "--port", str(port),
+                "--database", database, env=env,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            processes.append(process)
+            await wait_listening(port, process)
+        yield ports
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.send_signal(signal.SIGINT)
+                await asyncio.wait_for(process.wait(), 60)

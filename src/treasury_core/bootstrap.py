@@ -32,6 +32,7 @@ from treasury_core.services.accounts import BankAccountService, VirtualAccountSe
 from treasury_core.services.bank_files import BankFilesService
 from treasury_core.services.card_reconciliation import CardReconciliation
 from treasury_core.services.cards import CardOnFileService
+from treasury_core.services.dashboard_sessions import DashboardSessionService
 from treasury_core.services.deposits import DepositService
 from treasury_core.services.notifications import NotificationService
 from treasury_core.services.payment_jobs import PaymentJobs
@@ -90,6 +91,8 @@ class Treasury:
     safeguarding: SafeguardingService
     #: The card provider's charges against the records; the card differences found.
     card_reconciliation: CardReconciliation
+    #: Signed-in dashboard browsers, kept on the server.
+    dashboard_sessions: DashboardSessionService
 
     def close(self) -> None:
         """Release the storage's connections and threads, and the card provider's and the FX
@@ -249,4 +252,7 @@ def bootstrap(
         bank=BankFilesService(context, statements),
         safeguarding=SafeguardingService(context),
         card_reconciliation=card_reconciliation,
+        dashboard_sessions=DashboardSessionService(
+            storage, wall, ids, idle_seconds=config.dashboard_idle_timeout_seconds
+        ),
     )

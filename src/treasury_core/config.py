@@ -172,6 +172,16 @@ class TreasuryConfig(BaseModel):
     rate_limit_burst: int = Field(
         default=200, ge=1, description="Requests an API key may make at once."
     )
+    auth_failure_limit_per_second: float = Field(
+        default=0.2,
+        ge=0,
+        description="Failed authentications (a wrong API key, a wrong dashboard sign-in) each "
+        "client address may make per second on average before it is answered 429 without a "
+        "lookup (0: no limit); kept in the rate limit's Redis when one is set.",
+    )
+    auth_failure_limit_burst: int = Field(
+        default=20, ge=1, description="Failed authentications a client address may make at once."
+    )
     rate_limit_redis_url: str | None = Field(
         default=None,
         pattern=r"^(rediss?|unix)://",
@@ -262,6 +272,12 @@ class TreasuryConfig(BaseModel):
         default=True,
         description="Whether the HTTP server serves the dashboard (/dashboard): sign-in with a "
         "company's secret key, then its payments, wallets, events and webhooks.",
+    )
+    dashboard_idle_timeout_seconds: float = Field(
+        default=1800.0,
+        gt=0,
+        description="A dashboard session not used for this long (real time) is over; every "
+        "session also ends 8 hours after sign-in.",
     )
     frame_ancestors: tuple[FrameAncestor, ...] = Field(
         default=(),

@@ -157,6 +157,8 @@ class TreasurySettings(BaseSettings):
     rate_limit_burst: int | None = None
     rate_limit_redis_url: str | None = None
     rate_limit_redis_timeout_seconds: float | None = None
+    auth_failure_limit_per_second: float | None = None
+    auth_failure_limit_burst: int | None = None
     vault: str | None = None
     vault_key: SecretStr | None = None
     vault_old_keys: tuple[SecretStr, ...] | None = None
@@ -174,6 +176,7 @@ class TreasurySettings(BaseSettings):
     event_backlog_warning_seconds: float | None = None
     frame_ancestors: tuple[str, ...] | None = None
     dashboard: bool | None = None
+    dashboard_idle_timeout_seconds: float | None = None
 
     _split_lists = field_validator(
         "currencies", "vban_currencies", "vault_old_keys", "frame_ancestors", mode="before"

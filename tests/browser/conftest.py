@@ -204,7 +204,8 @@ async def serve_treasury(
             **config,
         ),
         clock=clock,
-        wall_clock=clock,
+        # The wall clock stays real, as under `treasury serve`: advancing the sandbox clock from
+        # the dashboard must not end the browser's session by its idle timeout.
     )
     created = await treasury.companies.create_company("Acme")
     tenant = Tenant(

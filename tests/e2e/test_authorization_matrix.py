@@ -77,11 +77,14 @@ OPENAPI = ("GET", "/api/v1/openapi.json")
 @pytest.fixture
 def treasury(database_url: str, clock: FakeClock) -> Treasury:
     """The e2e treasury on the files rail, so the bank-statement route does its work here; the
-    other routes behave as on the sandbox rail (the matrix never waits for a settlement)."""
+    other routes behave as on the sandbox rail (the matrix never waits for a settlement).
+    The matrix sends every route each wrong key from one address, so failed authentications
+    are not limited here (tests/e2e/test_auth_throttle.py covers that limit)."""
     return bootstrap(
         TreasuryConfig(
             database_url=database_url,
             pool_size=4,
+            auth_failure_limit_per_second=0,
             withdrawal_fees={"*": (25, 100)},
             bank_rail="files",
             bank_debtor_name="Acme Treasury BV",

@@ -4,11 +4,8 @@ out, a server limits per process and says so once, and never refuses everyone.""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.listening import free_port, wait_listening
+from tests.listening import free_port, serving
 from treasury_core import TreasuryConfig, bootstrap
 
 pytest.importorskip("redis.asyncio", reason="the redis extra is not installed")
@@ -43,23 +40,10 @@ async def servers(tmp_path: Path, redis_url: str) -> AsyncIterator[tuple[list[in
             "TREASURY_RATE_LIMIT_REDIS_TIMEOUT_SECONDS": "10",
         }
     )
-    ports = [free_port(), free_port()]
-    processes: list[asyncio.subprocess.Process] = []
     try:
-        for port in ports:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "treasury_aiohttp.cli", "serve", "--port", str(port),
-                "--database", database, env=env,
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-            )  # fmt: skip
-            processes.append(process)
-            await wait_listening(port, process)
-        yield ports, created.secret_key, key_id
+        async with serving(database, env) as ports:
+            yield ports, created.secret_key, key_id
     finally:
-        for process in processes:
-            if process.returncode is None:
-                process.send_signal(signal.SIGINT)
-                await asyncio.wait_for(process.wait(), 60)
         import redis.asyncio
 
         client = redis.asyncio.Redis.from_url(redis_url)

@@ -38,7 +38,7 @@ def test_upgrade_is_repeatable_and_reaches_head(database_url: str) -> None:
     # follows 0012, 0015 (the delivery claim's index) 0014, 0016 (the intent filters'
     # indexes) 0015, 0017 (the operator's keys) 0016, and 0018 (statement lines keyed by
     # account and identity) 0017.
-    assert current_revision(storage.engine) == head_revision() == "0019"
+    assert current_revision(storage.engine) == head_revision() == "0020"
     tables = set(inspect(storage.engine).get_table_names())
     assert {"wallets", "ledger_accounts", "ledger_postings", "events", "idempotency_keys"} <= tables
     storage.close()

@@ -1,11 +1,11 @@
-"""The per-key token bucket."""
+"""The per-key token bucket, and failed authentications counted in one."""
 
 from __future__ import annotations
 
 import pytest
 
 from treasury_core.errors import ErrorKind, RateLimited
-from treasury_core.ratelimit import RateLimiter
+from treasury_core.ratelimit import FailureThrottle, RateLimiter
 
 
 class Ticks:
@@ -70,3 +70,29 @@ def test_a_redis_url_must_name_redis_and_stays_hidden_in_errors() -> None:
     assert "hunter2" not in str(refused.value)
     config = config_from_env({"TREASURY_RATE_LIMIT_REDIS_URL": "rediss://cache:6380/1"})
     assert config.rate_limit_redis_url == "rediss://cache:6380/1"
+
+
+def test_the_buckets_kept_are_bounded_full_ones_first() -> None:
+    ticks = Ticks()
+    limiter = RateLimiter(1.0, 2, monotonic=ticks, max_keys=3)
+    limiter.take("busy")
+    limiter.take("busy")  # empty: remembered while others come and go
+    for n in range(50):
+        limiter.take(f"client-{n}")
+        ticks.now += 5  # each refills completely before the next arrives
+    assert len(limiter._buckets) <= 3
+    assert limiter.take("busy") == 0.0  # refilled by now; a forgotten bucket is a full one
+
+
+async def test_failures_are_refused_here_once_the_bucket_is_spent() -> None:
+    ticks = Ticks()
+    throttle = FailureThrottle(RateLimiter(0.5, 2, monotonic=ticks), monotonic=ticks)
+    assert throttle.refusal("10.0.0.1") == 0.0
+    assert [await throttle.failed("10.0.0.1") for _ in range(2)] == [0.0, 0.0]
+    assert throttle.refusal("10.0.0.1") == 0.0  # the next try is still looked up
+    assert await throttle.failed("10.0.0.1") == pytest.approx(2.0)
+    assert throttle.refusal("10.0.0.1") == pytest.approx(2.0)  # refused without a lookup
+    assert throttle.refusal("10.0.0.2") == 0.0  # another client is not
+    ticks.now += 2.0
+    assert throttle.refusal("10.0.0.1") == 0.0
+    assert await throttle.failed("10.0.0.1") == 0.0  # one token refilled in the meantime

@@ -31,13 +31,14 @@ from treasury_aiohttp import (
 from treasury_aiohttp.hosted_security import FormKey
 from treasury_aiohttp.io import mount_prefix
 from treasury_aiohttp.keys import (
+    AUTH_FAILURES_KEY,
     FORM_KEY,
     MAX_BODY_KEY,
     OPENAPI_KEY,
     RATE_LIMITER_KEY,
     TREASURY_KEY,
 )
-from treasury_aiohttp.limits import build_rate_limiter
+from treasury_aiohttp.limits import build_failure_throttle, build_rate_limiter
 from treasury_aiohttp.middlewares import (
     auth_middleware,
     body_limit_middleware,
@@ -51,6 +52,8 @@ from treasury_aiohttp.routing import Auth, Handler, Route
 from treasury_aiohttp.server import SERVER_HEADER
 from treasury_aiohttp.worker import work_loop
 from treasury_core import Treasury
+from treasury_core.ports import RequestLimiter
+from treasury_core.ratelimit import FailureThrottle
 
 __all__ = ["TREASURY_KEY", "create_app"]
 
@@ -112,11 +115,11 @@ def create_app(
     limiter = build_rate_limiter(treasury.config)
     if limiter is not None:
         app[RATE_LIMITER_KEY] = limiter
-
-        async def _close_limiter(_app: web.Application) -> None:
-            await limiter.close()
-
-        app.on_cleanup.append(_close_limiter)
+        app.on_cleanup.append(functools.partial(_close_limiter, limiter))
+    failures = build_failure_throttle(treasury.config)
+    if failures is not None:
+        app[AUTH_FAILURES_KEY] = failures
+        app.on_cleanup.append(functools.partial(_close_limiter, failures))
     routes = (
         handlers.ROUTES
         + treasury_handlers.ROUTES
@@ -167,6 +170,10 @@ def create_app(
 
 
 _OPENAPI_PATH = "/api/v1/openapi.json"
+
+
+async def _close_limiter(limiter: RequestLimiter | FailureThrottle, _app: web.Application) -> None:
+    await limiter.close()
 
 
 async def _server_header(_request: web.Request, response: web.StreamResponse) -> None:

@@ -2,21 +2,25 @@
 
 A company signs in with its secret key, checked exactly as the API checks a bearer key
 (:meth:`CompanyService.authenticate`); the operator signs in on the same form with an operator
-key (:meth:`CompanyService.authenticate_operator`). The session cookie (``treasury_dashboard``)
-holds the key and whose it is, encrypted and authenticated with Fernet (AES-CBC + HMAC, from
-``cryptography``) under a key derived from ``form_key``: the browser holds only ciphertext, and
-every request authenticates the key again as what the session says it is, so revoking or
-rotating it ends its sessions at once.
+key (:meth:`CompanyService.authenticate_operator`). Each sign-in is a session kept on the
+server (:class:`~treasury_core.services.dashboard_sessions.DashboardSessionService`); the
+cookie (``treasury_dashboard``) holds only its random token, encrypted and authenticated with
+Fernet (AES-CBC + HMAC, from ``cryptography``) under a key derived from ``form_key``. Every
+request finds the session again, so sign-out, the key's rotation or revocation, the idle
+timeout (``dashboard_idle_timeout_seconds``) and the lifetime end it for every copy of the
+cookie. A session's requests count against its key's rate limit as the API's do; wrong keys
+at sign-in count against the client's failed authentications
+(:mod:`treasury_aiohttp.auth_throttle`).
 
 A company session opens the company pages (:func:`dashboard_page`) and an operator session the
 operator's (:func:`operator_page`), never each other's: the operator's pages hold facts about
 the treasury's bank accounts, which hold every company's money, and an operator key acts for no
 company. The cookie is HttpOnly,
-SameSite=Strict, and Secure unless the host is the local machine; a session lasts
+SameSite=Strict, and Secure unless the host is the local machine; a session lasts at most
 :data:`SESSION_SECONDS`.
 
 Every form carries a CSRF token: the hosted pages' HMAC (:class:`FormKey`) over the session's
-random nonce, so a token is good only in the session it was served in; posts must also be
+id, so a token is good only in the session it was served in; posts must also be
 same-origin (``Sec-Fetch-Site``, else ``Origin``).
 """
 
@@ -37,6 +41,7 @@ import jinja2
 from aiohttp import web
 from cryptography.fernet import Fernet, InvalidToken
 
+from treasury_aiohttp.auth_throttle import count_failure, count_request, refuse_if_failing
 from treasury_aiohttp.forms import CSRF_FIELD, FormData, read_form
 from treasury_aiohttp.hosted_security import check_same_origin
 from treasury_aiohttp.io import treasury
@@ -47,17 +52,19 @@ from treasury_core.errors import (
     AuthenticationFailed,
     ErrorKind,
     PermissionDenied,
+    RateLimited,
     TreasuryError,
     ValidationFailed,
 )
 from treasury_core.http_statuses import http_status
 from treasury_core.operators import OperatorPrincipal, is_operator_key
+from treasury_core.services.dashboard_sessions import LIFETIME_SECONDS
 
 log = logging.getLogger("treasury.dashboard")
 
 COOKIE = "treasury_dashboard"
-#: How long a sign-in lasts (real time); then the dashboard asks for the key again.
-SESSION_SECONDS = 8 * 3600
+#: How long a sign-in lasts at most (real time); then the dashboard asks for the key again.
+SESSION_SECONDS = LIFETIME_SECONDS
 DASHBOARD = "/dashboard"
 LOGIN = "/dashboard/login"
 LOGOUT = "/dashboard/logout"
@@ -67,9 +74,6 @@ BANK = "/dashboard/bank"
 
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 _BAD_KEY = "That is not a valid secret key."
-# Whose key a session cookie holds; a cookie without the field is a company's.
-_ROLE_COMPANY = "company"
-_ROLE_OPERATOR = "operator"
 _OPERATOR_ONLY = "This page is the operator's: sign in with an operator key (ok_…) to see it."
 
 _templates = jinja2.Environment(
@@ -97,10 +101,11 @@ def session_cipher(config: TreasuryConfig) -> Fernet:
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    """A signed-in browser: its company (as the API's auth sees it) and its CSRF nonce."""
+    """A signed-in browser: its company (as the API's auth sees it) and its session's id, to
+    which its CSRF tokens are bound."""
 
     principal: Principal
-    nonce: str
+    session_id: str
     prefix: str
 
     @property
@@ -114,7 +119,7 @@ class OperatorSession:
     """A browser signed in with an operator key: the operator's pages only, no company's."""
 
     operator: OperatorPrincipal
-    nonce: str
+    session_id: str
     prefix: str
 
 
@@ -179,7 +184,7 @@ def redirect(location: str) -> web.Response:
 
 def csrf_token(request: web.Request, session: AnySession) -> str:
     """The token the session's forms carry."""
-    return request.app[FORM_KEY].token(f"dashboard:{session.nonce}")
+    return request.app[FORM_KEY].token(f"dashboard:{session.session_id}")
 
 
 def _prefix(request: web.Request, path: str) -> str:
@@ -216,32 +221,34 @@ def _clear_cookie(response: web.Response, prefix: str) -> None:
 
 
 async def _session(request: web.Request, prefix: str) -> AnySession | None:
-    """The request's session, or ``None`` (no cookie, a forged or expired one, a revoked key,
-    a key that is not what the session says it is)."""
+    """The request's session, or ``None`` (no cookie, a forged or expired one, a session ended,
+    idle too long or whose key is no longer live)."""
     raw = request.cookies.get(COOKIE)
     if not raw:
         return None
     try:
         plain = request.app[SESSION_CIPHER].decrypt(raw.encode(), ttl=SESSION_SECONDS)
-        fields = json.loads(plain)
-        key, nonce, role = fields["k"], fields["n"], fields.get("r", _ROLE_COMPANY)
+        token = json.loads(plain)["t"]
     except (InvalidToken, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if not isinstance(key, str) or not isinstance(nonce, str):
+    if not isinstance(token, str):
         return None
-    companies = treasury(request).companies
-    try:
-        if role == _ROLE_OPERATOR:
-            operator = await companies.authenticate_operator(key)
-            return OperatorSession(operator=operator, nonce=nonce, prefix=prefix)
-        if role != _ROLE_COMPANY:
-            return None
-        principal = await companies.authenticate(key)
-    except AuthenticationFailed:
+    live = await treasury(request).dashboard_sessions.resume(token)
+    if live is None:
         return None
-    if not principal.is_secret:
+    if live.operator is not None:
+        return OperatorSession(operator=live.operator, session_id=live.session.id, prefix=prefix)
+    if live.principal is None:
         return None
-    return Session(principal=principal, nonce=nonce, prefix=prefix)
+    return Session(principal=live.principal, session_id=live.session.id, prefix=prefix)
+
+
+def _key_id(session: AnySession) -> str:
+    return (
+        session.operator.key_id
+        if isinstance(session, OperatorSession)
+        else session.principal.key_id
+    )
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -255,10 +262,13 @@ def error_page(
     request: web.Request, prefix: str, error: TreasuryError, session: AnySession | None
 ) -> web.Response:
     """The page saying what was wrong (the API's status and message; nothing was changed)."""
-    return render(
+    response = render(
         request, "error.html", prefix, status=http_status(error), session=session,
         title="Not done", message=error.message, param=error.param,
     )  # fmt: skip
+    if isinstance(error, RateLimited):
+        response.headers["Retry-After"] = str(error.retry_after)
+    return response
 
 
 def dashboard_page(path: str) -> Callable[[Page], Handler]:
@@ -305,12 +315,14 @@ def _guarded(
                 _clear_cookie(response, prefix)
             return response
         try:
+            # A page is a request of the key's, as an API call is.
+            await count_request(request, _key_id(session))
             if request.method == "POST":
                 check_same_origin(request)
                 form = await read_form(request)
                 token = form.get(CSRF_FIELD)
                 request.app[FORM_KEY].check(
-                    f"dashboard:{session.nonce}", token if isinstance(token, str) else None
+                    f"dashboard:{session.session_id}", token if isinstance(token, str) else None
                 )
                 _refuse_repeated(form)
                 request[POSTED] = form
@@ -366,6 +378,20 @@ def _login_form(
     )  # fmt: skip
 
 
+async def _signed_in(
+    request: web.Request, key: str
+) -> tuple[Principal | OperatorPrincipal, str] | None:
+    # Whom ``key`` signs in as and where that lands; ``None`` for a publishable key.
+    # AuthenticationFailed for anything that is no key.
+    companies = treasury(request).companies
+    if not key or len(key) > 200:
+        raise AuthenticationFailed(_BAD_KEY)
+    if is_operator_key(key):
+        return await companies.authenticate_operator(key), BANK
+    principal = await companies.authenticate(key)
+    return (principal, DASHBOARD) if principal.is_secret else None
+
+
 async def login(request: web.Request) -> web.StreamResponse:
     """``POST /dashboard/login``: check the secret key (a company's, or an operator key) as the
     API would; start a session of that kind."""
@@ -379,23 +405,26 @@ async def login(request: web.Request) -> web.StreamResponse:
         return _login_form(request, prefix, status=403, error=refused.message)
     raw = form.get("secret_key") if form is not None else None
     key = raw.strip() if isinstance(raw, str) else ""
-    companies = treasury(request).companies
     try:
-        if not key or len(key) > 200:
-            raise AuthenticationFailed(_BAD_KEY)
-        if is_operator_key(key):
-            await companies.authenticate_operator(key)
-            role, home = _ROLE_OPERATOR, BANK
-        elif (await companies.authenticate(key)).is_secret:
-            role, home = _ROLE_COMPANY, DASHBOARD
-        else:
-            return _login_form(
-                request, prefix, status=403,
-                error="A publishable key cannot sign in: use the company's secret key.",
-            )  # fmt: skip
-    except AuthenticationFailed:
-        return _login_form(request, prefix, status=401, error=_BAD_KEY)
-    value = json.dumps({"k": key, "n": secrets.token_urlsafe(16), "r": role}).encode()
+        # A client whose keys keep failing is refused before its next one is looked up.
+        refuse_if_failing(request)
+        try:
+            signed_in = await _signed_in(request, key)
+        except AuthenticationFailed:
+            await count_failure(request)
+            return _login_form(request, prefix, status=401, error=_BAD_KEY)
+    except RateLimited as limited:
+        response = _login_form(request, prefix, status=429, error=limited.message)
+        response.headers["Retry-After"] = str(limited.retry_after)
+        return response
+    if signed_in is None:
+        return _login_form(
+            request, prefix, status=403,
+            error="A publishable key cannot sign in: use the company's secret key.",
+        )  # fmt: skip
+    who, home = signed_in
+    _, token = await treasury(request).dashboard_sessions.open(who)
+    value = json.dumps({"t": token}).encode()
     response = redirect(prefix + home)
     _set_cookie(request, response, request.app[SESSION_CIPHER].encrypt(value).decode(), prefix)
     return response
@@ -409,9 +438,8 @@ async def _read_form_or_none(request: web.Request) -> FormData | None:
 
 
 async def logout(request: web.Request) -> web.StreamResponse:
-    """``POST /dashboard/logout``: delete the session cookie (a CSRF-checked form, like every
-    action). The server keeps no sessions, so a copy of the cookie lives on until it expires,
-    its key is revoked or ``form_key`` changes (the guide says so)."""
+    """``POST /dashboard/logout``: end the session on the server and delete its cookie (a
+    CSRF-checked form, like every action): a copy of the cookie is then no session."""
     prefix = _prefix(request, LOGOUT)
     session = await _session(request, prefix)
     if session is not None:
@@ -420,10 +448,11 @@ async def logout(request: web.Request) -> web.StreamResponse:
         try:
             check_same_origin(request)
             request.app[FORM_KEY].check(
-                f"dashboard:{session.nonce}", token if isinstance(token, str) else None
+                f"dashboard:{session.session_id}", token if isinstance(token, str) else None
             )
         except PermissionDenied as refused:
             return error_page(request, prefix, refused, session)
+        await treasury(request).dashboard_sessions.end(session.session_id)
     response = redirect(prefix + LOGIN)
     _clear_cookie(response, prefix)
     return response

@@ -11,12 +11,15 @@ from treasury_core import Treasury
 from treasury_core.companies import Principal
 from treasury_core.operators import OperatorPrincipal
 from treasury_core.ports import RequestLimiter
+from treasury_core.ratelimit import FailureThrottle
 from treasury_core.services.idempotency import Claim
 
 TREASURY_KEY = web.AppKey("treasury", Treasury)
 MAX_BODY_KEY = web.AppKey("max_body_bytes", int)
 FORM_KEY = web.AppKey("form_key", FormKey)
 RATE_LIMITER_KEY = web.AppKey("rate_limiter", RequestLimiter)
+#: Failed authentications per client address (asked before a key is looked up).
+AUTH_FAILURES_KEY = web.AppKey("auth_failures", FailureThrottle)
 OPENAPI_KEY = web.AppKey("openapi", dict[str, Any])
 PRINCIPAL = web.RequestKey("principal", Principal)
 #: The operator, on an operator route (such a request has no :data:`PRINCIPAL`).

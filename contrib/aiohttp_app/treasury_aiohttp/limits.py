@@ -1,25 +1,45 @@
-"""Which rate limiter the app asks: none, the per-process bucket, or the buckets in Redis."""
+"""Which rate limiters the app asks: none, per-process buckets, or buckets in Redis.
+
+Two limits: requests per API key (``rate_limit_*``), and failed authentications per client
+address (``auth_failure_limit_*``), whose buckets live where the first one's do.
+"""
 
 from __future__ import annotations
 
 from treasury_core.config import TreasuryConfig
 from treasury_core.ports import RequestLimiter
-from treasury_core.ratelimit import RateLimiter
+from treasury_core.ratelimit import FailureThrottle, RateLimiter
+
+#: Where the failed authentications' buckets live in Redis, apart from the keys' buckets.
+AUTH_FAILURE_PREFIX = "treasury:authfail:"
 
 
 def build_rate_limiter(config: TreasuryConfig) -> RequestLimiter | None:
-    """The limiter ``config`` asks for; ``None`` when ``rate_limit_per_second`` is 0.
+    """The per-key limiter ``config`` asks for; ``None`` when ``rate_limit_per_second`` is 0.
 
     With ``rate_limit_redis_url`` the buckets live in that Redis (the ``redis`` extra), which
     every process naming it shares; without it each process keeps its own.
     """
-    rate, burst = config.rate_limit_per_second, config.rate_limit_burst
+    return _build(config, config.rate_limit_per_second, config.rate_limit_burst, None)
+
+
+def build_failure_throttle(config: TreasuryConfig) -> FailureThrottle | None:
+    """The count of failed authentications per client address; ``None`` when
+    ``auth_failure_limit_per_second`` is 0. In the rate limit's Redis when one is set."""
+    rate, burst = config.auth_failure_limit_per_second, config.auth_failure_limit_burst
+    limiter = _build(config, rate, burst, AUTH_FAILURE_PREFIX)
+    return FailureThrottle(limiter) if limiter is not None else None
+
+
+def _build(
+    config: TreasuryConfig, rate: float, burst: int, prefix: str | None
+) -> RequestLimiter | None:
     if rate <= 0:
         return None
     if config.rate_limit_redis_url is None:
         return RateLimiter(rate, burst)
     try:
-        from treasury_redis import RedisRateLimiter
+        from treasury_redis import DEFAULT_PREFIX, RedisRateLimiter
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith(("redis", "treasury_redis")):
             raise
@@ -33,5 +53,6 @@ def build_rate_limiter(config: TreasuryConfig) -> RequestLimiter | None:
         config.rate_limit_redis_url,
         rate,
         burst,
+        prefix=prefix or DEFAULT_PREFIX,
         timeout=config.rate_limit_redis_timeout_seconds,
     )

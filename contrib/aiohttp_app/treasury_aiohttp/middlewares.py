@@ -10,6 +10,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
 from treasury_aiohttp.access_log import redact
+from treasury_aiohttp.auth_throttle import count_failure, count_request, refuse_if_failing
 from treasury_aiohttp.errors import (
     error_response,
     http_exception_response,
@@ -22,7 +23,6 @@ from treasury_aiohttp.keys import (
     MAX_BODY_KEY,
     OPERATOR,
     PRINCIPAL,
-    RATE_LIMITER_KEY,
 )
 from treasury_aiohttp.routing import Auth, Handler, route_of
 from treasury_core.errors import (
@@ -34,7 +34,6 @@ from treasury_core.errors import (
 )
 from treasury_core.idempotency import StoredResponse, fingerprint
 from treasury_core.operators import OperatorPrincipal, is_operator_key
-from treasury_core.ratelimit import refuse_if_over
 from treasury_core.services.idempotency import Replay
 
 log = logging.getLogger("treasury.http")
@@ -133,13 +132,22 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
             "using Bearer auth (Authorization: Bearer YOUR_SECRET_KEY)",
             code="api_key_missing",
         )
+    # A client whose keys keep failing is refused before its next one is looked up.
+    refuse_if_failing(request)
+    try:
+        if route.auth is Auth.OPERATOR:
+            operator = await _operator(request, raw_key)
+        else:
+            # A string that is no key of ours is refused there, before it is hashed or looked
+            # up; an operator key is none of a company's, so it opens no merchant route.
+            principal = await treasury(request).companies.authenticate(raw_key)
+    except AuthenticationFailed:
+        await count_failure(request)
+        raise
     if route.auth is Auth.OPERATOR:
-        request[OPERATOR] = await _operator(request, raw_key)
+        request[OPERATOR] = operator
         return await handler(request)
-    # A string that is no key of ours is refused there, before it is hashed or looked up; an
-    # operator key is none of a company's, so it opens no merchant route.
-    principal = await treasury(request).companies.authenticate(raw_key)
-    await _count(request, principal.key_id)
+    await count_request(request, principal.key_id)
     if route.auth is Auth.SECRET and not principal.is_secret:
         raise PermissionDenied("This API call cannot be made with a publishable API key")
     if route.authorize is not None:
@@ -156,18 +164,11 @@ async def _operator(request: web.Request, raw_key: str) -> OperatorPrincipal:
     companies = treasury(request).companies
     if not is_operator_key(raw_key):
         merchant = await companies.authenticate(raw_key)
-        await _count(request, merchant.key_id)
+        await count_request(request, merchant.key_id)
         raise PermissionDenied(OPERATOR_ONLY, code="operator_key_required")
     operator = await companies.authenticate_operator(raw_key)
-    await _count(request, operator.key_id)
+    await count_request(request, operator.key_id)
     return operator
-
-
-async def _count(request: web.Request, key_id: str) -> None:
-    """Count a request against its key's rate limit, once the key is known to be real."""
-    limiter = request.app.get(RATE_LIMITER_KEY)
-    if limiter is not None:
-        refuse_if_over(await limiter.acquire(key_id))
 
 
 @web.middleware

@@ -3,6 +3,6 @@
 Installed with the ``redis`` extra; ``TREASURY_RATE_LIMIT_REDIS_URL`` turns it on.
 """
 
-from treasury_redis.ratelimit import RedisRateLimiter
+from treasury_redis.ratelimit import DEFAULT_PREFIX, RedisRateLimiter
 
-__all__ = ["RedisRateLimiter"]
+__all__ = ["DEFAULT_PREFIX", "RedisRateLimiter"]

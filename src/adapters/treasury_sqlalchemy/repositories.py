@@ -31,6 +31,7 @@ from treasury_core.ledger import (
 from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.companies import SqlCompanies
+from treasury_sqlalchemy.dashboard_sessions import SqlDashboardSessions
 from treasury_sqlalchemy.deliveries import SqlDeliveries
 from treasury_sqlalchemy.history import SqlWalletHistory, record_entries
 from treasury_sqlalchemy.hot import (
@@ -523,6 +524,10 @@ class SqlUnitOfWork:
     @_made_on_first_use
     def operator_keys(self) -> SqlOperatorKeys:
         return SqlOperatorKeys(self.connection)
+
+    @_made_on_first_use
+    def dashboard_sessions(self) -> SqlDashboardSessions:
+        return SqlDashboardSessions(self.connection)
 
     @_made_on_first_use
     def outbox(self) -> SqlOutbox:

@@ -110,6 +110,21 @@ operator_keys = Table(
     ),
 )
 
+# Signed-in dashboard browsers (migration 0020): the token's digest, never the token; an
+# operator session has no company. Sessions are ended, never deleted, by sign-out and by their
+# key's rotation or revocation (found by ``key_id``).
+dashboard_sessions = Table(
+    "dashboard_sessions",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("company_id", Integer, ForeignKey("companies.id"), nullable=True),
+    Column("key_id", String(64), nullable=False, index=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("last_seen_at", UtcDateTime, nullable=False),
+    Column("ended_at", UtcDateTime, nullable=True),
+)
+
 wallets = Table(
     "wallets",
     metadata,

@@ -38,6 +38,7 @@ from treasury_core.ports.rate_limiter import RequestLimiter
 from treasury_core.ports.storage import (
     ClockOffsetRepository,
     CompanyRepository,
+    DashboardSessionRepository,
     DeliveryRepository,
     IdempotencyRepository,
     JobRepository,
@@ -68,6 +69,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "Clock",
     "ClockOffsetRepository",
     "CompanyRepository",
+    "DashboardSessionRepository",
     "DeliveryFailed",
     "DeliveryRepository",
     "Direction",

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
+from treasury_core.dashboard_sessions import DashboardSession
 from treasury_core.errors import ConflictRetryExhausted
 from treasury_core.events import Event, EventHead
 from treasury_core.idempotency import IdempotencyRecord
@@ -235,6 +236,30 @@ class CompanyRepository(Protocol):
 
     def api_keys(self, company_id: int) -> list[ApiKey]:
         """A company's keys (digests, never secrets), revoked ones too, oldest first."""
+        ...
+
+
+class DashboardSessionRepository(Protocol):
+    """Signed-in dashboard browsers (token digests, never tokens)."""
+
+    def add(self, session: DashboardSession) -> None:
+        """Store a new, live session."""
+        ...
+
+    def by_hash(self, token_hash: str) -> DashboardSession | None:
+        """The session whose token digest is ``token_hash``, ended or not."""
+        ...
+
+    def touch(self, session_id: str, seen_at: datetime) -> None:
+        """Record that a live session was used at ``seen_at`` (an ended one stays ended)."""
+        ...
+
+    def end(self, session_id: str, ended_at: datetime) -> bool:
+        """End a live session; ``False`` when there is no such live session."""
+        ...
+
+    def end_for_key(self, key_id: str, ended_at: datetime) -> int:
+        """End every live session opened with ``key_id``; how many were ended."""
         ...
 
 
@@ -589,6 +614,11 @@ class UnitOfWork(Protocol):
     @property
     def operator_keys(self) -> OperatorKeyRepository:
         """The operator's keys."""
+        ...
+
+    @property
+    def dashboard_sessions(self) -> DashboardSessionRepository:
+        """Dashboard sessions."""
         ...
 
     @property

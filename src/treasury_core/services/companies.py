@@ -137,6 +137,8 @@ class CompanyService:
             revoked: list[str] = []
             if revoke_old:
                 revoked = [k for k in old if uow.companies.revoke_api_key(k, now)]
+                for key_id in revoked:
+                    uow.dashboard_sessions.end_for_key(key_id, now)
             return RotatedKey(key, raw, tuple(revoked))
 
         rotated = await self._storage.run(rotate)
@@ -145,11 +147,20 @@ class CompanyService:
         return rotated
 
     async def revoke_api_key(self, key_id: str) -> datetime:
-        """Revoke a key at once; the time of revocation, as stored.
+        """Revoke a key at once, and end the dashboard sessions it opened; the time of
+        revocation, as stored.
 
         :class:`NotFound` for a key that does not exist or is already revoked."""
         now = self._clock.now()
-        revoked = await self._storage.run(lambda uow: uow.companies.revoke_api_key(key_id, now))
+
+        def revoke(uow: UnitOfWork) -> bool:
+            if not uow.companies.revoke_api_key(key_id, now):
+                return False
+            # The key's dashboard sessions end with it, in its transaction.
+            uow.dashboard_sessions.end_for_key(key_id, now)
+            return True
+
+        revoked = await self._storage.run(revoke)
         self._forget_keys({key_id})
         if not revoked:
             raise NotFound(f"No such API key: {key_id}", param="key_id")
@@ -246,6 +257,7 @@ class CompanyService:
             )
             if found is None or not uow.operator_keys.revoke(found.id, now):
                 return None
+            uow.dashboard_sessions.end_for_key(found.id, now)
             return found.model_copy(update={"revoked_at": now})
 
         revoked = await self._storage.run(revoke)

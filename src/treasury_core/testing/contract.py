@@ -79,6 +79,7 @@ from treasury_core.payments.records import (
     TransactionType,
 )
 from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.testing.contract_dashboard_sessions import DashboardSessionContract
 from treasury_core.testing.contract_history import WalletHistoryContract
 from treasury_core.testing.contract_intents import PaymentIntentContract
 from treasury_core.testing.contract_ledger import LedgerContract
@@ -126,6 +127,7 @@ class StorageContract(
     OutboxContract,
     HotAccountContract,
     OperatorKeyContract,
+    DashboardSessionContract,
 ):
     """The storage contract as pytest tests; subclass it to run them on your storage.
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
+from treasury_core.dashboard_sessions import DashboardSession
 from treasury_core.events import Event
 from treasury_core.idempotency import IdempotencyRecord, IdempotencyState
 from treasury_core.jobs import Job, JobStatus
@@ -263,6 +264,45 @@ class _OperatorKeys:
         revoked = key.model_copy(update={"revoked_at": revoked_at})
         self._tx.put(self._tx.state.operator_keys, key_id, revoked)
         return True
+
+
+class _DashboardSessions:
+    def __init__(self, tx: MemoryTransaction) -> None:
+        self._tx = tx
+
+    def add(self, session: DashboardSession) -> None:
+        sessions = self._tx.state.dashboard_sessions
+        if session.id in sessions or any(
+            s.token_hash == session.token_hash for s in sessions.values()
+        ):
+            raise ValueError("duplicate dashboard session")
+        self._tx.put(sessions, session.id, session)
+
+    def by_hash(self, token_hash: str) -> DashboardSession | None:
+        sessions = self._tx.state.dashboard_sessions.values()
+        return next((s for s in sessions if s.token_hash == token_hash), None)
+
+    def touch(self, session_id: str, seen_at: datetime) -> None:
+        found = self._tx.state.dashboard_sessions.get(session_id)
+        if found is not None and found.ended_at is None:
+            touched = found.model_copy(update={"last_seen_at": seen_at})
+            self._tx.put(self._tx.state.dashboard_sessions, session_id, touched)
+
+    def end(self, session_id: str, ended_at: datetime) -> bool:
+        found = self._tx.state.dashboard_sessions.get(session_id)
+        if found is None or found.ended_at is not None:
+            return False
+        ended = found.model_copy(update={"ended_at": ended_at})
+        self._tx.put(self._tx.state.dashboard_sessions, session_id, ended)
+        return True
+
+    def end_for_key(self, key_id: str, ended_at: datetime) -> int:
+        live = [
+            s.id
+            for s in self._tx.state.dashboard_sessions.values()
+            if s.key_id == key_id and s.ended_at is None
+        ]
+        return sum(self.end(session_id, ended_at) for session_id in live)
 
 
 class _Idempotency:
@@ -524,6 +564,7 @@ class _MemoryUnitOfWork:
         self.ledger = _Ledger(tx)
         self.companies = _Companies(tx)
         self.operator_keys = _OperatorKeys(tx)
+        self.dashboard_sessions = _DashboardSessions(tx)
         self.outbox = MemoryOutbox(tx)
         self.idempotency = _Idempotency(tx)
         self.records = _Records(tx)

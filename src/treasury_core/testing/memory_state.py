@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
+from treasury_core.dashboard_sessions import DashboardSession
 from treasury_core.events import Event
 from treasury_core.idempotency import IdempotencyRecord
 from treasury_core.jobs import Job
@@ -40,6 +41,7 @@ class MemoryState:
     merchant_accounts: dict[int, MerchantAccount] = field(default_factory=dict)
     api_keys: dict[str, ApiKey] = field(default_factory=dict)
     operator_keys: dict[str, OperatorKey] = field(default_factory=dict)
+    dashboard_sessions: dict[str, DashboardSession] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     dispatched: dict[str, datetime] = field(default_factory=dict)
     deliveries: dict[str, Delivery] = field(default_factory=dict)
