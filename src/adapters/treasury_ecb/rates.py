@@ -20,9 +20,6 @@ from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from xml.etree import ElementTree
 
-from defusedxml import DefusedXmlException
-from defusedxml import ElementTree as DefusedElementTree
-
 #: The most a zipped file may unpack to: the ECB's full history is a few MB, so more is not
 #: its file (and a small zip unpacking to gigabytes would exhaust memory).
 MAX_UNZIPPED_BYTES = 32 * 1024 * 1024
@@ -164,7 +161,15 @@ def _parse_csv(text: str) -> RateTable:
 
 def _parse_xml(text: str) -> RateTable:
     # The file comes from a URL: defusedxml refuses entity expansion and external references,
-    # and the ECB's files declare no DTD, so one is refused outright.
+    # and the ECB's files declare no DTD, so one is refused outright. Imported here: the plugin
+    # loads with every treasury, the ecb extra's packages need only be there when it is used.
+    try:
+        from defusedxml import DefusedXmlException
+        from defusedxml import ElementTree as DefusedElementTree
+    except ModuleNotFoundError:
+        raise RatesFileError(
+            "reading the ECB's XML needs defusedxml: pip install 'treasury-core[ecb]'"
+        ) from None
     try:
         root = DefusedElementTree.fromstring(text, forbid_dtd=True)
     except DefusedXmlException:
