@@ -18,18 +18,21 @@ from collections.abc import Callable
 from treasury_core.errors import RateLimited
 from treasury_core.ports.rate_limiter import RequestLimiter
 
+TOO_MANY_REQUESTS = "Too many requests for this API key; retry after the time in Retry-After"
+#: A client refused for its failed authentications is told so: no key of its was counted.
+TOO_MANY_FAILURES = (
+    "Too many failed authentications from this address; retry after the time in Retry-After"
+)
 
-def refuse_if_over(wait: float) -> None:
+
+def refuse_if_over(wait: float, message: str = TOO_MANY_REQUESTS) -> None:
     """Raise :class:`RateLimited` (429, ``Retry-After`` in whole seconds) when ``wait`` > 0.
 
-    ``wait`` is what a :class:`~treasury_core.ports.RequestLimiter` answered; every limiter's
-    refusal reads the same to the client.
+    ``wait`` is what a :class:`~treasury_core.ports.RequestLimiter` answered; every limiter of
+    request counts reads the same to the client.
     """
     if wait > 0:
-        raise RateLimited(
-            "Too many requests for this API key; retry after the time in Retry-After",
-            retry_after=max(1, math.ceil(wait)),
-        )
+        raise RateLimited(message, retry_after=max(1, math.ceil(wait)))
 
 
 class RateLimiter:

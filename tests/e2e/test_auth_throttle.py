@@ -31,7 +31,8 @@ from treasury_sqlalchemy.operator_keys import SqlOperatorKeys
 Client = TestClient[Any, Any]
 BURST = 20
 SLOW = 0.001  # a second: nothing refills while a test runs
-TOO_MANY = "Too many requests for this API key; retry after the time in Retry-After"
+TOO_MANY = "Too many failed authentications from this address; retry after the time in Retry-After"
+TOO_MANY_REQUESTS = "Too many requests for this API key; retry after the time in Retry-After"
 
 
 @pytest.fixture
@@ -166,7 +167,7 @@ async def test_dashboard_pages_count_against_the_keys_rate_limit(tmp_path: Path)
         page = await client.get("/dashboard/wallets")
         assert page.status == 429
         assert page.headers["Retry-After"] is not None
-        assert TOO_MANY in await page.text()
+        assert TOO_MANY_REQUESTS in await page.text()
         assert (await client.get("/api/v1/wallets", headers=auth)).status == 429
     finally:
         await client.close()

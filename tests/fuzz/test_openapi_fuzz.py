@@ -68,6 +68,9 @@ async def _start(directory: Path) -> tuple[web.AppRunner, Served]:
             # The fuzzer sends hundreds of requests a second with one key; the limiter would
             # answer most of them 429 (documented, but then the operations go untested).
             rate_limit_per_second=0,
+            # It also sends hundreds of wrong keys from one address (its authentication
+            # checks); throttled, the right key's requests from that address would be 429 too.
+            auth_failure_limit_per_second=0,
             # The files rail, so POST /api/v1/bank-statements reads what it is sent (on another
             # rail it refuses every statement); no operation here waits for a settlement.
             bank_rail="files",

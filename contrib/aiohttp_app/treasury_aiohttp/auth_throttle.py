@@ -6,7 +6,7 @@ that key's bucket (``rate_limit_*``, :func:`count_request`).
 Every wrong API key and every wrong dashboard sign-in spends one token of its client's bucket
 (``auth_failure_limit_per_second``, ``auth_failure_limit_burst``; in the rate limit's Redis
 when one is set; :class:`~treasury_core.ratelimit.FailureThrottle`). Once it is empty, the
-client's keys are answered the rate limit's 429 without being looked up, until it refills; a
+client's keys are answered 429 (saying so) without being looked up, until it refills; a
 good key cannot be told from a bad one without the lookup being saved, so it waits too. A
 successful authentication spends nothing, so a client that gets its keys right never meets
 this limit.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from treasury_aiohttp.keys import AUTH_FAILURES_KEY, RATE_LIMITER_KEY
-from treasury_core.ratelimit import refuse_if_over
+from treasury_core.ratelimit import TOO_MANY_FAILURES, refuse_if_over
 
 
 def client_address(request: web.Request) -> str:
@@ -35,7 +35,7 @@ def refuse_if_failing(request: web.Request) -> None:
     (no I/O: this process remembers)."""
     throttle = request.app.get(AUTH_FAILURES_KEY)
     if throttle is not None:
-        refuse_if_over(throttle.refusal(client_address(request)))
+        refuse_if_over(throttle.refusal(client_address(request)), TOO_MANY_FAILURES)
 
 
 async def count_failure(request: web.Request) -> None:
@@ -43,7 +43,7 @@ async def count_failure(request: web.Request) -> None:
     :class:`~treasury_core.errors.RateLimited` when it was one too many."""
     throttle = request.app.get(AUTH_FAILURES_KEY)
     if throttle is not None:
-        refuse_if_over(await throttle.failed(client_address(request)))
+        refuse_if_over(await throttle.failed(client_address(request)), TOO_MANY_FAILURES)
 
 
 async def count_request(request: web.Request, key_id: str) -> None:
