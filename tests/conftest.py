@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from treasury_core.ports import Storage
 from treasury_core.testing.clock import FakeClock
@@ -27,13 +28,27 @@ pytest_plugins = ["pytester"]
 # Hypothesis profiles ---------------------------------------------------------------------------
 #: ``TREASURY_HYPOTHESIS_PROFILE=deep`` for long runs: ten times the examples, 2.5 times the
 #: steps of every property and state machine test. The default keeps the suite inside CI's
-#: budget.
+#: budget; it draws new examples every run and keeps the failing ones in the example database
+#: (``.hypothesis/`` at the top of the tree, whatever the working directory), which replays them
+#: first on the next run. ``ci`` is the default's budget with a fixed seed: the same examples on
+#: every machine and run, so a failure it shows is shown again until it is fixed. CI runs the
+#: property tests under both (.ci/run).
 HYPOTHESIS_PROFILE_ENV = "TREASURY_HYPOTHESIS_PROFILE"
-_SCALE = {"default": (1, 1.0), "deep": (10, 2.5)}
+_SCALE = {"default": (1, 1.0), "deep": (10, 2.5), "ci": (1, 1.0)}
+ROOT = Path(__file__).resolve().parent.parent
 
-# Machines run whole services per step; a slow example is expected, never a failure.
-settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Machines run whole services per step; a slow example is expected, never a failure. A failure
+# prints the blob that reproduces it (``@reproduce_failure``), for a run whose database is gone.
+settings.register_profile(
+    "default",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=DirectoryBasedExampleDatabase(ROOT / ".hypothesis" / "examples"),
+    print_blob=True,
+)
 settings.register_profile("deep", settings.get_profile("default"))
+# A fixed seed replays itself; a database would only add examples another run found.
+settings.register_profile("ci", settings.get_profile("default"), derandomize=True, database=None)
 HYPOTHESIS_PROFILE = os.environ.get(HYPOTHESIS_PROFILE_ENV, "default")
 if HYPOTHESIS_PROFILE not in _SCALE:
     raise pytest.UsageError(
@@ -72,7 +87,6 @@ REDIS_ENV = "TREASURY_TEST_REDIS_URL"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: The interpreter of a venv with localstripe installed (.ci/run prepares one and sets this).
 LOCALSTRIPE_ENV = "TREASURY_TEST_LOCALSTRIPE_PYTHON"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def postgres_url_or_skip() -> str:
@@ -324,3 +338,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     here = Path(__file__).parent
     rank = {str(here / name): n for n, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(str(item.path), len(LONG_FILES)))
+
