@@ -20,6 +20,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from treasury_core.ports import Storage
 from treasury_core.testing.clock import FakeClock
 from treasury_core.testing.memory import MemoryStorage
+from treasury_core.treasury.requests import RegisterBankAccountRequest
 
 # pytester runs user-style test files against the installed pytest plugin (tests/pytest_plugin);
 # pytest accepts pytest_plugins only in the top-level conftest.
@@ -233,6 +234,21 @@ def postgres_url() -> Iterator[str]:
         schema.drop()
 
 
+def sandbox_bank_account(account_name: str, currency: str = "USD") -> RegisterBankAccountRequest:
+    """A bank account the sandbox rail accepts in ``currency``: its format's example fields."""
+    from treasury_sandbox.bank_rail import SandboxBankRail
+
+    fmt = next(f for f in SandboxBankRail().account_formats() if f.currency == currency)
+    fields = {f.name: f.example for f in fmt.fields}
+    return RegisterBankAccountRequest(
+        bank_name="Example Bank",
+        account_name=account_name,
+        account_number=fields["account_number"],
+        routing_number=fields["routing_number"],
+        currency_id=currency,
+    )
+
+
 def make_storage(kind: str, request: pytest.FixtureRequest) -> Storage:
     """A migrated, empty storage of ``kind``."""
     if kind == "memory":
@@ -338,4 +354,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     here = Path(__file__).parent
     rank = {str(here / name): n for n, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(str(item.path), len(LONG_FILES)))
-

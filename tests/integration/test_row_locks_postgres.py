@@ -25,6 +25,7 @@ import pytest
 from psycopg import errors
 from sqlalchemy import event
 
+from tests.conftest import sandbox_bank_account
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import InvalidRequestError
 from treasury_core.events import EventType
@@ -37,10 +38,8 @@ from treasury_core.treasury.records import Deposit, MovementStatus, Withdrawal
 from treasury_core.treasury.requests import (
     CreateDepositRequest,
     CreateWithdrawalRequest,
-    RegisterBankAccountRequest,
 )
 from treasury_core.wallets import CreateWalletRequest
-from treasury_sandbox.bank_rail import SandboxBankRail
 from treasury_sqlalchemy.storage import SqlStorage
 
 pytestmark = pytest.mark.postgres
@@ -93,18 +92,7 @@ async def setup(postgres_url: str, clock: FakeClock) -> AsyncIterator[Setup]:
         assert isinstance(t.storage, SqlStorage)
         company = (await t.companies.create_company("Locks")).company.id
         wallet = await t.wallets.create(company, CreateWalletRequest(name="W", currency_id="USD"))
-        fmt = next(f for f in SandboxBankRail().account_formats() if f.currency == "USD")
-        fields = {f.name: f.example for f in fmt.fields}
-        bank = await t.bank_accounts.register(
-            company,
-            RegisterBankAccountRequest(
-                bank_name="Example Bank",
-                account_name="Locks Inc",
-                account_number=fields["account_number"],
-                routing_number=fields["routing_number"],
-                currency_id="USD",
-            ),
-        )
+        bank = await t.bank_accounts.register(company, sandbox_bank_account("Locks Inc"))
         s = Setup(t, t.storage, postgres_url, company, wallet.id, bank.id)
         funding = await s.deposit(FUNDS)
         await t.deposits.complete(None, funding.id)
@@ -196,6 +184,24 @@ def locked_elsewhere(url: str, table: str, ids: Sequence[object]) -> bool:
     return False
 
 
+async def locked_while_paused(
+    s: Setup, pause: Pause, work: Callable[[UnitOfWork], T], table: str, ids: Sequence[object]
+) -> T:
+    """Run ``work`` in a transaction; once it reaches ``pause``, ``ids`` of ``table`` must be
+    locked for any other connection, and free again after the transaction ends."""
+    running = asyncio.create_task(asyncio.to_thread(s.storage.run_sync, work))
+    try:
+        await pause.wait_reached(f"its locking read of {table} {list(ids)}")
+        assert locked_elsewhere(s.url, table, ids), (
+            f"{table} {list(ids)} were read for update but another connection could lock them"
+        )
+    finally:
+        pause.go.set()
+    done = await running
+    assert not locked_elsewhere(s.url, table, ids)
+    return done
+
+
 def settling(s: Setup, kind: type[Deposit | Withdrawal], record_id: str) -> Callable[[Any], Any]:
     """The settlement service's own transaction function for completing ``record_id``."""
     return settle(s.treasury.context, kind, record_id, param="id")
@@ -215,19 +221,14 @@ async def test_settlement_locks_its_movement_until_it_commits(
     record = await new_movement(setup, kind, 1_000)
     pause = Pause()
     work = settling(setup, kind, record.id)
-    running = asyncio.create_task(
-        asyncio.to_thread(setup.storage.run_sync, lambda uow: work(_PausingUnitOfWork(uow, pause)))
+    done = await locked_while_paused(
+        setup,
+        pause,
+        lambda uow: work(_PausingUnitOfWork(uow, pause)),
+        "treasury_records",
+        [record.id],
     )
-    try:
-        await pause.wait_reached(f"its locking read of {record.id}")
-        assert locked_elsewhere(setup.url, "treasury_records", [record.id]), (
-            f"{record.id} was read for update but another connection could lock it"
-        )
-    finally:
-        pause.go.set()
-    done = await running
     assert done.status is MovementStatus.COMPLETED
-    assert not locked_elsewhere(setup.url, "treasury_records", [record.id])
 
 
 @KINDS
@@ -246,18 +247,10 @@ async def test_settlement_locks_its_pendings_until_it_commits(
             pause.here.on = False
 
     with pause_after_pending_read(setup.storage, pause):
-        running = asyncio.create_task(asyncio.to_thread(setup.storage.run_sync, marked))
-        try:
-            await pause.wait_reached(f"its read of {record.id}'s pendings")
-            assert locked_elsewhere(setup.url, "ledger_pendings", record.pending_ids), (
-                f"{record.id}'s pendings were read for update but another connection could "
-                "lock them"
-            )
-        finally:
-            pause.go.set()
-        done = await running
+        done = await locked_while_paused(
+            setup, pause, marked, "ledger_pendings", record.pending_ids
+        )
     assert done.status is MovementStatus.COMPLETED
-    assert not locked_elsewhere(setup.url, "ledger_pendings", record.pending_ids)
 
 
 @pytest.mark.parametrize("read", ["get", "by_lookup_id"])
@@ -274,16 +267,7 @@ async def test_an_intent_read_for_update_is_locked_until_commit(setup: Setup, re
         assert found is not None and found.id == intent.id
         pause.stop()
 
-    running = asyncio.create_task(asyncio.to_thread(storage.run_sync, hold))
-    try:
-        await pause.wait_reached("its locking read of the intent")
-        assert locked_elsewhere(setup.url, "payment_intents", [intent.id]), (
-            f"intent {intent.id} was read for update but another connection could lock it"
-        )
-    finally:
-        pause.go.set()
-    await running
-    assert not locked_elsewhere(setup.url, "payment_intents", [intent.id])
+    await locked_while_paused(setup, pause, hold, "payment_intents", [intent.id])
 
 
 ROUNDS = 5
