@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import itertools
 import logging
 import os
@@ -354,3 +355,83 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     here = Path(__file__).parent
     rank = {str(here / name): n for n, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(str(item.path), len(LONG_FILES)))
+
+
+# Skips -----------------------------------------------------------------------------------------
+#: The services a full run has; with all of them configured (as .ci/run does), or with ``CI``
+#: set, a skip is a test that did not run where it should have, unless tests/allowed_skips.txt
+#: lists its reason.
+SERVICE_ENVS = (POSTGRES_ENV, REDIS_ENV, "TREASURY_TEST_CHROMIUM", LOCALSTRIPE_ENV)
+ALLOWED_SKIPS = ROOT / "tests" / "allowed_skips.txt"
+_skipped: list[tuple[str, str]] = []
+
+
+def skips_are_checked() -> bool:
+    """Whether a skip not on the allow-list fails the run."""
+    ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    return ci or all(os.environ.get(name) for name in SERVICE_ENVS)
+
+
+def allowed_skip_patterns(path: Path = ALLOWED_SKIPS) -> list[str]:
+    """The allow-list's patterns (``fnmatch`` globs over a skip's reason), each of which must
+    follow a comment saying why that skip is legitimate."""
+    patterns: list[str] = []
+    explained = False
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            explained = False
+        elif line.startswith("#"):
+            explained = True
+        elif not explained:
+            raise pytest.UsageError(f"{path}:{number}: say why above the pattern {line!r}")
+        else:
+            patterns.append(line)
+    return patterns
+
+
+def disallowed_skips(skipped: list[tuple[str, str]], patterns: list[str]) -> list[tuple[str, str]]:
+    """The ``(where, reason)`` pairs no pattern matches."""
+    return [s for s in skipped if not any(fnmatch.fnmatchcase(s[1], p) for p in patterns)]
+
+
+def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    # A skip's longrepr is (path, line, "Skipped: reason"), also as xdist sends it back.
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def _note_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skipped.append((report.nodeid, _skip_reason(report)))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _note_skip(report)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    _note_skip(report)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail a run with every service configured when something skipped off the allow-list
+    (under xdist, in the controller, which sees every worker's reports)."""
+    if hasattr(session.config, "workerinput") or not skips_are_checked():
+        return
+    unexpected = disallowed_skips(_skipped, allowed_skip_patterns())
+    if not unexpected:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.section("skips not on tests/allowed_skips.txt", sep="=", red=True)
+        for where, reason in unexpected:
+            reporter.line(f"{where}: {reason}")
+        reporter.line(
+            "every service is configured (or CI is set), so these tests should have run: fix "
+            "what made them skip, or list the reason in tests/allowed_skips.txt with why"
+        )
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
