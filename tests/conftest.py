@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import itertools
 import logging
 import os
@@ -15,10 +16,12 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from treasury_core.ports import Storage
 from treasury_core.testing.clock import FakeClock
 from treasury_core.testing.memory import MemoryStorage
+from treasury_core.treasury.requests import RegisterBankAccountRequest
 
 # pytester runs user-style test files against the installed pytest plugin (tests/pytest_plugin);
 # pytest accepts pytest_plugins only in the top-level conftest.
@@ -27,13 +30,27 @@ pytest_plugins = ["pytester"]
 # Hypothesis profiles ---------------------------------------------------------------------------
 #: ``TREASURY_HYPOTHESIS_PROFILE=deep`` for long runs: ten times the examples, 2.5 times the
 #: steps of every property and state machine test. The default keeps the suite inside CI's
-#: budget.
+#: budget; it draws new examples every run and keeps the failing ones in the example database
+#: (``.hypothesis/`` at the top of the tree, whatever the working directory), which replays them
+#: first on the next run. ``ci`` is the default's budget with a fixed seed: the same examples on
+#: every machine and run, so a failure it shows is shown again until it is fixed. CI runs the
+#: property tests under both (.ci/run).
 HYPOTHESIS_PROFILE_ENV = "TREASURY_HYPOTHESIS_PROFILE"
-_SCALE = {"default": (1, 1.0), "deep": (10, 2.5)}
+_SCALE = {"default": (1, 1.0), "deep": (10, 2.5), "ci": (1, 1.0)}
+ROOT = Path(__file__).resolve().parent.parent
 
-# Machines run whole services per step; a slow example is expected, never a failure.
-settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Machines run whole services per step; a slow example is expected, never a failure. A failure
+# prints the blob that reproduces it (``@reproduce_failure``), for a run whose database is gone.
+settings.register_profile(
+    "default",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=DirectoryBasedExampleDatabase(ROOT / ".hypothesis" / "examples"),
+    print_blob=True,
+)
 settings.register_profile("deep", settings.get_profile("default"))
+# A fixed seed replays itself; a database would only add examples another run found.
+settings.register_profile("ci", settings.get_profile("default"), derandomize=True, database=None)
 HYPOTHESIS_PROFILE = os.environ.get(HYPOTHESIS_PROFILE_ENV, "default")
 if HYPOTHESIS_PROFILE not in _SCALE:
     raise pytest.UsageError(
@@ -72,7 +89,6 @@ REDIS_ENV = "TREASURY_TEST_REDIS_URL"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: The interpreter of a venv with localstripe installed (.ci/run prepares one and sets this).
 LOCALSTRIPE_ENV = "TREASURY_TEST_LOCALSTRIPE_PYTHON"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def postgres_url_or_skip() -> str:
@@ -219,6 +235,21 @@ def postgres_url() -> Iterator[str]:
         schema.drop()
 
 
+def sandbox_bank_account(account_name: str, currency: str = "USD") -> RegisterBankAccountRequest:
+    """A bank account the sandbox rail accepts in ``currency``: its format's example fields."""
+    from treasury_sandbox.bank_rail import SandboxBankRail
+
+    fmt = next(f for f in SandboxBankRail().account_formats() if f.currency == currency)
+    fields = {f.name: f.example for f in fmt.fields}
+    return RegisterBankAccountRequest(
+        bank_name="Example Bank",
+        account_name=account_name,
+        account_number=fields["account_number"],
+        routing_number=fields["routing_number"],
+        currency_id=currency,
+    )
+
+
 def make_storage(kind: str, request: pytest.FixtureRequest) -> Storage:
     """A migrated, empty storage of ``kind``."""
     if kind == "memory":
@@ -324,3 +355,83 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     here = Path(__file__).parent
     rank = {str(here / name): n for n, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(str(item.path), len(LONG_FILES)))
+
+
+# Skips -----------------------------------------------------------------------------------------
+#: The services a full run has; with all of them configured (as .ci/run does), or with ``CI``
+#: set, a skip is a test that did not run where it should have, unless tests/allowed_skips.txt
+#: lists its reason.
+SERVICE_ENVS = (POSTGRES_ENV, REDIS_ENV, "TREASURY_TEST_CHROMIUM", LOCALSTRIPE_ENV)
+ALLOWED_SKIPS = ROOT / "tests" / "allowed_skips.txt"
+_skipped: list[tuple[str, str]] = []
+
+
+def skips_are_checked() -> bool:
+    """Whether a skip not on the allow-list fails the run."""
+    ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    return ci or all(os.environ.get(name) for name in SERVICE_ENVS)
+
+
+def allowed_skip_patterns(path: Path = ALLOWED_SKIPS) -> list[str]:
+    """The allow-list's patterns (``fnmatch`` globs over a skip's reason), each of which must
+    follow a comment saying why that skip is legitimate."""
+    patterns: list[str] = []
+    explained = False
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            explained = False
+        elif line.startswith("#"):
+            explained = True
+        elif not explained:
+            raise pytest.UsageError(f"{path}:{number}: say why above the pattern {line!r}")
+        else:
+            patterns.append(line)
+    return patterns
+
+
+def disallowed_skips(skipped: list[tuple[str, str]], patterns: list[str]) -> list[tuple[str, str]]:
+    """The ``(where, reason)`` pairs no pattern matches."""
+    return [s for s in skipped if not any(fnmatch.fnmatchcase(s[1], p) for p in patterns)]
+
+
+def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    # A skip's longrepr is (path, line, "Skipped: reason"), also as xdist sends it back.
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def _note_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skipped.append((report.nodeid, _skip_reason(report)))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _note_skip(report)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    _note_skip(report)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail a run with every service configured when something skipped off the allow-list
+    (under xdist, in the controller, which sees every worker's reports)."""
+    if hasattr(session.config, "workerinput") or not skips_are_checked():
+        return
+    unexpected = disallowed_skips(_skipped, allowed_skip_patterns())
+    if not unexpected:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.section("skips not on tests/allowed_skips.txt", sep="=", red=True)
+        for where, reason in unexpected:
+            reporter.line(f"{where}: {reason}")
+        reporter.line(
+            "every service is configured (or CI is set), so these tests should have run: fix "
+            "what made them skip, or list the reason in tests/allowed_skips.txt with why"
+        )
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

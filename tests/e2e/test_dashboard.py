@@ -14,6 +14,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.conftest import sandbox_bank_account
 from tests.e2e.conftest import Tenant
 from tests.e2e.dashboard_client import (
     SAME_ORIGIN,
@@ -36,10 +37,8 @@ from treasury_core.treasury.requests import (
     CreateTransferRequest,
     CreateVirtualAccountRequest,
     CreateWithdrawalRequest,
-    RegisterBankAccountRequest,
 )
 from treasury_core.wallets import CreateWalletRequest
-from treasury_sandbox.bank_rail import SandboxBankRail
 
 Client = TestClient[Any, Any]
 
@@ -465,18 +464,7 @@ async def test_another_company_cannot_settle_this_ones_withdrawals_or_transfers(
         company, CreateDepositRequest(wallet_id=usd.id, from_amount=5_000, from_currency_id="USD")
     )
     await treasury.deposits.complete(None, funded.id)
-    fmt = next(f for f in SandboxBankRail().account_formats() if f.currency == "USD")
-    fields = {f.name: f.example for f in fmt.fields}
-    bank = await treasury.bank_accounts.register(
-        company,
-        RegisterBankAccountRequest(
-            bank_name="Example Bank",
-            account_name="A Inc",
-            account_number=fields["account_number"],
-            routing_number=fields["routing_number"],
-            currency_id="USD",
-        ),
-    )
+    bank = await treasury.bank_accounts.register(company, sandbox_bank_account("A Inc"))
     withdrawal = await treasury.withdrawals.create(
         company,
         CreateWithdrawalRequest(

@@ -209,6 +209,63 @@ async def test_lines_without_a_bank_reference_get_a_stable_identity(treasury: Tr
     assert (await treasury.wallets.balance(company, wallet)).balance == 1_500
 
 
+async def test_a_reimport_answers_every_line_as_the_first_import_stored_it(
+    treasury: Treasury,
+) -> None:
+    """The same file again applies nothing, and its reply is still the whole file: each
+    statement and each line as stored, in file order, every one counted as already imported."""
+    company, wallet = await _company(treasury)
+    account = await treasury.virtual_accounts.create(
+        company, CreateVirtualAccountRequest(wallet_id=wallet, source_currency="EUR")
+    )
+    assert account.iban is not None
+    deposit = await _deposit(treasury, company, wallet, 1_000, "INV-1")
+    statement = camt053(
+        [
+            Entry("L1", credit=True, amount="10.00", remittance=deposit),
+            Entry("L2", credit=True, amount="7.00", creditor_iban=account.iban),
+            Entry("L3", credit=True, amount="3.00", remittance="Invoice 42"),
+            Entry(None, credit=True, amount="2.00", creditor_iban=account.iban),
+        ]
+    )
+    first = await treasury.bank.import_statement(statement)
+    assert [(line.entry_reference, line.outcome.value) for line in first.lines] == [
+        ("L1", "deposit_completed"),
+        ("L2", "virtual_account_credited"),
+        ("L3", "unmatched"),
+        (None, "virtual_account_credited"),
+    ]
+    assert (first.imported, first.already_imported, first.unmatched) == (4, 0, 1)
+    balance = (await treasury.wallets.balance(company, wallet)).balance
+    assert balance == 1_900
+
+    again = await treasury.bank.import_statement(statement)
+    assert again.statements == first.statements
+    assert [s.lines for s in again.statements] == [4]
+    assert again.lines == first.lines
+    # Nothing new is unmatched: the unmatched line was counted by the first import.
+    assert (again.imported, again.already_imported, again.unmatched) == (0, 4, 0)
+    assert again.breaks == first.breaks
+    assert (await treasury.wallets.balance(company, wallet)).balance == balance
+
+    # Reissued with a booking added between two known ones: the reply keeps the file's order.
+    reissued = await treasury.bank.import_statement(
+        camt053(
+            [
+                Entry("L1", credit=True, amount="10.00", remittance=deposit),
+                Entry("L9", credit=True, amount="1.00", creditor_iban=account.iban),
+                Entry("L3", credit=True, amount="3.00", remittance="Invoice 42"),
+            ],
+            statement_id="STMT-1-REISSUED",
+        )
+    )
+    known = {line.entry_reference: line for line in first.lines}
+    assert [line.entry_reference for line in reissued.lines] == ["L1", "L9", "L3"]
+    assert reissued.lines[0] == known["L1"] and reissued.lines[2] == known["L3"]
+    assert reissued.lines[1].outcome.value == "virtual_account_credited"
+    assert (reissued.imported, reissued.already_imported, reissued.unmatched) == (1, 2, 0)
+
+
 async def test_a_batch_booking_completes_every_withdrawal_of_the_file(treasury: Treasury) -> None:
     company, wallet, bank = await _paying_wallet(treasury)
     withdrawals = [

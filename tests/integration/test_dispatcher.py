@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import Counter
 from collections.abc import Generator, Mapping
 from datetime import timedelta
@@ -15,12 +16,13 @@ from sqlalchemy import text
 
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.events import Event, EventType
+from treasury_core.notifications.deliveries import Delivery, DeliveryStatus
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
-from treasury_core.notifications.schedule import RETRY_DELAYS
+from treasury_core.notifications.schedule import MAX_ATTEMPTS, RETRY_DELAYS
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.plugins import hookimpl, make_plugin_manager
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import DeliveryFailed, UnitOfWork
 from treasury_core.services.notifications import NotificationService
 from treasury_core.testing.clock import FakeClock
 
@@ -437,6 +439,63 @@ async def test_a_sender_bug_is_a_failed_attempt_retried_on_the_schedule(
         clock.advance(5)
         await treasury.notifications.run_due()
         assert sender.sent == Counter({event.id: 1})
+    finally:
+        treasury.close()
+
+
+class UnreachableSender:
+    """A sender that never gets an answer, as the HTTP sender reports a timeout."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> int:
+        self.calls += 1
+        raise DeliveryFailed("merchant.example did not answer in time")
+
+
+async def test_no_answer_is_a_failed_attempt_retried_on_the_published_schedule(
+    sqlite_url: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``DeliveryFailed`` is the port's "no answer": each one is an attempt with no status and
+    the sender's message, the next one due after the schedule's next delay, and the delivery
+    fails for good after the last; it is no sender bug (nothing is logged as one)."""
+    treasury = bootstrap(TreasuryConfig(database_url=sqlite_url), clock=clock, wall_clock=clock)
+    try:
+        await make_events(treasury, 1)
+        sender = UnreachableSender()
+        treasury.notifications.sender = sender
+        [event] = await treasury.storage.run(lambda uow: uow.outbox.list(), write=False)
+
+        async def delivery() -> Delivery:
+            [found] = await treasury.storage.run(
+                lambda uow: uow.deliveries.for_event(event.id), write=False
+            )
+            return found
+
+        await treasury.notifications.run_due()
+        for made, delay in enumerate(RETRY_DELAYS, start=1):
+            current = await delivery()
+            assert len(current.attempts) == made
+            last = current.attempts[-1]
+            assert (last.status_code, last.error) == (
+                None,
+                "merchant.example did not answer in time",
+            )
+            assert current.status is DeliveryStatus.PENDING
+            assert current.next_attempt_at == clock.now() + delay
+            assert current.lease_until is None
+            # Not due a moment early; due at the delay.
+            clock.advance(delay.total_seconds() - 1)
+            await treasury.notifications.run_due()
+            assert sender.calls == made
+            clock.advance(1)
+            await treasury.notifications.run_due()
+        assert sender.calls == MAX_ATTEMPTS
+        given_up = await delivery()
+        assert given_up.status is DeliveryStatus.FAILED
+        assert len(given_up.attempts) == MAX_ATTEMPTS
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     finally:
         treasury.close()
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.conftest import sandbox_bank_account
 from treasury_core import CreateWalletRequest, PageRequest, Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import NotFound, ValidationFailed
 from treasury_core.ledger import EntryCounter, EntryType
@@ -25,9 +26,7 @@ from treasury_core.treasury.requests import (
     CreateDepositRequest,
     CreateTransferRequest,
     CreateWithdrawalRequest,
-    RegisterBankAccountRequest,
 )
-from treasury_sandbox.bank_rail import SandboxBankRail
 
 T = TypeVar("T")
 DAY = 24 * 3600
@@ -108,18 +107,7 @@ async def _history(t: Treasury) -> History:
     await t.deposits.complete(None, deposit.id)
     # Day 2: a withdrawal with its fee, paid out; another refused by the bank.
     clock.advance(DAY)
-    fmt = next(f for f in SandboxBankRail().account_formats() if f.currency == "USD")
-    fields = {f.name: f.example for f in fmt.fields}
-    bank = await t.bank_accounts.register(
-        a,
-        RegisterBankAccountRequest(
-            bank_name="Example Bank",
-            account_name="A Inc",
-            account_number=fields["account_number"],
-            routing_number=fields["routing_number"],
-            currency_id="USD",
-        ),
-    )
+    bank = await t.bank_accounts.register(a, sandbox_bank_account("A Inc"))
 
     def withdrawal(amount: int) -> CreateWithdrawalRequest:
         return CreateWithdrawalRequest(

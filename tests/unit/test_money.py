@@ -1,10 +1,10 @@
 from decimal import Decimal
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from treasury_core.currency import iso_currency
+from treasury_core.currency import Currency, iso_currency
 from treasury_core.money import convert, exact_conversion, round_minor
 
 USD, EUR, JPY, KWD = (iso_currency(c) for c in ("USD", "EUR", "JPY", "KWD"))
@@ -55,9 +55,19 @@ def test_convert_refuses_bad_inputs() -> None:
     rate=st.decimals(min_value=Decimal("0.000001"), max_value=Decimal(100000), places=6),
     pair=st.sampled_from([(USD, EUR), (USD, JPY), (JPY, KWD), (KWD, JPY), (EUR, KWD)]),
 )
+# Exact halves, which random rates rarely hit: 1.00 USD at 2.5 is 2.5 JPY (to 2), 3 JPY at
+# 0.0005 KWD/JPY is 1.5 fils (to 2), 5 fils at 500 JPY/KWD is 2.5 JPY (to 2), 0.03 USD at 2.5
+# is 7.5 cents (to 8).
+@example(amount=100, rate=Decimal("2.5"), pair=(USD, JPY))
+@example(amount=3, rate=Decimal("0.0005"), pair=(JPY, KWD))
+@example(amount=5, rate=Decimal("500"), pair=(KWD, JPY))
+@example(amount=3, rate=Decimal("2.5"), pair=(USD, EUR))
 def test_converted_amount_is_within_half_a_minor_unit(
-    amount: int, rate: Decimal, pair: tuple[object, object]
+    amount: int, rate: Decimal, pair: tuple[Currency, Currency]
 ) -> None:
     source, target = pair
-    exact = exact_conversion(amount, source, target, rate)  # type: ignore[arg-type]
-    assert abs(Decimal(convert(amount, source, target, rate)) - exact) <= Decimal("0.5")  # type: ignore[arg-type]
+    exact = exact_conversion(amount, source, target, rate)
+    converted = convert(amount, source, target, rate)
+    assert abs(Decimal(converted) - exact) <= Decimal("0.5")
+    if abs(Decimal(converted) - exact) == Decimal("0.5"):
+        assert converted % 2 == 0, f"{exact} is a half and rounds to the even neighbour"
