@@ -33,7 +33,7 @@ from treasury_core.testing.clock import FakeClock
 from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
 from treasury_core.wallets import CreateWalletRequest
 from treasury_ecb import EcbFxRates, RateTable, parse_rates
-from treasury_ecb.plugin import SETTINGS
+from treasury_ecb.names import SETTINGS
 from treasury_ecb.rates import MAX_UNZIPPED_BYTES
 from treasury_ecb.source import RatesSourceError, download, packaged_history
 

@@ -24,7 +24,7 @@ from functools import partial
 
 from treasury_core.errors import FxRateUnavailable, ValidationFailed
 from treasury_core.ports import Clock, FxQuote
-from treasury_ecb.plugin import FETCH_SETTING, FILE_SETTING, MAX_AGE_SETTING, URL_SETTING
+from treasury_ecb.names import FETCH_SETTING, FILE_SETTING, MAX_AGE_SETTING, URL_SETTING
 from treasury_ecb.rates import RatesFileError, RateTable, parse_rates
 from treasury_ecb.source import RatesSourceError, download, packaged_history
 

@@ -20,14 +20,14 @@ from functools import partial
 from treasury_core.config import TreasuryConfig
 from treasury_core.plugins.hookspecs import FxRatesFactory, hookimpl
 from treasury_core.ports import Clock, FxRates
-
-FETCH_SETTING = "TREASURY_ECB_FETCH"
-URL_SETTING = "TREASURY_ECB_URL"
-FILE_SETTING = "TREASURY_ECB_FILE"
-MARKUP_SETTING = "TREASURY_ECB_MARKUP_BPS"
-MAX_AGE_SETTING = "TREASURY_ECB_MAX_AGE_DAYS"
-#: Every environment variable the ``ecb`` adapter reads.
-SETTINGS = (FETCH_SETTING, URL_SETTING, FILE_SETTING, MARKUP_SETTING, MAX_AGE_SETTING)
+from treasury_ecb.names import (
+    FETCH_SETTING,
+    FILE_SETTING,
+    MARKUP_SETTING,
+    MAX_AGE_SETTING,
+    SETTINGS,
+    URL_SETTING,
+)
 
 # The spellings treasury_core.settings accepts for a boolean, and nothing else.
 _TRUE = ("true", "1", "yes", "on")
