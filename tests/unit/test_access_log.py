@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -259,3 +260,24 @@ def test_the_direct_line_and_the_record_path_write_the_same_line(
         f'INFO {logger.name} - "GET /pay/pil_…?card=[card number] HTTP/1.1" 200 0 0.500000s'
     )
     assert "4242424242424242" not in out.getvalue() and "SECRET" not in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+        "ok_live_0123456789abcdefghij",
+        "whsec_0123456789abcdefghijklmnopqrstuv",
+        "4242424242424242",
+    ],
+)
+def test_a_request_id_shaped_as_a_secret_is_not_logged_as_sent(sent: str) -> None:
+    request = make_mocked_request("GET", "/api/v1/wallets", headers={"X-Request-Id": sent})
+    logged = access_log_module.request_id(request)
+    assert logged != sent
+    assert re.fullmatch(r"[0-9a-f]{16}", logged)
+
+
+def test_a_plain_request_id_is_logged_as_sent() -> None:
+    request = make_mocked_request("GET", "/", headers={"X-Request-Id": "lb-7f3a.1:2"})
+    assert access_log_module.request_id(request) == "lb-7f3a.1:2"
