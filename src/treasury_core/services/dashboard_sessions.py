@@ -6,7 +6,8 @@ revoked, in the same transaction as the key), once it has not been seen for ``id
 or ``lifetime_seconds`` after it began, whichever comes first; and whenever its key is no
 longer live, however that came about.
 
-``last_seen_at`` is written only when it is at least :data:`TOUCH_SECONDS` old, so a browser
+``last_seen_at`` is written only when it is at least :data:`TOUCH_SECONDS` old (half the idle
+timeout when that is shorter), so a browser
 clicking through pages costs one write a minute rather than one a request; the idle timeout is
 therefore measured from a moment up to that much before the last request.
 """
@@ -63,7 +64,9 @@ class DashboardSessionService:
         self._ids = ids
         self._idle = timedelta(seconds=idle_seconds)
         self._lifetime = timedelta(seconds=lifetime_seconds)
-        self._touch = timedelta(seconds=TOUCH_SECONDS)
+        # Never less often than half the idle timeout: a short timeout must not end a session
+        # whose browser is busy but whose last_seen_at waits for its minute.
+        self._touch = timedelta(seconds=min(TOUCH_SECONDS, idle_seconds / 2))
 
     async def open(self, signed_in: Principal | OperatorPrincipal) -> tuple[DashboardSession, str]:
         """Start a session for a company's secret key or an operator key; the stored session
