@@ -605,3 +605,10 @@ def test_the_first_operator_key_of_a_new_install_makes_its_database(tmp_path: Pa
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["name"] == "auditor"
     assert new.exists()
+
+
+def test_a_malformed_sqlite_url_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    result = run_cli(
+        "companies", "list", cwd=tmp_path, env=clean_env(TREASURY_DATABASE_URL="sqlite:foo")
+    )
+    assert one_line_error(result).startswith("Error: cannot open the treasury: ")

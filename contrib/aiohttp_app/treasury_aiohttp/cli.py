@@ -484,8 +484,15 @@ def _missing_sqlite_file(config: TreasuryConfig) -> Path | None:
     if config.storage_name != "sqlalchemy" or not url.startswith("sqlite:"):
         return None
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
 
-    path = Path(make_url(url).database or "").expanduser()
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise click.ClickException(f"cannot open the treasury: {_first_line(exc)}") from exc
+    if parsed.query.get("uri") == "true":
+        return None  # a SQLite URI filename: its file is SQLite's to find, not a path here
+    path = Path(parsed.database or "").expanduser()
     return None if path.is_file() else path
 
 
