@@ -608,3 +608,35 @@ def test_loops_in_several_threads_share_one_load_and_one_refresh(
     assert server.hits == ["/eurofxref-hist-90d.xml"]
     assert asyncio.run(fx.table()).days == parse_rates(XML).days
     assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 22)
+
+
+def test_close_does_not_wait_for_a_fetch_a_server_keeps_trickling(tmp_path: Path) -> None:
+    # A byte every 50 ms never trips urllib's per-operation timeout, so the fetch itself could
+    # go on for minutes; closing must not wait for it.
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def trickle() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n<")
+            while not stop.wait(0.05):
+                connection.sendall(b" ")
+
+    server = threading.Thread(target=trickle, daemon=True)
+    server.start()
+    clock = FakeClock(datetime(2025, 4, 22, 9, tzinfo=UTC))
+    thursday = parse_rates(snapshot_until(tmp_path, date(2025, 4, 17)).read_bytes())
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/eurofxref-daily.xml"
+    fx = EcbFxRates(clock, table=thursday, url=url, timeout_seconds=0.5)
+    try:
+        # The first quote starts the fetch, waits for it at most the timeout, then answers.
+        assert asyncio.run(fx.rate("USD", "GBP")).rate_date == date(2025, 4, 17)
+        closing = threading.Thread(target=fx.close)
+        closing.start()
+        closing.join(10)
+        assert not closing.is_alive(), "close() waited for the trickling fetch"
+    finally:
+        stop.set()
+        listener.close()

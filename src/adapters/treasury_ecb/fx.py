@@ -147,11 +147,15 @@ class EcbFxRates:
             self._thread.start()
 
     def close(self) -> None:
-        """Stop the fetching thread; the loaded rates still answer."""
+        """Stop the fetching thread, waiting for it at most one fetch's timeout; the loaded
+        rates still answer."""
         self._stop.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            # urllib's timeout is per socket operation: a server trickling bytes, or a hung DNS
+            # lookup, could hold a fetch for longer, and shutdown must not wait for it. The
+            # thread is a daemon: left running, it ends with the process.
+            thread.join(self._timeout)
 
     def _run(self, url: str) -> None:
         while not self._stop.is_set():
