@@ -28,14 +28,14 @@ from treasury_core.treasury.requests import RegisterBankAccountRequest
 pytest_plugins = ["pytester"]
 
 # Hypothesis profiles ---------------------------------------------------------------------------
-#: ``TREASURY_HYPOTHESIS_PROFILE=deep`` for long runs: ten times the examples, 2.5 times the
+#: ``TREASURY_TEST_HYPOTHESIS_PROFILE=deep`` for long runs: ten times the examples, 2.5 times the
 #: steps of every property and state machine test. The default keeps the suite inside CI's
 #: budget; it draws new examples every run and keeps the failing ones in the example database
 #: (``.hypothesis/`` at the top of the tree, whatever the working directory), which replays them
 #: first on the next run. ``ci`` is the default's budget with a fixed seed: the same examples on
 #: every machine and run, so a failure it shows is shown again until it is fixed. CI runs the
 #: property tests under both (.ci/run).
-HYPOTHESIS_PROFILE_ENV = "TREASURY_HYPOTHESIS_PROFILE"
+HYPOTHESIS_PROFILE_ENV = "TREASURY_TEST_HYPOTHESIS_PROFILE"
 _SCALE = {"default": (1, 1.0), "deep": (10, 2.5), "ci": (1, 1.0)}
 ROOT = Path(__file__).resolve().parent.parent
 

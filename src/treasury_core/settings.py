@@ -51,8 +51,9 @@ PREFIX = "TREASURY_"
 #: Variables of the project that are not settings of the treasury: the command line's.
 COMMAND_VARIABLES = frozenset({"TREASURY_LOG_FORMAT"})
 
-#: The test suite's variables (``TREASURY_TEST_POSTGRES_URL``, …): never warned about.
-TEST_PREFIX = "TREASURY_TEST_"
+#: The test suite's and the benchmarks' variables (``TREASURY_TEST_POSTGRES_URL``,
+#: ``TREASURY_BENCH_POSTGRES_URL``, …): never warned about.
+TEST_PREFIXES = ("TREASURY_TEST_", "TREASURY_BENCH_")
 
 logger = logging.getLogger("treasury.settings")
 
@@ -277,13 +278,14 @@ def unknown_variables(
     environ: Mapping[str, str], known: Iterable[str]
 ) -> list[tuple[str, str | None]]:
     """``(name, closest known name or None)`` for each ``TREASURY_*`` variable of ``environ``
-    nothing reads, in sorted order; the test suite's (``TREASURY_TEST_*``) are left out."""
+    nothing reads, in sorted order; the tests' and the benchmarks' (``TREASURY_TEST_*``,
+    ``TREASURY_BENCH_*``) are left out."""
     names = {name.upper() for name in known}
     unknown = sorted(
         name
         for name in environ
         if name.upper().startswith(PREFIX)
-        and not name.upper().startswith(TEST_PREFIX)
+        and not name.upper().startswith(TEST_PREFIXES)
         and name.upper() not in names
     )
     choices = sorted(names)

@@ -3,7 +3,7 @@ a wallet's balance and chart change, redeliver a failed webhook, advance the san
 watch a hold expire; then every page at desktop and phone width (no sideways scrolling at
 390 px), screenshotted; and the operator's bank reconciliation page with a break row.
 
-With ``TREASURY_DASHBOARD_DOC_SCREENSHOTS=1`` the screenshots are also written to
+With ``TREASURY_TEST_DOC_SCREENSHOTS=1`` the screenshots are also written to
 docs/images/dashboard/ (the guide's and the README's pictures): run that on purpose, then
 commit the PNGs.
 """
@@ -194,7 +194,7 @@ async def test_every_page_at_desktop_and_phone_width(
     await t.notifications.deliver_due()
     event = (await t.notifications.events(company, limit=1)).items[0]
     ids = {"intent": intent.id, "wallet": wallet.id, "event": event.id}
-    write_docs = os.environ.get("TREASURY_DASHBOARD_DOC_SCREENSHOTS") == "1"
+    write_docs = os.environ.get("TREASURY_TEST_DOC_SCREENSHOTS") == "1"
     for width, viewport in (("desktop", DESKTOP_VIEWPORT), ("phone", PHONE_VIEWPORT)):
         context = await browser.new_context(
             viewport=viewport, locale="en-US", is_mobile=width == "phone"
@@ -245,7 +245,7 @@ async def test_the_operator_sees_a_break_row_at_both_widths(
         [opening_break, closing_break] = sorted(
             await t.safeguarding.breaks(), key=lambda b: b.kind.value, reverse=True
         )
-        write_docs = os.environ.get("TREASURY_DASHBOARD_DOC_SCREENSHOTS") == "1"
+        write_docs = os.environ.get("TREASURY_TEST_DOC_SCREENSHOTS") == "1"
         for width, viewport in (("desktop", DESKTOP_VIEWPORT), ("phone", PHONE_VIEWPORT)):
             context = await browser.new_context(
                 viewport=viewport, locale="en-US", is_mobile=width == "phone"
