@@ -47,7 +47,7 @@ from treasury_core import TreasuryConfig, bootstrap
 from treasury_core.payments import PaymentIntent
 from treasury_core.ports.storage import UnitOfWork
 from treasury_core.services.payments import new_lookup_id
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_core.wallets import CreateWalletRequest
 
 #: The issue's volume, and timed requests per page.

@@ -67,8 +67,8 @@ def build_backlog(url: str, hook: str, count: int) -> str:
     """A company with one endpoint at ``hook`` and ``count`` due deliveries on ``url``; the
     endpoint's signing secret. Built through the services, with no sender: nothing is sent."""
     from treasury_core import TreasuryConfig, bootstrap
-    from treasury_core.events import EventType
     from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
+    from treasury_core.notifications.events import EventType
     from treasury_core.payments.intents import PaymentType
     from treasury_core.payments.requests import CreateIntentRequest
 

@@ -46,10 +46,10 @@ from bench.report import Row, rate, render, verdict
 from bench.timing import Elapsed, Samples
 from treasury_core import CreateWalletRequest, TreasuryConfig, bootstrap
 from treasury_core.ledger.invariants import check_invariants
+from treasury_core.movements.requests import CreateDepositRequest, CreateTransferRequest
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData
-from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
 
 #: Companies, and the concurrent workers of the 8-worker runs.
 COMPANIES = WORKERS = 8

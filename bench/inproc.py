@@ -37,7 +37,7 @@ from treasury_core import (
     TreasuryConfig,
     bootstrap,
 )
-from treasury_core.treasury.requests import CreateDepositRequest
+from treasury_core.movements.requests import CreateDepositRequest
 
 #: Requests per repetition: reads, and writes (slower, and they grow the database).
 READS, WRITES = 3_000, 1_000

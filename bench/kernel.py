@@ -5,8 +5,8 @@ from __future__ import annotations
 from bench.fixtures import NOW, SOURCE, WALLET, JournalIds, movement
 from bench.timing import Samples, Workload, interleave, timed
 from treasury_core.ledger import Account, apply_plan, plan_journal
+from treasury_core.memory.storage import MemoryStorage
 from treasury_core.ports.storage import UnitOfWork
-from treasury_core.testing.memory import MemoryStorage
 
 
 def kernel_workload() -> Workload:

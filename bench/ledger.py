@@ -100,7 +100,7 @@ from bench.raw_ledger import (
 from bench.report import Row, cost, cpu, rate, ratio, render, verdict
 from bench.timing import Elapsed, Samples
 from treasury_core import CreateWalletRequest, Treasury, TreasuryConfig, bootstrap
-from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
+from treasury_core.movements.requests import CreateDepositRequest, CreateTransferRequest
 
 #: Transfers per repetition and contender by default, on SQLite and on PostgreSQL (the issue's
 #: 20,000 does not fit the suite's time budget; see the module docstring).

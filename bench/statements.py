@@ -54,7 +54,7 @@ from treasury_core.ledger import (
 )
 from treasury_core.pagination import PageRequest
 from treasury_core.ports.storage import UnitOfWork
-from treasury_core.services.statements import WalletStatementService
+from treasury_core.services.movements.statements import WalletStatementService
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.storage import SqlStorage
 

@@ -33,7 +33,7 @@ from bench.raw_transfers import (
 )
 from bench.timing import Elapsed, Samples, Workload, interleave
 from treasury_core import CreateWalletRequest, Treasury, TreasuryConfig, bootstrap
-from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
+from treasury_core.movements.requests import CreateDepositRequest, CreateTransferRequest
 
 #: Minor units per transfer (USD 1.00; 0.92 EUR at the sandbox rate).
 AMOUNT = 100

@@ -43,7 +43,7 @@ from treasury_core import (
     TreasuryError,
     bootstrap,
 )
-from treasury_core.http_statuses import http_status
+from treasury_core.interface.statuses import http_status
 
 _BALANCE = re.compile(r"^/wallets/(?P<wallet_id>[^/]+)/balance$")
 

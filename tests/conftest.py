@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from treasury_core.memory.storage import MemoryStorage
+from treasury_core.movements.requests import RegisterBankAccountRequest
 from treasury_core.ports import Storage
-from treasury_core.testing.clock import FakeClock
-from treasury_core.testing.memory import MemoryStorage
-from treasury_core.treasury.requests import RegisterBankAccountRequest
+from treasury_core.testing.fakes.clock import FakeClock
 
 # pytester runs user-style test files against the installed pytest plugin (tests/pytest_plugin);
 # pytest accepts pytest_plugins only in the top-level conftest.

@@ -17,8 +17,9 @@ import pytest
 
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import ProviderError
-from treasury_core.events import Event, EventType
 from treasury_core.jobs import Job
+from treasury_core.movements.bank_files import OPERATOR
+from treasury_core.notifications.events import Event, EventType
 from treasury_core.payments.card_differences import CardDifference
 from treasury_core.payments.intents import CaptureMethod, PaymentIntent, PaymentType
 from treasury_core.payments.records import Refund
@@ -34,8 +35,7 @@ from treasury_core.services.payments.common import (
     refund_key,
 )
 from treasury_core.testing import FakeClock, FlakyCardProvider, check_invariants
-from treasury_core.testing.card_providers import Call
-from treasury_core.treasury.bank_files import OPERATOR
+from treasury_core.testing.fakes.card_providers import Call
 
 CARD = CardData(number="4242424242424242", expiry_month=12, expiry_year=2040, cvc="123")
 AMOUNT = 1_000

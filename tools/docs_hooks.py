@@ -12,8 +12,8 @@ Markers:
 
 - ``payments-diagram`` / ``payments-table``: ``treasury_core.payments.TRANSITIONS``;
 - ``movements-diagram`` / ``movements-table``: the table
-  ``treasury_core.treasury.states.MOVEMENT_TRANSITIONS`` and the settlement kinds
-  (``treasury_core.services.settlement.KINDS``);
+  ``treasury_core.movements.states.MOVEMENT_TRANSITIONS`` and the settlement kinds
+  (``treasury_core.services.movements.settlement.KINDS``);
 - ``pending-diagram``: what the ledger kernel does with each phase-two leg, found by asking
   :func:`treasury_core.ledger.plan_journal` itself;
 - ``http-reference``: the OpenAPI document the aiohttp app serves, built by ``create_app`` on an
@@ -86,14 +86,14 @@ def payments_table() -> str:
 
 def _movement_kinds() -> list[tuple[str, str, str]]:
     """``(noun, completed event, failed event)`` for each kind the settlement code knows."""
-    from treasury_core.services.settlement import KINDS
+    from treasury_core.services.movements.settlement import KINDS
 
     return [(k.noun, k.completed.value, k.failed.value) for k in KINDS.values()]
 
 
 def movements_diagram() -> str:
     """Deposits, withdrawals and transfers, drawn from ``MOVEMENT_TRANSITIONS``."""
-    from treasury_core.treasury.states import movement_state_diagram
+    from treasury_core.movements.states import movement_state_diagram
 
     return "```mermaid\n" + movement_state_diagram() + "```\n"
 

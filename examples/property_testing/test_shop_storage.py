@@ -16,7 +16,7 @@ from shop_storage import FixedShopStorage, ShopStorage
 
 from treasury_core.ledger import AccountKind, PendingCategory, Reserve
 from treasury_core.testing import MemoryStorage, check_invariants
-from treasury_core.testing.machine import LedgerMachine
+from treasury_core.testing.machines.ledger import LedgerMachine
 from treasury_core.testing.strategies import LedgerProgram, amounts, ledger_programs, run_program
 
 #: How long the shop's card holds last, and how often its scheduler runs the expiry job.

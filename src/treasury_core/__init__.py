@@ -41,12 +41,27 @@ from treasury_core.errors import (
     UnknownCurrency,
     ValidationFailed,
 )
-from treasury_core.events import Event, EventType
-from treasury_core.http_statuses import http_status
+from treasury_core.interface.statuses import http_status
 from treasury_core.ledger import BalanceRecord
 from treasury_core.listing import RecordFilter
 from treasury_core.money import convert, round_minor
+from treasury_core.movements.records import (
+    BankAccount,
+    Deposit,
+    MovementStatus,
+    Transfer,
+    VirtualAccount,
+    Withdrawal,
+)
+from treasury_core.movements.requests import (
+    CreateDepositRequest,
+    CreateTransferRequest,
+    CreateVirtualAccountRequest,
+    CreateWithdrawalRequest,
+    RegisterBankAccountRequest,
+)
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
+from treasury_core.notifications.events import Event, EventType
 from treasury_core.operators import OperatorKey, OperatorPrincipal
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.payments.intents import (
@@ -60,21 +75,6 @@ from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.services.companies import CreatedCompany
 from treasury_core.sync import BlockingTreasury
-from treasury_core.treasury.records import (
-    BankAccount,
-    Deposit,
-    MovementStatus,
-    Transfer,
-    VirtualAccount,
-    Withdrawal,
-)
-from treasury_core.treasury.requests import (
-    CreateDepositRequest,
-    CreateTransferRequest,
-    CreateVirtualAccountRequest,
-    CreateWithdrawalRequest,
-    RegisterBankAccountRequest,
-)
 from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
 
 try:

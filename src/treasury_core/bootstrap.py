@@ -28,25 +28,25 @@ from treasury_core.ports import (
     WebhookSender,
 )
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
-from treasury_core.services.accounts import BankAccountService, VirtualAccountService
-from treasury_core.services.bank_files import BankFilesService
-from treasury_core.services.card_reconciliation import CardReconciliation
-from treasury_core.services.cards import CardOnFileService
 from treasury_core.services.dashboard_sessions import DashboardSessionService
-from treasury_core.services.deposits import DepositService
-from treasury_core.services.notifications import NotificationService
-from treasury_core.services.payment_jobs import PaymentJobs
-from treasury_core.services.payment_links import LINK_EXPIRY, PaymentLinkService
+from treasury_core.services.movements.bank_accounts import BankAccountService, VirtualAccountService
+from treasury_core.services.movements.bank_files import BankFilesService
+from treasury_core.services.movements.deposits import DepositService
+from treasury_core.services.movements.safeguarding import SafeguardingService
+from treasury_core.services.movements.settlement import SettlementService
+from treasury_core.services.movements.statements import WalletStatementService
+from treasury_core.services.movements.transfers import TransferService
+from treasury_core.services.movements.withdrawals import WithdrawalService
+from treasury_core.services.notifications.service import NotificationService
 from treasury_core.services.payments import PaymentService
-from treasury_core.services.provider_events import ProviderEventService
-from treasury_core.services.records import RecordService
-from treasury_core.services.safeguarding import SafeguardingService
+from treasury_core.services.payments.card_reconciliation import CardReconciliation
+from treasury_core.services.payments.jobs import PaymentJobs
+from treasury_core.services.payments.links import LINK_EXPIRY, PaymentLinkService
+from treasury_core.services.payments.provider_events import ProviderEventService
+from treasury_core.services.payments.saved_cards import CardOnFileService
+from treasury_core.services.record_reads import RecordService
 from treasury_core.services.sandbox import SandboxService, load_clock_offset
-from treasury_core.services.settlement import SettlementService
-from treasury_core.services.statements import WalletStatementService
 from treasury_core.services.support import TreasuryContext
-from treasury_core.services.transfers import TransferService
-from treasury_core.services.withdrawals import WithdrawalService
 
 
 class AdapterNotFound(TreasuryError):

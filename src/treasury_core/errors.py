@@ -4,7 +4,7 @@ Every error a caller can act on derives from :class:`TreasuryError`. Each carrie
 error body the HTTP interface returns (``{"error": {"type", "code", "message", "param"?,
 "failure_reason"?, "resource"?}}``) and an :class:`ErrorKind`: what went wrong, in terms of what
 the caller can do about it, with no transport in it. The interface's HTTP status for each kind is
-:func:`treasury_core.http_statuses.http_status`, which the bundled server and an embedding
+:func:`treasury_core.interface.statuses.http_status`, which the bundled server and an embedding
 application's own routes both use. The tree, with each error's status there::
 
     TreasuryError

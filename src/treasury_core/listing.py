@@ -21,15 +21,7 @@ from typing import Any, Final
 from treasury_core.cards.tokens import PaymentMethodToken
 from treasury_core.errors import ValidationFailed
 from treasury_core.metadata import metadata_matches
-from treasury_core.payments.records import (
-    Chargeback,
-    ChargebackStatus,
-    Payout,
-    PayoutStatus,
-    Refund,
-    RefundStatus,
-)
-from treasury_core.treasury.records import (
+from treasury_core.movements.records import (
     BankAccount,
     Deposit,
     MovementStatus,
@@ -37,6 +29,14 @@ from treasury_core.treasury.records import (
     TreasuryRecord,
     VirtualAccount,
     Withdrawal,
+)
+from treasury_core.payments.records import (
+    Chargeback,
+    ChargebackStatus,
+    Payout,
+    PayoutStatus,
+    Refund,
+    RefundStatus,
 )
 
 #: The status a deleted record keeps (bank accounts, saved cards): it is never listed or read.

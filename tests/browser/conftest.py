@@ -26,7 +26,7 @@ from playwright.async_api import Browser, BrowserContext, Page, ViewportSize, as
 
 from treasury_aiohttp import create_app
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 CHROMIUM_ENV = "TREASURY_TEST_CHROMIUM"
 REPO_ROOT = Path(__file__).resolve().parents[2]

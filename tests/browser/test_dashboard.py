@@ -31,11 +31,11 @@ from tests.browser.conftest import (
 )
 from tests.e2e.dashboard_client import paid_intent
 from tests.safeguarding import DEBTOR_IBAN, statement
-from treasury_core.events import EventType
+from treasury_core.movements.requests import CreateDepositRequest, CreateVirtualAccountRequest
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
+from treasury_core.notifications.events import EventType
 from treasury_core.payments import PaymentIntent
-from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.requests import CreateDepositRequest, CreateVirtualAccountRequest
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_core.wallets import CreateWalletRequest
 
 DOC_IMAGES = REPO_ROOT / "docs" / "images" / "dashboard"

@@ -11,9 +11,9 @@ from playwright.async_api import Browser, Locator, Page, expect
 
 from tests.browser.conftest import DESKTOP_VIEWPORT, PHONE_VIEWPORT, LiveServer, Screenshot
 from tests.browser.test_dashboard import failed_once, paid, sign_in
-from treasury_core.events import EventType
+from treasury_core.movements.requests import CreateDepositRequest
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
-from treasury_core.treasury.requests import CreateDepositRequest
+from treasury_core.notifications.events import EventType
 from treasury_core.wallets import CreateWalletRequest
 
 # One line of text: the element's text makes one line box (a text broken over lines has a box

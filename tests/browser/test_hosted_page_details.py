@@ -15,7 +15,7 @@ from playwright.async_api import Page, expect
 
 from tests.browser.conftest import LiveServer, Screenshot, serve_treasury
 from tests.browser.test_hosted_pages import VISA, create_intent, fill_card, status_of
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_vault.aesgcm import generate_key
 
 CARD_ROW = ("expiry_month", "expiry_year", "cvc")

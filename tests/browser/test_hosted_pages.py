@@ -20,7 +20,7 @@ from tests.browser.conftest import (
     _start,
     serve_treasury,
 )
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 VISA = "4242424242424242"
 

@@ -24,7 +24,7 @@ from tests.e2e.dashboard_client import SAME_ORIGIN, csrf_of, sign_in
 from tests.listening import serving
 from treasury_aiohttp import create_app
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_sqlalchemy.companies import SqlCompanies
 from treasury_sqlalchemy.operator_keys import SqlOperatorKeys
 

@@ -29,27 +29,25 @@ from aiohttp.test_utils import TestClient
 
 from tests.bankfiles import Entry, camt053
 from tests.e2e.conftest import Tenant
-from treasury_aiohttp import (
-    bank_handlers,
-    card_handlers,
-    dashboard_ops,
-    dispute_handlers,
-    endpoint_handlers,
-    handlers,
-    hosted_pages,
-    link_handlers,
-    metadata_handlers,
-    notification_handlers,
-    payment_handlers,
-    record_handlers,
-    sandbox_handlers,
-    statement_handlers,
-    treasury_handlers,
-)
+from treasury_aiohttp.api import bank_statements as bank_handlers
+from treasury_aiohttp.api import cards as card_handlers
+from treasury_aiohttp.api import disputes as dispute_handlers
+from treasury_aiohttp.api import endpoints as endpoint_handlers
+from treasury_aiohttp.api import links as link_handlers
+from treasury_aiohttp.api import metadata as metadata_handlers
+from treasury_aiohttp.api import movements as treasury_handlers
+from treasury_aiohttp.api import notifications as notification_handlers
+from treasury_aiohttp.api import payments as payment_handlers
+from treasury_aiohttp.api import records as record_handlers
+from treasury_aiohttp.api import sandbox as sandbox_handlers
+from treasury_aiohttp.api import statements as statement_handlers
+from treasury_aiohttp.api import wallets as handlers
+from treasury_aiohttp.dashboard import ops as dashboard_ops
+from treasury_aiohttp.hosted import pages as hosted_pages
 from treasury_aiohttp.routing import Auth, Route
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.services.chargebacks import open_chargeback
-from treasury_core.testing.clock import FakeClock
+from treasury_core.services.payments.chargebacks import open_chargeback
+from treasury_core.testing.fakes.clock import FakeClock
 
 Client = TestClient[Any, Any]
 Ids = dict[str, Any]

@@ -31,9 +31,9 @@ from click.testing import CliRunner, Result
 
 from tests.bankfiles import Entry, camt053, payments_of
 from tests.e2e.conftest import Tenant
-from treasury_aiohttp.cli import main
+from treasury_aiohttp.cli.commands import main
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 Client = TestClient[Any, Any]
 

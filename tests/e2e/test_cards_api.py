@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.e2e.conftest import Tenant
 from treasury_core import Treasury
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 Client = TestClient[Any, Any]
 PMTI = "/api/v1/payment_method_token_intent"

@@ -25,19 +25,20 @@ from tests.e2e.dashboard_client import (
     sign_in,
 )
 from tests.e2e.dashboard_client import paid_intent as client_paid_intent
-from treasury_aiohttp import create_app, dashboard_ops
-from treasury_aiohttp.dashboard_auth import SESSION_CIPHER, SESSION_SECONDS
+from treasury_aiohttp import create_app
+from treasury_aiohttp.dashboard import ops as dashboard_ops
+from treasury_aiohttp.dashboard.auth import SESSION_CIPHER, SESSION_SECONDS
 from treasury_core import Treasury, bootstrap, config_from_env
-from treasury_core.events import EventType
-from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
-from treasury_core.payments import IntentStatus, PaymentIntent
-from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.requests import (
+from treasury_core.movements.requests import (
     CreateDepositRequest,
     CreateTransferRequest,
     CreateVirtualAccountRequest,
     CreateWithdrawalRequest,
 )
+from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
+from treasury_core.notifications.events import EventType
+from treasury_core.payments import IntentStatus, PaymentIntent
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_core.wallets import CreateWalletRequest
 
 Client = TestClient[Any, Any]

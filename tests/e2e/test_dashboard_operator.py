@@ -24,12 +24,12 @@ from tests.bankfiles import Entry
 from tests.e2e.conftest import Tenant
 from tests.e2e.dashboard_client import SAME_ORIGIN, csrf_of, paid_intent, post_form, sign_in
 from tests.safeguarding import DEBTOR_IBAN, statement
-from treasury_aiohttp import dashboard_ops
-from treasury_aiohttp.dashboard_auth import SESSION_CIPHER
+from treasury_aiohttp.dashboard import ops as dashboard_ops
+from treasury_aiohttp.dashboard.auth import SESSION_CIPHER
 from treasury_core import Treasury, TreasuryConfig, bootstrap
+from treasury_core.movements.safeguarding import BreakKind, BreakRecord
 from treasury_core.payments import IntentStatus
-from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.safeguarding import BreakKind, BreakRecord
+from treasury_core.testing.fakes.clock import FakeClock
 
 pytest.importorskip("sepaxml", reason="the bank-files extra is not installed")
 

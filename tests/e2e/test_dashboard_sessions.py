@@ -12,13 +12,13 @@ from aiohttp.test_utils import TestClient
 
 from tests.e2e.conftest import Tenant
 from tests.e2e.dashboard_client import paid_intent, post_form, sign_in
-from treasury_aiohttp.dashboard_auth import COOKIE, SESSION_CIPHER
+from treasury_aiohttp.dashboard.auth import COOKIE, SESSION_CIPHER
 from treasury_core import Treasury
 from treasury_core.companies import KeyKind
 from treasury_core.dashboard_sessions import DashboardSession
 from treasury_core.payments import IntentStatus
 from treasury_core.services.dashboard_sessions import token_digest
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 Client = TestClient[Any, Any]
 MINUTE = 60

@@ -25,7 +25,7 @@ from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports import UnitOfWork
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 CREATED = "merchant_of_record.payment_intent.created"
 

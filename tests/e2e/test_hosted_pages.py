@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient
 
 from tests.e2e.conftest import Tenant
 from tests.e2e.test_cards_api import CARD, create_pmti
-from treasury_aiohttp.hosted_pages import SANDBOX_TEST_CARDS
+from treasury_aiohttp.hosted.pages import SANDBOX_TEST_CARDS
 from treasury_core import Treasury
 
 Client = TestClient[Any, Any]

@@ -26,13 +26,13 @@ from sqlalchemy import create_engine, text
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.ledger import AccountKind, PendingStatus, PostingKind
 from treasury_core.ledger.audit import AuditProgress, AuditReport, audit_ledger
+from treasury_core.memory.storage import MemoryStorage
+from treasury_core.movements.requests import CreateDepositRequest, CreateTransferRequest
 from treasury_core.payments.intents import CaptureMethod, PaymentType
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_core.testing.invariants import ledger_violations, read_ledger
-from treasury_core.testing.memory import MemoryStorage
-from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
 from treasury_core.wallets import CreateWalletRequest
 from treasury_sqlalchemy.storage import normalize_url
 

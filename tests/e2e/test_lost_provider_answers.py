@@ -19,8 +19,8 @@ from tests.e2e.conftest import Tenant
 from tests.e2e.test_auth_and_idempotency import INTENT, intent_body, intent_count, saved_card
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.testing import FlakyCardProvider
-from treasury_core.testing.card_providers import Call
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.card_providers import Call
+from treasury_core.testing.fakes.clock import FakeClock
 
 Client = TestClient[Any, Any]
 CAPTURE = "/api/v1/payments/intent/capture"

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 from tests.e2e.conftest import Tenant
 from tests.e2e.test_treasury_api import USD_BANK, Client, events_of, get, post
 from treasury_core import Treasury
-from treasury_core.events import EventType
+from treasury_core.notifications.events import EventType
 
 A = {"order_id": "A-1", "channel": "web"}
 

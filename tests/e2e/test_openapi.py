@@ -8,7 +8,8 @@ from aiohttp.test_utils import TestClient
 from openapi_spec_validator import validate
 
 from tests.e2e.conftest import Tenant
-from treasury_aiohttp import dashboard_ops, hosted_pages
+from treasury_aiohttp.dashboard import ops as dashboard_ops
+from treasury_aiohttp.hosted import pages as hosted_pages
 from treasury_core import Treasury
 from treasury_core.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 from treasury_core.validation import (

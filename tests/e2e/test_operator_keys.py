@@ -19,9 +19,9 @@ from tests.bankfiles import Entry, camt053
 from tests.e2e.conftest import Tenant
 from treasury_aiohttp import create_app
 from treasury_core import Treasury, TreasuryConfig, bootstrap
+from treasury_core.movements.bank_files import BankStatementLine
 from treasury_core.ports import UnitOfWork
-from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.bank_files import BankStatementLine
+from treasury_core.testing.fakes.clock import FakeClock
 
 Client = TestClient[Any, Any]
 

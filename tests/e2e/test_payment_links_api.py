@@ -22,7 +22,7 @@ from tests.e2e.test_payments_api import (
     post,
 )
 from treasury_core import Treasury
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 EXPIRE = "/api/v1/payments/intent/expire"
 LIST = "/api/v1/payments/intents"

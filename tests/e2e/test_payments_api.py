@@ -15,7 +15,7 @@ from tests.e2e.conftest import Tenant
 from treasury_core import Treasury
 from treasury_core.services.payments import new_lookup_id
 from treasury_core.testing import check_invariants
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 Client = TestClient[Any, Any]
 INTENT = "/api/v1/payments/intent"

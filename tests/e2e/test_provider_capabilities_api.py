@@ -28,7 +28,7 @@ from tests.e2e.test_payments_api import (
 from tests.integration.test_provider_capabilities import LimitedProvider
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.testing import check_invariants
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 CODE = "provider_capability_unsupported"
 

@@ -18,8 +18,8 @@ from click.testing import CliRunner, Result
 
 from tests.bankfiles import Entry
 from tests.safeguarding import DEBTOR_IBAN, statement
-from treasury_aiohttp.bank_cli import _import_summary
-from treasury_aiohttp.cli import main
+from treasury_aiohttp.cli.bank import _import_summary
+from treasury_aiohttp.cli.commands import main
 from treasury_core import (
     CreateVirtualAccountRequest,
     CreateWalletRequest,
@@ -29,7 +29,7 @@ from treasury_core import (
 )
 from treasury_core.ledger import Journal, Move
 from treasury_core.ports import UnitOfWork
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 ENV = {
     "TREASURY_BANK_RAIL": "files",

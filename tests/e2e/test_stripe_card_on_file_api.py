@@ -23,7 +23,7 @@ from tests.e2e.test_hosted_pages import HTML, form, page, token_of
 from tests.integration.test_stripe_payments import KEY, StripeFront
 from treasury_aiohttp import create_app
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_stripe.card_provider import MAX_NETWORK_RETRIES
 
 Client = TestClient[Any, Any]

@@ -27,7 +27,7 @@ from tests.integration.test_stripe_three_d_secure import KEY, authenticate_at_st
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.payments.records import Transaction
 from treasury_core.testing import check_invariants
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_vault.aesgcm import generate_key
 
 Client = TestClient[Any, Any]

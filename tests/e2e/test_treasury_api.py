@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient
 
 from tests.e2e.conftest import Tenant
 from treasury_core import Treasury
-from treasury_core.events import EventType
+from treasury_core.notifications.events import EventType
 
 Client = TestClient[Any, Any]
 USD_BANK = {

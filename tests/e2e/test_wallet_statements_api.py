@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient
 
 from tests.e2e.conftest import Tenant
 from tests.e2e.test_treasury_api import USD_BANK, balance, funded, get, post, wallet
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 Client = TestClient[Any, Any]
 DAY = 24 * 3600

@@ -15,8 +15,8 @@ from standardwebhooks import Webhook
 
 from tests.e2e.conftest import Tenant
 from treasury_core import Treasury
-from treasury_core.events import OPERATOR_EVENTS, EventType
 from treasury_core.notifications.endpoints import WebhookEndpoint
+from treasury_core.notifications.events import OPERATOR_EVENTS, EventType
 from treasury_core.ports import UnitOfWork
 
 Client = TestClient[Any, Any]

@@ -21,7 +21,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from treasury_aiohttp import create_app
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 Client = TestClient[Any, Any]
 PREFIX = "/treasury"

@@ -41,7 +41,7 @@ from aiohttp import web
 
 from treasury_aiohttp import create_app
 from treasury_core import TreasuryConfig, bootstrap
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 #: Every check schemathesis has.
 CHECKS = "all"

@@ -13,7 +13,7 @@ import pytest
 from tests.integration.test_dispatcher import make_events
 from treasury_aiohttp.worker import BacklogWatch, work_loop
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 
 class AnsweringSender:

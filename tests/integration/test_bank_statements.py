@@ -28,10 +28,10 @@ from treasury_core import (
     bootstrap,
 )
 from treasury_core.errors import ValidationFailed
+from treasury_core.movements.bank_files import BankExport, BankStatementLine, line_key
+from treasury_core.movements.records import Withdrawal
 from treasury_core.ports import Storage
-from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.bank_files import BankExport, BankStatementLine, line_key
-from treasury_core.treasury.records import Withdrawal
+from treasury_core.testing.fakes.clock import FakeClock
 
 DEBTOR_IBAN = "NL91ABNA0417164300"
 

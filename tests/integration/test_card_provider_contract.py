@@ -1,6 +1,6 @@
 """One card provider contract, four providers: the sandbox, Stripe and two fakes.
 
-The contract lives in :mod:`treasury_core.testing.card_provider_contract`, shipped so that
+The contract lives in :mod:`treasury_core.testing.contracts.card_provider`, shipped so that
 third-party card providers run exactly what ours pass. The Stripe provider runs it against a
 real localstripe on loopback (the ``localstripe_url`` fixture), whose test cards are its own:
 4000000000000341 is declined at authorization there, 4000000000003220 asks for 3-D Secure.
@@ -20,7 +20,7 @@ import stripe
 
 from treasury_core.ports.card_provider import CardData
 from treasury_core.testing import FakeClock, FlakyCardProvider, SalesOnlyCardProvider
-from treasury_core.testing.card_provider_contract import CardProviderContract
+from treasury_core.testing.contracts.card_provider import CardProviderContract
 from treasury_pytest.localstripe import localstripe_proxy
 from treasury_sandbox.card_provider import SandboxCardProvider
 from treasury_stripe.card_provider import StripeCardProvider

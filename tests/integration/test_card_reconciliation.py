@@ -13,10 +13,10 @@ from treasury_core.payments.card_differences import CardDifferenceKind, CardDiff
 from treasury_core.payments.intents import CaptureMethod, IntentStatus
 from treasury_core.ports import Storage
 from treasury_core.ports.card_provider import CallOwner, CardProviderEventKind, CardProviderStatus
-from treasury_core.services.card_reconciliation import CardReconciliation
-from treasury_core.services.payment_jobs import RELEASE_ATTEMPTS
+from treasury_core.services.payments.card_reconciliation import CardReconciliation
+from treasury_core.services.payments.jobs import RELEASE_ATTEMPTS
 from treasury_core.testing import MemoryStorage
-from treasury_core.testing.card_providers import Call
+from treasury_core.testing.fakes.card_providers import Call
 
 D = CardDifferenceKind
 OPEN, RESOLVED = CardDifferenceStatus.OPEN, CardDifferenceStatus.RESOLVED

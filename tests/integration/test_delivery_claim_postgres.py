@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import update
 
 from treasury_core.notifications.deliveries import Delivery, DeliveryStatus
-from treasury_core.testing.contract import NOW
+from treasury_core.testing.contracts.storage import NOW
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.delivery_claim import claim_candidates
 from treasury_sqlalchemy.repositories import SqlUnitOfWork

@@ -15,16 +15,16 @@ import pytest
 from sqlalchemy import text
 
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.events import Event, EventType
 from treasury_core.notifications.deliveries import Delivery, DeliveryStatus
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
+from treasury_core.notifications.events import Event, EventType
 from treasury_core.notifications.schedule import MAX_ATTEMPTS, RETRY_DELAYS
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.plugins import hookimpl, make_plugin_manager
 from treasury_core.ports import DeliveryFailed, UnitOfWork
-from treasury_core.services.notifications import NotificationService
-from treasury_core.testing.clock import FakeClock
+from treasury_core.services.notifications.service import NotificationService
+from treasury_core.testing.fakes.clock import FakeClock
 
 
 class CountingSender:

@@ -27,10 +27,10 @@ import treasury_ecb.fx
 from treasury_aiohttp import create_app
 from treasury_core import KeyKind, Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import ValidationFailed
+from treasury_core.movements.requests import CreateDepositRequest, CreateTransferRequest
 from treasury_core.ports import FxQuote
 from treasury_core.testing import check_invariants
-from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_core.wallets import CreateWalletRequest
 from treasury_ecb import EcbFxRates, RateTable, parse_rates
 from treasury_ecb.names import SETTINGS

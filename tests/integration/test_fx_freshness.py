@@ -11,9 +11,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from treasury_aiohttp import create_app
 from treasury_core import KeyKind, TreasuryConfig, bootstrap
 from treasury_core.errors import ErrorKind, FxRateUnavailable
+from treasury_core.movements.requests import CreateDepositRequest, CreateTransferRequest
 from treasury_core.testing import check_invariants
-from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_core.wallets import CreateWalletRequest
 from treasury_sandbox.fx import SandboxFxRates
 
@@ -89,7 +89,7 @@ def test_stale_rate_refuses_cross_currency_movements() -> None:
 
 def test_one_job_that_cannot_run_does_not_hold_up_the_others() -> None:
     from treasury_core.jobs import Job
-    from treasury_core.treasury.records import MovementStatus
+    from treasury_core.movements.records import MovementStatus
 
     clock = FakeClock()
     treasury = bootstrap(TreasuryConfig(database_url="memory://"), clock=clock, wall_clock=clock)

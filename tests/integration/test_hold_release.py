@@ -21,8 +21,8 @@ from treasury_core.jobs import Job
 from treasury_core.payments.intents import CancellationReason, CaptureMethod, IntentStatus
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData, CardProviderResult
-from treasury_core.services.payment_jobs import RELEASE_FIRST_RETRY
 from treasury_core.services.payments import RELEASE_HOLD
+from treasury_core.services.payments.jobs import RELEASE_FIRST_RETRY
 from treasury_core.testing import FakeClock, MemoryStorage, check_invariants
 from treasury_sandbox.card_provider import SandboxCardProvider
 

@@ -13,7 +13,7 @@ from sqlalchemy.exc import OperationalError
 
 from tests.conftest import make_storage
 from treasury_core.ports import UnitOfWork
-from treasury_core.testing.contract import add_intents, make_intent, setup_company
+from treasury_core.testing.contracts.storage import add_intents, make_intent, setup_company
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
 from treasury_sqlalchemy.storage import SqlStorage, normalize_url
@@ -336,7 +336,7 @@ def test_a_stored_rate_keeps_every_digit(storage: SqlStorage) -> None:
     # round a rate an FX adapter quoted with more digits, and settlement converts with it).
     from decimal import Decimal
 
-    from treasury_core.treasury.records import MovementStatus, Transfer
+    from treasury_core.movements.records import MovementStatus, Transfer
 
     rate = Decimal("0.92345678901234567891")
     transfer = Transfer(

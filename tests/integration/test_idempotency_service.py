@@ -13,7 +13,7 @@ from treasury_core.errors import IdempotencyError
 from treasury_core.idempotency import MAX_KEY_LENGTH, IdempotencyState, StoredResponse, scoped_key
 from treasury_core.ports import Storage, UnitOfWork
 from treasury_core.services.idempotency import Claim, Replay, bind, complete_in
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 
 def test_releasing_after_completion_keeps_the_stored_response(storage: Storage) -> None:

@@ -32,14 +32,14 @@ from treasury_core.ledger import (
     PostPending,
     Reserve,
 )
+from treasury_core.memory.storage import MemoryStorage
 from treasury_core.ports import Storage, UnitOfWork
 from treasury_core.testing.invariants import InvariantViolation, check_invariants, read_ledger
-from treasury_core.testing.machine import (
+from treasury_core.testing.machines.ledger import (
     LedgerMachine,
     ledger_machine,
     ledger_machine_test_case,
 )
-from treasury_core.testing.memory import MemoryStorage
 from treasury_sqlalchemy.storage import SqlStorage
 
 T = TypeVar("T")

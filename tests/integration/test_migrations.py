@@ -49,8 +49,13 @@ def test_0014_downgrade_folds_the_stripes_into_the_accounts(database_url: str) -
     from alembic import command
 
     from treasury_core.ledger import Journal, Move
-    from treasury_core.testing.contract import account, apply, open_accounts, wallet_account
-    from treasury_core.testing.contract import world as world_account
+    from treasury_core.testing.contracts.storage import (
+        account,
+        apply,
+        open_accounts,
+        wallet_account,
+    )
+    from treasury_core.testing.contracts.storage import world as world_account
     from treasury_sqlalchemy.migrate import alembic_config
 
     storage = SqlStorage(database_url, pool_size=2, hot_stripes=2)
@@ -200,7 +205,7 @@ def test_0007_keeps_the_sandbox_clock_offset_from_zero_on(database_url: str) -> 
     # every start assumed before) and advances are kept.
     from datetime import timedelta
 
-    from treasury_core.testing.contract import setup_company
+    from treasury_core.testing.contracts.storage import setup_company
 
     engine = create_engine(normalize_url(database_url))
     try:
@@ -437,7 +442,7 @@ def test_0018_keys_statement_lines_by_account_and_identity(database_url: str) ->
     import json
     from datetime import UTC, datetime
 
-    from treasury_core.treasury.bank_files import BankStatementLine, line_key
+    from treasury_core.movements.bank_files import BankStatementLine, line_key
 
     def body(line_id: str, company: int, reference: str) -> str:
         return json.dumps(

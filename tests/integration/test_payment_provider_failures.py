@@ -8,7 +8,7 @@ import pytest
 
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import CardError, ProviderError, ValidationFailed
-from treasury_core.events import EventType
+from treasury_core.notifications.events import EventType
 from treasury_core.payments.records import RefundStatus
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData, CardProviderResult

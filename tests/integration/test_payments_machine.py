@@ -26,14 +26,14 @@ from tests.conftest import (
 from treasury_core.bootstrap import Treasury, bootstrap
 from treasury_core.config import TreasuryConfig
 from treasury_core.errors import NotFound
-from treasury_core.events import EventType
 from treasury_core.ledger import Leg, PostPending
+from treasury_core.memory.storage import MemoryStorage
+from treasury_core.notifications.events import EventType
 from treasury_core.payments import IntentFilter, PaymentIntent, Transition
 from treasury_core.ports import UnitOfWork
 from treasury_core.services.payments import PaymentService
 from treasury_core.testing import PaymentsMachine
-from treasury_core.testing.memory import MemoryStorage
-from treasury_core.testing.payments_machine import payments_machine, payments_machine_test_case
+from treasury_core.testing.machines.payments import payments_machine, payments_machine_test_case
 
 MEMORY_SETTINGS = machine_settings(examples=100, steps=40)
 SQL_SETTINGS = machine_settings(examples=25, steps=25)

@@ -38,7 +38,7 @@ from hypothesis.stateful import initialize, invariant, run_state_machine_as_test
 from tests.conftest import machine_settings
 from tests.integration.test_payments_machine_stripe import KEY, StripePaymentsMachine
 from treasury_core.config import TreasuryConfig
-from treasury_core.testing.clock import FakeClock, SequentialIds
+from treasury_core.testing.fakes.clock import FakeClock, SequentialIds
 from treasury_core.testing.provider_agreement import provider_disagreements
 from treasury_pytest.faults import (
     Delivery,

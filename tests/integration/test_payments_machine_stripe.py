@@ -22,7 +22,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from tests.conftest import machine_settings
 from treasury_core.config import TreasuryConfig
 from treasury_core.payments.records import Transaction
-from treasury_core.testing.payments_machine import ModelCard, ModelIntent, PaymentsMachine
+from treasury_core.testing.machines.payments import ModelCard, ModelIntent, PaymentsMachine
 
 KEY = "sk_test_treasury_machine"
 

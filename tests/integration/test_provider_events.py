@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.events import EventType
 from treasury_core.ledger.postings import PendingStatus
+from treasury_core.notifications.events import EventType
 from treasury_core.payments.intents import (
     CancellationReason,
     CaptureMethod,
@@ -36,7 +36,7 @@ from treasury_core.ports.card_provider import (
     CardProviderEvent,
     CardProviderEventKind,
 )
-from treasury_core.services.provider_events import EventResult
+from treasury_core.services.payments.provider_events import EventResult
 from treasury_core.testing import FakeClock, MemoryStorage, check_invariants
 
 K = CardProviderEventKind

@@ -24,14 +24,14 @@ from treasury_core.services.payments.common import (
     call_owner,
     refund_key,
 )
-from treasury_core.services.provider_resolution import (
+from treasury_core.services.payments.provider_resolution import (
     ASKS,
     FIRST_RETRY,
     NOT_FOUND_ASKS,
     NOT_MADE,
 )
 from treasury_core.testing import FlakyCardProvider
-from treasury_core.testing.card_providers import Call
+from treasury_core.testing.fakes.card_providers import Call
 
 S = CardProviderStatus
 K = CardProviderEventKind

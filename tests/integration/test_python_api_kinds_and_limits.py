@@ -11,12 +11,12 @@ import pytest
 from tests.integration.test_dispatcher import make_events
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import TreasuryError, ValidationFailed
-from treasury_core.events import Event
 from treasury_core.listing import STATUSES
+from treasury_core.movements.records import Deposit
+from treasury_core.notifications.events import Event
 from treasury_core.pagination import DEFAULT_LIMIT
-from treasury_core.services.records import NAMES
-from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.records import Deposit
+from treasury_core.services.record_reads import NAMES
+from treasury_core.testing.fakes.clock import FakeClock
 
 
 @pytest.fixture

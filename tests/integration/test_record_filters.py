@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from treasury_core.listing import DELETED, RecordFilter
+from treasury_core.movements.records import BankAccount, MovementStatus, Transfer
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.payments.records import Refund, RefundStatus
 from treasury_core.ports import Storage, UnitOfWork
-from treasury_core.testing.contract import setup_company
-from treasury_core.treasury.records import BankAccount, MovementStatus, Transfer
+from treasury_core.testing.contracts.storage import setup_company
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

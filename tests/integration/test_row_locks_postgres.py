@@ -28,17 +28,17 @@ from sqlalchemy import event
 from tests.conftest import sandbox_bank_account
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import InvalidRequestError
-from treasury_core.events import EventType
-from treasury_core.ports import UnitOfWork
-from treasury_core.services.settlement import settle
-from treasury_core.testing import check_invariants
-from treasury_core.testing.clock import FakeClock
-from treasury_core.testing.contract_support import make_intent
-from treasury_core.treasury.records import Deposit, MovementStatus, Withdrawal
-from treasury_core.treasury.requests import (
+from treasury_core.movements.records import Deposit, MovementStatus, Withdrawal
+from treasury_core.movements.requests import (
     CreateDepositRequest,
     CreateWithdrawalRequest,
 )
+from treasury_core.notifications.events import EventType
+from treasury_core.ports import UnitOfWork
+from treasury_core.services.movements.settlement import settle
+from treasury_core.testing import check_invariants
+from treasury_core.testing.contracts.fixtures import make_intent
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_core.wallets import CreateWalletRequest
 from treasury_sqlalchemy.storage import SqlStorage
 

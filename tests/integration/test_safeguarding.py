@@ -29,15 +29,15 @@ from treasury_core import (
     TreasuryConfig,
     bootstrap,
 )
-from treasury_core.events import EventType
 from treasury_core.ledger import Journal, Move
 from treasury_core.ledger.audit import audit_ledger
+from treasury_core.movements.bank_files import OPERATOR, BankStatementLine
+from treasury_core.movements.safeguarding import BankDay, BankMirror, BreakKind, BreakStatus
+from treasury_core.notifications.events import EventType
 from treasury_core.ports import Balance, Statement, Storage, UnitOfWork
-from treasury_core.services import safeguarding
-from treasury_core.services.safeguarding import bank_balance_as_of, check_bank_mirrors
-from treasury_core.testing.clock import FakeClock
-from treasury_core.treasury.bank_files import OPERATOR, BankStatementLine
-from treasury_core.treasury.safeguarding import BankDay, BankMirror, BreakKind, BreakStatus
+from treasury_core.services.movements import safeguarding
+from treasury_core.services.movements.safeguarding import bank_balance_as_of, check_bank_mirrors
+from treasury_core.testing.fakes.clock import FakeClock
 
 MIRROR = f"bank:{DEBTOR_IBAN}:EUR"
 JAN, FEB, MAR = (date(2026, m, 1) for m in (1, 2, 3))

@@ -17,7 +17,7 @@ pytest.importorskip("sepaxml", reason="the bank-files extra is not installed")
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import ValidationFailed
 from treasury_core.ports import Storage
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 CORPUS = Path(__file__).parent.parent / "data" / "statements"
 FILES = sorted(p for p in (*CORPUS.glob("camt/*.xml"), *CORPUS.glob("mt940/*.sta")))

@@ -1,6 +1,7 @@
 """One contract, three backends: memory, an SQLite file and a PostgreSQL schema.
 
-The backend-independent contract lives in :mod:`treasury_core.testing.contract`, shipped so that
+The backend-independent contract lives in :mod:`treasury_core.testing.contracts.storage`, shipped
+so that
 third-party storage adapters run exactly what ours pass; it runs here on each backend of the
 parametrized ``storage`` fixture (tests/conftest.py). The tests below it depend on the backend.
 """
@@ -20,7 +21,7 @@ from treasury_core.errors import ConflictRetryExhausted
 from treasury_core.idempotency import IdempotencyRecord, IdempotencyState
 from treasury_core.ledger import BalanceRecord, Journal, Move
 from treasury_core.ports import Storage, UnitOfWork
-from treasury_core.testing.contract import (
+from treasury_core.testing.contracts.storage import (
     NOW,
     Boom,
     StorageContract,

@@ -19,8 +19,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests import stripe_hooks as hooks
 from treasury_aiohttp import create_app
 from treasury_core import Treasury, TreasuryConfig, bootstrap
-from treasury_core.events import EventType
 from treasury_core.ledger.postings import PendingStatus
+from treasury_core.notifications.events import EventType
 from treasury_core.payments.intents import (
     CancellationReason,
     CaptureMethod,
@@ -45,7 +45,7 @@ from treasury_core.ports.card_provider import (
     CardProviderResult,
     CardProviderStatus,
 )
-from treasury_core.services.provider_events import PROVIDER_REFUND_REASON
+from treasury_core.services.payments.provider_events import PROVIDER_REFUND_REASON
 from treasury_core.testing import FakeClock, check_invariants
 from treasury_stripe.card_provider import StripeCardProvider
 

@@ -25,8 +25,8 @@ from treasury_core import (
     bootstrap,
 )
 from treasury_core.errors import NotFound
-from treasury_core.treasury.records import MovementStatus, Transfer
-from treasury_core.treasury.requests import CreateDepositRequest, CreateTransferRequest
+from treasury_core.movements.records import MovementStatus, Transfer
+from treasury_core.movements.requests import CreateDepositRequest, CreateTransferRequest
 
 T = TypeVar("T")
 

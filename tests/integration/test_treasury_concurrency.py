@@ -48,15 +48,15 @@ from treasury_core import (
     bootstrap,
 )
 from treasury_core.ledger import EntryCounter, EntryPosition, EntryQuery, WalletEntry
-from treasury_core.ports import UnitOfWork
-from treasury_core.testing.clock import FakeClock
-from treasury_core.testing.invariants import check_invariants
-from treasury_core.treasury.records import MovementStatus, Transfer
-from treasury_core.treasury.requests import (
+from treasury_core.movements.records import MovementStatus, Transfer
+from treasury_core.movements.requests import (
     CreateDepositRequest,
     CreateTransferRequest,
     CreateVirtualAccountRequest,
 )
+from treasury_core.ports import UnitOfWork
+from treasury_core.testing.fakes.clock import FakeClock
+from treasury_core.testing.invariants import check_invariants
 
 WALLETS_PER_CURRENCY = {"USD": 10, "EUR": 6, "GBP": 4}
 WALLET_COUNT = sum(WALLETS_PER_CURRENCY.values())

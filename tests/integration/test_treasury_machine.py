@@ -26,15 +26,15 @@ from tests.conftest import (
 from treasury_core.bootstrap import Treasury
 from treasury_core.config import TreasuryConfig
 from treasury_core.jobs import Job
+from treasury_core.memory.storage import MemoryStorage
+from treasury_core.movements.records import Deposit
 from treasury_core.ports import Storage, UnitOfWork
-from treasury_core.services.deposits import DepositService
-from treasury_core.testing.memory import MemoryStorage
-from treasury_core.testing.treasury_machine import (
+from treasury_core.services.movements.deposits import DepositService
+from treasury_core.testing.machines.treasury import (
     TreasuryMachine,
     treasury_machine,
     treasury_machine_test_case,
 )
-from treasury_core.treasury.records import Deposit
 
 MEMORY_SETTINGS = machine_settings(examples=100, steps=40)
 SQL_SETTINGS = machine_settings(examples=10, steps=25)

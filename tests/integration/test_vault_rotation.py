@@ -15,7 +15,7 @@ from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.cards.tokens import CreateTokenIntentRequest
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CardSubmission
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_vault.aesgcm import generate_key
 
 

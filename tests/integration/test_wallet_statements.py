@@ -20,13 +20,13 @@ from tests.conftest import sandbox_bank_account
 from treasury_core import CreateWalletRequest, PageRequest, Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import NotFound, ValidationFailed
 from treasury_core.ledger import EntryCounter, EntryType
-from treasury_core.services.statements import TransactionFilter, WalletTransaction
-from treasury_core.testing import FakeClock
-from treasury_core.treasury.requests import (
+from treasury_core.movements.requests import (
     CreateDepositRequest,
     CreateTransferRequest,
     CreateWithdrawalRequest,
 )
+from treasury_core.services.movements.statements import TransactionFilter, WalletTransaction
+from treasury_core.testing import FakeClock
 
 T = TypeVar("T")
 DAY = 24 * 3600

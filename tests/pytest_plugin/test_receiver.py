@@ -22,7 +22,8 @@ BODY = '{"id":"evt_1","type":"treasury.deposit.completed","data":{"object":{"id"
 def signed_headers(
     secret: str, body: str = BODY, event_id: str = "evt_1", at: datetime | None = None
 ) -> dict[str, str]:
-    """The headers the server sends (treasury_core.services.notifications), signed by hand."""
+    """The headers the server sends (treasury_core.services.notifications.service), signed by
+    hand."""
     when = datetime.fromtimestamp(int((at or datetime.now(UTC)).timestamp()), UTC)
     return {
         "Content-Type": "application/json",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from treasury_core.testing.card_provider_contract import CardProviderContract
+from treasury_core.testing.contracts.card_provider import CardProviderContract
 
 # pytest-asyncio warns in every run without it; users set it in their own configuration.
 INI = """
@@ -33,7 +33,7 @@ import pytest
 from treasury_core.errors import CardError
 from treasury_core.ports.card_provider import CardData
 from treasury_core.testing import FakeClock
-from treasury_core.testing.card_provider_contract import CardProviderContract
+from treasury_core.testing.contracts.card_provider import CardProviderContract
 from treasury_sandbox.card_provider import SandboxCardProvider
 
 {provider}
@@ -295,7 +295,7 @@ def test_replayed_keys_are_checked_only_when_the_suite_says_so(user: pytest.Pyte
 def test_without_the_fixtures_pytest_says_which_is_missing(user: pytest.Pytester) -> None:
     user.makepyfile(
         test_forgotten="""
-from treasury_core.testing.card_provider_contract import CardProviderContract
+from treasury_core.testing.contracts.card_provider import CardProviderContract
 
 
 class TestForgotten(CardProviderContract):
@@ -317,7 +317,7 @@ def test_a_provider_announcing_3_d_secure_needs_its_test_card(user: pytest.Pytes
 
 def test_the_contract_and_the_sales_only_provider_are_in_the_kit() -> None:
     import treasury_core.testing as kit
-    from treasury_core.testing.card_providers import SalesOnlyCardProvider
+    from treasury_core.testing.fakes.card_providers import SalesOnlyCardProvider
 
     assert kit.CardProviderContract is CardProviderContract
     assert kit.SalesOnlyCardProvider is SalesOnlyCardProvider

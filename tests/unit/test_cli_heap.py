@@ -15,7 +15,7 @@ from aiohttp import web
 from click.testing import CliRunner
 
 from treasury_aiohttp import server, worker
-from treasury_aiohttp.cli import GC_THRESHOLDS, main
+from treasury_aiohttp.cli.commands import GC_THRESHOLDS, main
 from treasury_aiohttp.keys import TREASURY_KEY
 from treasury_core import Treasury
 

@@ -8,7 +8,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from treasury_aiohttp.cli import main
+from treasury_aiohttp.cli.commands import main
 
 
 def walk(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from treasury_aiohttp.dashboard_charts import BOTTOM, TOP, bar_chart, line_chart
+from treasury_aiohttp.dashboard.charts import BOTTOM, TOP, bar_chart, line_chart
 
 
 def test_bars_scale_to_the_axis_and_stay_inside_the_chart() -> None:

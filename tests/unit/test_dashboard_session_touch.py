@@ -7,7 +7,7 @@ import asyncio
 from datetime import UTC, datetime
 
 from treasury_core import TreasuryConfig, bootstrap
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 
 def test_a_busy_session_outlives_a_short_idle_timeout() -> None:

@@ -26,9 +26,9 @@ import pytest
 from mkdocs.exceptions import PluginError
 
 from treasury_core.ledger import PendingStatus
+from treasury_core.movements.states import MOVEMENT_TRANSITIONS
 from treasury_core.payments import TRANSITIONS, state_diagram
-from treasury_core.services.settlement import KINDS
-from treasury_core.treasury.states import MOVEMENT_TRANSITIONS
+from treasury_core.services.movements.settlement import KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,7 +21,7 @@ from treasury_core import TreasuryConfig
 from treasury_core.errors import ErrorKind, FxRateUnavailable, ValidationFailed
 from treasury_core.ports import FxQuote, FxRates
 from treasury_core.settings import BadSetting
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_ecb import EcbFxRates, RatesFileError, RateTable, parse_rates
 from treasury_ecb.fx import DAILY_URL
 from treasury_ecb.plugin import SETTINGS, ecb_fx_rates

@@ -23,7 +23,7 @@ from treasury_core.ports.card_provider import (
     takes_keyed_calls,
 )
 from treasury_core.testing import FakeClock, FlakyCardProvider
-from treasury_core.testing.card_providers import (
+from treasury_core.testing.fakes.card_providers import (
     FLAKY_DECLINED_CARD,
     FLAKY_THREE_D_SECURE_CARD,
     Call,

@@ -12,7 +12,7 @@ import pytest
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import ValidationFailed
 from treasury_core.ports import FxQuote
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 
 class FixedRates:

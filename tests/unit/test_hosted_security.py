@@ -8,7 +8,7 @@ import pytest
 from aiohttp.test_utils import make_mocked_request
 from pydantic import SecretStr
 
-from treasury_aiohttp.hosted_security import (
+from treasury_aiohttp.hosted.security import (
     CSRF_TOKEN_SECONDS,
     MSG_FORM_KEY_RANDOM,
     FormKey,

@@ -31,6 +31,7 @@ from treasury_core.ledger import (
     Reserve,
     VoidPending,
 )
+from treasury_core.memory.storage import MemoryStorage
 from treasury_core.ports import UnitOfWork
 from treasury_core.testing.invariants import (
     InvariantViolation,
@@ -41,7 +42,6 @@ from treasury_core.testing.invariants import (
     read_ledger,
     wallet_history_violations,
 )
-from treasury_core.testing.memory import MemoryStorage
 from treasury_core.testing.strategies import (
     AdvanceClock,
     ApplyJournal,

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from treasury_core.treasury.records import MovementStatus
-from treasury_core.treasury.states import (
+from treasury_core.movements.records import MovementStatus
+from treasury_core.movements.states import (
     MOVEMENT_TRANSITIONS,
     MovementTrigger,
     movement_state_diagram,

@@ -40,7 +40,7 @@ def test_wheel_top_level_names_are_all_treasury(tmp_path: Path) -> None:
     assert "treasury_aiohttp/static/hosted.css" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "treasury = treasury_aiohttp.cli:main" in text
+    assert "treasury = treasury_aiohttp.cli.commands:main" in text
     assert "[treasury]" in text
 
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from treasury_core.events import EventType
+from treasury_core.notifications.events import EventType
 from treasury_core.payments import CaptureMethod, IntentStatus, PaymentIntent, PaymentType
 from treasury_core.payments.payloads import (
     LEGACY_CALLBACK_TYPES,

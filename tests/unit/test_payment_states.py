@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from treasury_core.errors import ErrorKind, InvalidRequestError, ValidationFailed
-from treasury_core.events import EventType
+from treasury_core.notifications.events import EventType
 from treasury_core.payments import (
     AUTHORIZATION_HOLD,
     CARD_PAYMENT_TYPES,

@@ -10,10 +10,10 @@ import pytest
 from pydantic import SecretStr
 
 from treasury_core import AdapterNotFound, TreasuryConfig, bootstrap
+from treasury_core.memory.storage import MemoryStorage
 from treasury_core.plugins import collect_factories, hookimpl, make_plugin_manager
 from treasury_core.plugins.hookspecs import REGISTER_HOOKS
 from treasury_core.plugins.manager import DuplicateAdapter
-from treasury_core.testing.memory import MemoryStorage
 from treasury_vault.aesgcm import generate_key
 
 
@@ -82,7 +82,7 @@ class _ThirdParty:
 
     @hookimpl
     def register_id_source(self) -> Mapping[str, Any]:
-        from treasury_core.testing.clock import SequentialIds
+        from treasury_core.testing.fakes.clock import SequentialIds
 
         return self._factory("id_source", SequentialIds())
 

@@ -24,7 +24,7 @@ from treasury_core.ports import (
     Settlement,
     VirtualAccountDetails,
 )
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_sandbox.bank_data import (
     BANK_NAMES,
     COLLECTION_ACCOUNTS,

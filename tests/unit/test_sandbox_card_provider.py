@@ -22,7 +22,7 @@ from treasury_core.ports.card_provider import (
     CardProviderStatus,
     HoldGone,
 )
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_sandbox.card_provider import SandboxCardProvider
 
 APPROVED = ("4242424242424242", "5555555555554444", "378282246310005")

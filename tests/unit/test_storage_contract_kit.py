@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from treasury_core.testing.contract import StorageContract
+from treasury_core.testing.contracts.storage import StorageContract
 
 # pytest-asyncio warns in every run without it; users set it in their own configuration.
 INI = """
@@ -21,7 +21,7 @@ USER_TESTS = """
 import pytest
 
 from treasury_core.testing import MemoryStorage
-from treasury_core.testing.contract import StorageContract
+from treasury_core.testing.contracts.storage import StorageContract
 
 
 class TestMyStorage(StorageContract):
@@ -39,7 +39,7 @@ from contextlib import contextmanager
 import pytest
 
 from treasury_core.testing import MemoryStorage
-from treasury_core.testing.contract import StorageContract
+from treasury_core.testing.contracts.storage import StorageContract
 
 
 class LeakyStorage(MemoryStorage):
@@ -123,7 +123,7 @@ def storage():
     )
     user.makepyfile(
         test_two_storages="""
-from treasury_core.testing.contract import StorageContract
+from treasury_core.testing.contracts.storage import StorageContract
 
 
 class TestTwoStorages(StorageContract):
@@ -140,7 +140,7 @@ class TestTwoStorages(StorageContract):
 def test_without_a_storage_fixture_pytest_says_which_is_missing(user: pytest.Pytester) -> None:
     user.makepyfile(
         test_forgotten="""
-from treasury_core.testing.contract import StorageContract
+from treasury_core.testing.contracts.storage import StorageContract
 
 
 class TestForgotten(StorageContract):

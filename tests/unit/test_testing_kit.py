@@ -18,7 +18,10 @@ from tests.conftest import examples, machine_settings
 from treasury_core import TreasuryConfig, bootstrap
 from treasury_core.errors import InsufficientFunds, LedgerRejected
 from treasury_core.ledger import AccountKind, Move, PostPending
-from treasury_core.testing import contract, machine, payments_machine, treasury_machine
+from treasury_core.testing.contracts import storage as contract
+from treasury_core.testing.machines import ledger as machine
+from treasury_core.testing.machines import payments as payments_machine
+from treasury_core.testing.machines import treasury as treasury_machine
 from treasury_core.testing.strategies import wallet_names, wallet_requests
 from treasury_core.validation import Name
 from treasury_core.wallets import CreateWalletRequest

@@ -115,14 +115,12 @@ NOT_FREE_TEXT = frozenset(
 
 
 def _request_models() -> list[type[BaseModel]]:
-    from treasury_aiohttp import (
-        card_handlers,
-        handlers,
-        notification_handlers,
-        payment_handlers,
-        sandbox_handlers,
-        treasury_handlers,
-    )
+    from treasury_aiohttp.api import cards as card_handlers
+    from treasury_aiohttp.api import movements as treasury_handlers
+    from treasury_aiohttp.api import notifications as notification_handlers
+    from treasury_aiohttp.api import payments as payment_handlers
+    from treasury_aiohttp.api import sandbox as sandbox_handlers
+    from treasury_aiohttp.api import wallets as handlers
 
     routes = (
         handlers.ROUTES

@@ -19,7 +19,7 @@ from treasury_core import (
     TreasuryConfig,
     bootstrap,
 )
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 
 
 async def main() -> None:

@@ -10,25 +10,23 @@ from importlib.metadata import PackageNotFoundError, version
 
 from aiohttp import web
 
-from treasury_aiohttp import (
-    bank_handlers,
-    card_handlers,
-    dashboard_ops,
-    dispute_handlers,
-    endpoint_handlers,
-    handlers,
-    hosted_pages,
-    link_handlers,
-    metadata_handlers,
-    notification_handlers,
-    payment_handlers,
-    provider_hooks,
-    record_handlers,
-    sandbox_handlers,
-    statement_handlers,
-    treasury_handlers,
-)
-from treasury_aiohttp.hosted_security import FormKey
+from treasury_aiohttp.api import bank_statements as bank_handlers
+from treasury_aiohttp.api import cards as card_handlers
+from treasury_aiohttp.api import disputes as dispute_handlers
+from treasury_aiohttp.api import endpoints as endpoint_handlers
+from treasury_aiohttp.api import links as link_handlers
+from treasury_aiohttp.api import metadata as metadata_handlers
+from treasury_aiohttp.api import movements as treasury_handlers
+from treasury_aiohttp.api import notifications as notification_handlers
+from treasury_aiohttp.api import payments as payment_handlers
+from treasury_aiohttp.api import provider_hooks
+from treasury_aiohttp.api import records as record_handlers
+from treasury_aiohttp.api import sandbox as sandbox_handlers
+from treasury_aiohttp.api import statements as statement_handlers
+from treasury_aiohttp.api import wallets as handlers
+from treasury_aiohttp.dashboard import ops as dashboard_ops
+from treasury_aiohttp.hosted import pages as hosted_pages
+from treasury_aiohttp.hosted.security import FormKey
 from treasury_aiohttp.io import mount_prefix
 from treasury_aiohttp.keys import (
     AUTH_FAILURES_KEY,

@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from treasury_core.errors import TreasuryError
-from treasury_core.http_statuses import http_status
+from treasury_core.interface.statuses import http_status
 
 log = logging.getLogger("treasury.http")
 

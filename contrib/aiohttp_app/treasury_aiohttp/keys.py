@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
-from treasury_aiohttp.hosted_security import FormKey
+from treasury_aiohttp.hosted.security import FormKey
 from treasury_core import Treasury
 from treasury_core.companies import Principal
 from treasury_core.operators import OperatorPrincipal

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.json_schema import JsonSchemaMode
 
-from treasury_aiohttp.forms import CSRF_FIELD
+from treasury_aiohttp.hosted.forms import CSRF_FIELD
 from treasury_aiohttp.routing import Auth, Route
 from treasury_core.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT

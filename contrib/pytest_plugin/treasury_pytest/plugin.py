@@ -40,16 +40,17 @@ import pytest
 
 from treasury_pytest.receiver import WebhookReceiver
 
-# The storage and card provider contracts (treasury_core.testing.contract, the modules of its
+# The storage and card provider contracts (treasury_core.testing.contracts.storage, the modules of
+# its
 # parts, and .card_provider_contract) are test modules that live in the package: registered
 # here, before anything imports them, their failures show the compared values in every install
 # (pytest rewrites a wheel's pytest11 packages, but not an editable checkout's other modules).
 pytest.register_assert_rewrite(
-    "treasury_core.testing.contract",
-    "treasury_core.testing.contract_intents",
-    "treasury_core.testing.contract_ledger",
-    "treasury_core.testing.contract_outbox",
-    "treasury_core.testing.card_provider_contract",
+    "treasury_core.testing.contracts.storage",
+    "treasury_core.testing.contracts.intents",
+    "treasury_core.testing.contracts.ledger",
+    "treasury_core.testing.contracts.outbox",
+    "treasury_core.testing.contracts.card_provider",
 )
 
 if TYPE_CHECKING:

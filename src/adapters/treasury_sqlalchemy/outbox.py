@@ -9,8 +9,8 @@ from typing import Any
 from pydantic_core import from_json, to_json
 from sqlalchemy import Connection, Row, delete, func, select, update
 
-from treasury_core.events import Event, EventHead, EventType
 from treasury_core.notifications.deliveries import DeliveryStatus
+from treasury_core.notifications.events import Event, EventHead, EventType
 from treasury_core.notifications.status import OutboxBacklog
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.hot import HotInsert

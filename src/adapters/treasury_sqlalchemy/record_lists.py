@@ -15,8 +15,8 @@ from sqlalchemy import Connection, false, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from treasury_core.listing import DELETED, FILTER_FIELDS, RecordFilter
+from treasury_core.movements.records import TreasuryRecord
 from treasury_core.payments.intents import IntentFilter
-from treasury_core.treasury.records import TreasuryRecord
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.document_field import DocumentField
 from treasury_sqlalchemy.metadata_filter import metadata_where

@@ -10,10 +10,10 @@ from typing import Any
 from pydantic_core import to_json
 from sqlalchemy import Connection, bindparam, select, update
 
-from treasury_core.events import Event
 from treasury_core.listing import RecordFilter
+from treasury_core.movements.records import TreasuryRecord
+from treasury_core.notifications.events import Event
 from treasury_core.ports.storage import R
-from treasury_core.treasury.records import TreasuryRecord
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
 from treasury_sqlalchemy.metadata_filter import metadata_where

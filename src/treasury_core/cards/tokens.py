@@ -23,10 +23,10 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from treasury_core.metadata import MetadataField, MetadataInput
+from treasury_core.movements.records import TreasuryRecord
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CardSubmission
 from treasury_core.serialization import Timestamp
-from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.validation import Email, SchemaRule, StrictRequest, Url
 
 #: E.164: a plus, a country code not starting with 0, at most 15 digits in all.

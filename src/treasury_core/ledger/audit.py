@@ -33,7 +33,8 @@ Checks, with the same messages as :func:`~treasury_core.ledger.invariants.ledger
   resolution once resolved (none while pending), and the pending counters are exactly the open
   reservations;
 - [8] with ``bank_mirrors`` (``treasury ledger verify`` passes
-  :func:`~treasury_core.services.safeguarding.check_bank_mirrors`): the accounts mirroring the
+  :func:`~treasury_core.services.movements.safeguarding.check_bank_mirrors`): the accounts
+  mirroring the
   treasury's bank accounts agree with the statement lines stored for them. The postings of
   ``bank`` accounts are kept for it as they pass (one per statement line).
 

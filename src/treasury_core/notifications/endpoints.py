@@ -25,9 +25,9 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
-from treasury_core.events import OPERATOR_EVENTS, EventType
+from treasury_core.movements.records import TreasuryRecord
+from treasury_core.notifications.events import OPERATOR_EVENTS, EventType
 from treasury_core.serialization import Timestamp
-from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.validation import SchemaComponent, StrictRequest, Url
 
 

@@ -2,7 +2,8 @@
 
 Storage answers with :class:`DeliveryBacklog` and the outbox's :class:`OutboxBacklog` (each read
 from indexes over the unfinished rows only, so the cost follows the backlog, not the history);
-:meth:`NotificationService.status <treasury_core.services.notifications.NotificationService.status>`
+:meth:`NotificationService.status
+<treasury_core.services.notifications.service.NotificationService.status>`
 combines them into a :class:`PipelineStatus` for ``treasury events status`` and the worker's
 backlog warning.
 """

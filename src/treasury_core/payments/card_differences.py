@@ -30,8 +30,8 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from treasury_core.movements.records import TreasuryRecord
 from treasury_core.serialization import Timestamp
-from treasury_core.treasury.records import TreasuryRecord
 
 
 class _Frozen(BaseModel):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from treasury_core.ledger import Account, AccountKind, Leg, Move, PendingCategory, Reserve
-from treasury_core.treasury.movements import fx_account, world_account
+from treasury_core.movements.ledger import fx_account, world_account
 
 
 def settlement_account(company_id: int, currency: str) -> Account:

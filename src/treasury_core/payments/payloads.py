@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from treasury_core.events import EventType
+from treasury_core.notifications.events import EventType
 from treasury_core.payments.intents import PaymentIntentRecord
 
 #: Webhook event type → (legacy callback ``type``, lower-case ``status``), per decisions.md.

@@ -27,9 +27,9 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from treasury_core.movements.records import MovementError, TreasuryRecord
 from treasury_core.payments.disputes import ChargebackEvidence
 from treasury_core.serialization import Timestamp
-from treasury_core.treasury.records import MovementError, TreasuryRecord
 
 
 class _Frozen(BaseModel):

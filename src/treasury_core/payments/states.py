@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import Final
 
 from treasury_core.errors import InvalidRequestError, ValidationFailed
-from treasury_core.events import EventType
+from treasury_core.notifications.events import EventType
 from treasury_core.payments.intents import (
     AUTHORIZATION_HOLD,
     CancellationReason,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from treasury_core.events import Event
+from treasury_core.notifications.events import Event
 
 if TYPE_CHECKING:
     from treasury_core.config import TreasuryConfig

@@ -30,7 +30,6 @@ from typing import Protocol, TypeVar
 from treasury_core.companies import ApiKey, Company, MerchantAccount
 from treasury_core.dashboard_sessions import DashboardSession
 from treasury_core.errors import ConflictRetryExhausted
-from treasury_core.events import Event, EventHead
 from treasury_core.idempotency import IdempotencyRecord
 from treasury_core.jobs import Job
 from treasury_core.ledger import (
@@ -43,11 +42,12 @@ from treasury_core.ledger import (
     WalletEntry,
 )
 from treasury_core.listing import RecordFilter
+from treasury_core.movements.records import TreasuryRecord
 from treasury_core.notifications.deliveries import Delivery
+from treasury_core.notifications.events import Event, EventHead
 from treasury_core.notifications.status import DeliveryBacklog, OutboxBacklog
 from treasury_core.operators import OperatorKey
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
-from treasury_core.treasury.records import TreasuryRecord
 from treasury_core.wallets import Wallet
 from treasury_core.worker_threads import WorkerThreads
 

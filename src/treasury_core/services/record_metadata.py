@@ -13,10 +13,10 @@ from typing import TypeVar
 from treasury_core.errors import NotFound
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.metadata import merged_metadata
+from treasury_core.movements.records import TreasuryRecord
 from treasury_core.ports import UnitOfWork
 from treasury_core.services.idempotency import finish
 from treasury_core.services.support import TreasuryContext, require_id
-from treasury_core.treasury.records import TreasuryRecord
 
 R = TypeVar("R", bound=TreasuryRecord)
 

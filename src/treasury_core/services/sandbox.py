@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from treasury_core.errors import NotFound, ValidationFailed
+from treasury_core.movements.requests import ClockAdvanceRequest
 from treasury_core.ports import Clock, Storage, UnitOfWork
-from treasury_core.services.notifications import NotificationService
-from treasury_core.services.settlement import SettlementService
+from treasury_core.services.movements.settlement import SettlementService
+from treasury_core.services.notifications.service import NotificationService
 from treasury_core.services.support import TreasuryContext
-from treasury_core.treasury.requests import ClockAdvanceRequest
 
 _LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 

@@ -11,14 +11,14 @@ from decimal import Decimal
 from treasury_core.config import TreasuryConfig
 from treasury_core.currency import CurrencyRegistry
 from treasury_core.errors import FxRateUnavailable, NotFound, ValidationFailed
-from treasury_core.events import Event, EventType
 from treasury_core.money import convert
+from treasury_core.movements.ledger import system_accounts
+from treasury_core.movements.records import TreasuryRecord
+from treasury_core.notifications.events import Event, EventType
 from treasury_core.pagination import Page, PageRequest, checked_page, page_of
 from treasury_core.ports import BankRail, Clock, FxRates, IdSource, Storage, UnitOfWork
 from treasury_core.ports.storage import R
-from treasury_core.services.safeguarding import open_mirrors
-from treasury_core.treasury.movements import system_accounts
-from treasury_core.treasury.records import TreasuryRecord
+from treasury_core.services.movements.safeguarding import open_mirrors
 from treasury_core.validation import is_resource_id
 from treasury_core.wallets import Wallet
 
@@ -100,7 +100,7 @@ class TreasuryContext:
     def open_system_accounts(self) -> None:
         """Create the world, FX and fee accounts of every enabled currency that lacks them,
         and the mirror of every configured treasury bank account
-        (:func:`~treasury_core.services.safeguarding.open_mirrors`).
+        (:func:`~treasury_core.services.movements.safeguarding.open_mirrors`).
 
         Done once when the treasury is assembled, so no business operation ever creates an
         account (a refused operation then leaves the ledger exactly as it was).

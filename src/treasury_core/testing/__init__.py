@@ -19,19 +19,21 @@ With Hypothesis installed (the ``dev`` extra):
   ``make_storage()`` (or through its ``*_test_case(factory)`` helper), each open to rules and
   invariants of your own:
 
-  - :class:`LedgerMachine` (:mod:`~treasury_core.testing.machine`): journals through the storage
+  - :class:`LedgerMachine` (:mod:`~treasury_core.testing.machines.ledger`): journals through the
+  storage
     port, against a reference ledger;
-  - :class:`TreasuryMachine` (:mod:`~treasury_core.testing.treasury_machine`): wallets, deposits,
+  - :class:`TreasuryMachine` (:mod:`~treasury_core.testing.machines.treasury`): wallets, deposits,
     withdrawals, transfers and FX through the services;
-  - :class:`PaymentsMachine` (:mod:`~treasury_core.testing.payments_machine`): payment intents
+  - :class:`PaymentsMachine` (:mod:`~treasury_core.testing.machines.payments`): payment intents
     with the sandbox card table.
 
 With pytest installed:
 
-- :class:`StorageContract` (:mod:`~treasury_core.testing.contract`): the storage contract tests
+- :class:`StorageContract` (:mod:`~treasury_core.testing.contracts.storage`): the storage contract
+tests
   every built-in backend passes, run on your storage by subclassing it in a ``Test*`` class that
   provides a ``storage`` fixture;
-- :class:`CardProviderContract` (:mod:`~treasury_core.testing.card_provider_contract`): the card
+- :class:`CardProviderContract` (:mod:`~treasury_core.testing.contracts.card_provider`): the card
   provider contract tests the sandbox and Stripe providers pass, run on your card provider by
   subclassing it in a ``Test*`` class that provides ``card_provider``, ``good_card`` and
   ``declined_card`` fixtures.
@@ -46,19 +48,19 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from treasury_core.ledger.invariants import InvariantViolation, check_invariants
-from treasury_core.testing.card_providers import FlakyCardProvider, SalesOnlyCardProvider
-from treasury_core.testing.clock import FakeClock, SequentialIds
-from treasury_core.testing.memory import MemoryStorage
+from treasury_core.memory.storage import MemoryStorage
+from treasury_core.testing.fakes.card_providers import FlakyCardProvider, SalesOnlyCardProvider
+from treasury_core.testing.fakes.clock import FakeClock, SequentialIds
 
 if TYPE_CHECKING:
-    from treasury_core.testing.card_provider_contract import CardProviderContract
-    from treasury_core.testing.contract import StorageContract
-    from treasury_core.testing.machine import LedgerMachine, ledger_machine_test_case
-    from treasury_core.testing.payments_machine import (
+    from treasury_core.testing.contracts.card_provider import CardProviderContract
+    from treasury_core.testing.contracts.storage import StorageContract
+    from treasury_core.testing.machines.ledger import LedgerMachine, ledger_machine_test_case
+    from treasury_core.testing.machines.payments import (
         PaymentsMachine,
         payments_machine_test_case,
     )
-    from treasury_core.testing.treasury_machine import (
+    from treasury_core.testing.machines.treasury import (
         TreasuryMachine,
         treasury_machine_test_case,
     )
@@ -83,14 +85,14 @@ __all__ = [
 
 #: Names imported on first use (they need Hypothesis or pytest), and the module each comes from.
 _LAZY = {
-    "LedgerMachine": "treasury_core.testing.machine",
-    "ledger_machine_test_case": "treasury_core.testing.machine",
-    "PaymentsMachine": "treasury_core.testing.payments_machine",
-    "payments_machine_test_case": "treasury_core.testing.payments_machine",
-    "TreasuryMachine": "treasury_core.testing.treasury_machine",
-    "treasury_machine_test_case": "treasury_core.testing.treasury_machine",
-    "StorageContract": "treasury_core.testing.contract",
-    "CardProviderContract": "treasury_core.testing.card_provider_contract",
+    "LedgerMachine": "treasury_core.testing.machines.ledger",
+    "ledger_machine_test_case": "treasury_core.testing.machines.ledger",
+    "PaymentsMachine": "treasury_core.testing.machines.payments",
+    "payments_machine_test_case": "treasury_core.testing.machines.payments",
+    "TreasuryMachine": "treasury_core.testing.machines.treasury",
+    "treasury_machine_test_case": "treasury_core.testing.machines.treasury",
+    "StorageContract": "treasury_core.testing.contracts.storage",
+    "CardProviderContract": "treasury_core.testing.contracts.card_provider",
 }
 
 

@@ -21,8 +21,9 @@ What there is:
 - :func:`wallet_accounts`, :func:`accounts`: ledger accounts for ``uow.ledger.open_account``;
 - :func:`ledger_programs` with :func:`run_program`: operation sequences against the storage port.
   For sequences that react to the state as they go, subclass the stateful machines of
-  :mod:`treasury_core.testing.machine` (ledger), :mod:`treasury_core.testing.treasury_machine`
-  and :mod:`treasury_core.testing.payments_machine` (services).
+  :mod:`treasury_core.testing.machines.ledger` (ledger),
+  :mod:`treasury_core.testing.machines.treasury`
+  and :mod:`treasury_core.testing.machines.payments` (services).
 
 A :class:`LedgerProgram` is a set of accounts plus a sequence of journals and clock advances. It is
 generated without looking at any ledger, so some of its journals are refused (an overdraft, a
@@ -58,7 +59,7 @@ from treasury_core.ledger import (
     VoidPending,
 )
 from treasury_core.ports.storage import Storage, UnitOfWork
-from treasury_core.testing.clock import FakeClock
+from treasury_core.testing.fakes.clock import FakeClock
 from treasury_core.validation import REFUSED_RANGES
 from treasury_core.wallets import CreateWalletRequest
 
@@ -285,7 +286,7 @@ def run_program(storage: Storage, program: LedgerProgram) -> list[Refusal | None
 
     Returns, per journal, ``None`` if it was applied or the refusal it met (:data:`Refusal`).
     Any other exception propagates: it means a bug, not a refused request. Time comes from a
-    :class:`~treasury_core.testing.clock.FakeClock` started at ``program.start``.
+    :class:`~treasury_core.testing.fakes.clock.FakeClock` started at ``program.start``.
     """
     clock = FakeClock(program.start)
 

@@ -9,9 +9,9 @@ from treasury_core.errors import (
     CardError,
     ProviderError,
 )
-from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.ledger import ExpirePending, Leg, PostPending, VoidPending
+from treasury_core.notifications.events import EventType
 from treasury_core.payments.intents import (
     IntentStatus,
     PaymentIntent,

@@ -6,7 +6,7 @@ from treasury_core.errors import (
     CardError,
     InvalidRequestError,
 )
-from treasury_core.events import EventType
+from treasury_core.notifications.events import EventType
 from treasury_core.payments.expiry import check_link_open
 from treasury_core.payments.intents import (
     PaymentIntent,

@@ -11,11 +11,11 @@ from treasury_core.errors import (
     ProviderError,
     ValidationFailed,
 )
-from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal
 from treasury_core.metadata import checked_metadata
+from treasury_core.notifications.events import EventType
 from treasury_core.payments.expiry import check_link_open, link_expiry
 from treasury_core.payments.intents import (
     CaptureMethod,
@@ -48,9 +48,7 @@ from treasury_core.ports.card_provider import (
     keeps_saved_cards,
     takes_keyed_calls,
 )
-from treasury_core.services.cards import checked_card
 from treasury_core.services.idempotency import bind, finish
-from treasury_core.services.payment_links import schedule_link_expiry
 from treasury_core.services.payments.common import (
     ATTEMPT_IN_DOUBT,
     EXPIRE_AUTHORIZATION,
@@ -73,6 +71,8 @@ from treasury_core.services.payments.common import (
     unsupported,
 )
 from treasury_core.services.payments.core import PaymentCore
+from treasury_core.services.payments.links import schedule_link_expiry
+from treasury_core.services.payments.saved_cards import checked_card
 from treasury_core.validation import is_resource_id
 
 

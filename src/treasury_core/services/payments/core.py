@@ -14,9 +14,9 @@ from treasury_core.errors import (
     TreasuryError,
     ValidationFailed,
 )
-from treasury_core.events import Event, EventType
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal, Leg
+from treasury_core.notifications.events import Event, EventType
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, Page, page_of
 from treasury_core.payments.intents import (
     IntentFilter,

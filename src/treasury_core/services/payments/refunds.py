@@ -13,10 +13,10 @@ from treasury_core.errors import (
     ProviderDidNotAct,
     ProviderError,
 )
-from treasury_core.events import EventType
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal
+from treasury_core.notifications.events import EventType
 from treasury_core.payments.intents import (
     PaymentIntent,
 )
@@ -46,7 +46,7 @@ from treasury_core.services.payments.common import (
     unsupported,
 )
 from treasury_core.services.payments.core import PaymentCore
-from treasury_core.services.refund_outcomes import (
+from treasury_core.services.payments.refund_outcomes import (
     refund_failed,
     refund_in_progress,
     refund_succeeded,

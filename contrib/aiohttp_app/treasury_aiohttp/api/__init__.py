@@ -1,0 +1,1 @@
+"""The JSON API's handlers, one module per part of the interface."""

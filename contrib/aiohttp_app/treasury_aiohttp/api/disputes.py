@@ -1,0 +1,84 @@
+"""Acting on a chargeback (issue 24, sandbox disputes): submit evidence, accept it.
+
+Reading one is a record route (``record_handlers``), which answers the same record.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict
+
+from treasury_aiohttp.io import Responder, parse_body, principal, treasury
+from treasury_aiohttp.routing import Route
+from treasury_core.payments.disputes import ChargebackEvidence
+from treasury_core.payments.records import Chargeback, ChargebackRecord
+from treasury_core.services.payments.disputes import DisputeService
+
+
+class NoFields(BaseModel):
+    """No fields: the body must be empty or ``{}``."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+def _disputes(request: web.Request) -> DisputeService:
+    return DisputeService(treasury(request).payments)
+
+
+async def submit_chargeback_evidence(request: web.Request) -> web.StreamResponse:
+    """Submit (or amend) evidence against an open chargeback before ``evidence_due_by``."""
+    body = await parse_body(request, ChargebackEvidence)
+    responder: Responder[Chargeback] = Responder(request, lambda c: c.record())
+    updated = await _disputes(request).submit_evidence(
+        principal(request).company_id,
+        request.match_info["chargeback_id"],
+        body,
+        idempotency=responder.ticket(),
+    )
+    return responder.respond(updated)
+
+
+async def accept_chargeback(request: web.Request) -> web.StreamResponse:
+    """Accept an open chargeback: it is lost now (``chargeback.failed``)."""
+    await parse_body(request, NoFields)
+    responder: Responder[Chargeback] = Responder(request, lambda c: c.record())
+    accepted = await _disputes(request).accept(
+        principal(request).company_id,
+        request.match_info["chargeback_id"],
+        idempotency=responder.ticket(),
+    )
+    return responder.respond(accepted)
+
+
+_PAYMENTS = ("Payments",)
+_CHARGEBACK = {"chargeback_id": "The chargeback's id (`cb_…`)."}
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST",
+        "/api/v1/payments/chargeback/{chargeback_id}/evidence",
+        submit_chargeback_evidence,
+        "Submit evidence against a chargeback",
+        body=ChargebackEvidence,
+        response=ChargebackRecord,
+        tags=_PAYMENTS,
+        description="Text fields (Stripe's dispute evidence names, at most 5000 characters "
+        'each); a later submission changes the fields it names, `""` clears one. Open '
+        "chargebacks only, before `evidence_due_by` (400 `chargeback_evidence_window_closed` "
+        "after, `chargeback_closed` once decided). The outcome is still the card network's, "
+        "decided when the window closes.",
+        path_params=_CHARGEBACK,
+    ),
+    Route(
+        "POST",
+        "/api/v1/payments/chargeback/{chargeback_id}/accept",
+        accept_chargeback,
+        "Accept a chargeback",
+        body=NoFields,
+        response=ChargebackRecord,
+        tags=_PAYMENTS,
+        description="The chargeback is lost at once (`accepted: true`, "
+        "`merchant_of_record.chargeback.failed`). Open chargebacks only.",
+        path_params=_CHARGEBACK,
+    ),
+)

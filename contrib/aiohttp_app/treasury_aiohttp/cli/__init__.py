@@ -1,0 +1,1 @@
+"""The ``treasury`` command and its groups."""

@@ -1,0 +1,1 @@
+"""The merchant's and the operator's dashboard: sign-in, pages, charts and amounts."""

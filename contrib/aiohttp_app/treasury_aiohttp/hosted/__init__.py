@@ -1,0 +1,1 @@
+"""The hosted pages a customer's browser sees: payment, 3-D Secure challenge, tokenization."""

@@ -1,0 +1,1 @@
+"""The wire: what the HTTP interface says, kept apart from the domain."""

@@ -1,0 +1,1 @@
+"""The in-memory storage: the reference implementation of the storage port (``memory://``)."""

@@ -1,0 +1,1 @@
+"""Money movements: deposits, withdrawals, transfers, bank accounts, settlement and bank files."""

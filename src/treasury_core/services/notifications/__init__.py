@@ -1,0 +1,1 @@
+"""Notifications: the outbox dispatcher, webhook endpoints and the events API."""

@@ -1,0 +1,1 @@
+"""The contract suites every storage adapter and card provider passes."""

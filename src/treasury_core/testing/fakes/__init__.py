@@ -1,0 +1,1 @@
+"""Fakes of the ports for tests: a clock moved by hand, card providers with capabilities off."""

@@ -1,0 +1,1 @@
+"""Hypothesis state machines that hold a backend to plain reference models."""
