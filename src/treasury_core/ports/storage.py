@@ -37,6 +37,7 @@ from treasury_core.ledger import (
     EntryQuery,
     Journal,
     LedgerPlan,
+    LedgerSteps,
     PendingMovement,
     Posting,
     WalletEntry,
@@ -116,8 +117,13 @@ class WalletRepository(Protocol):
         ...
 
 
-class LedgerRepository(Protocol):
-    """Ledger accounts, postings and pending movements."""
+class LedgerRepository(LedgerSteps, Protocol):
+    """Ledger accounts, postings and pending movements.
+
+    :meth:`apply` is :func:`treasury_core.ledger.apply_journal` over the repository's own
+    :class:`~treasury_core.ledger.LedgerSteps`: the rules of a journal are the core's, the
+    steps (lock, add, write) the storage's.
+    """
 
     def open_account(self, account: Account) -> None:
         """Create an account with zero counters (the counters given are ignored)."""
@@ -142,10 +148,11 @@ class LedgerRepository(Protocol):
         ...
 
     def apply(self, journal: Journal, now: datetime) -> LedgerPlan:
-        """Plan, lock, check and write ``journal``; raises (and writes nothing) on refusal.
+        """Plan, lock, check and write ``journal``; raises on refusal, and the transaction
+        then keeps nothing of it.
 
-        With the postings it writes each touched wallet's history entries, made by
-        :func:`treasury_core.ledger.wallet_entries` from the accounts as updated.
+        Adapters implement it as ``apply_journal(self, journal, now)``; with the postings it
+        writes each touched wallet's history entries (:func:`treasury_core.ledger.wallet_entries`).
         """
         ...
 
