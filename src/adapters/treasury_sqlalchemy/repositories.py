@@ -43,7 +43,7 @@ from treasury_sqlalchemy.hot import (
 from treasury_sqlalchemy.idempotency import SqlIdempotency
 from treasury_sqlalchemy.integrity import is_unique_violation
 from treasury_sqlalchemy.intents import SqlIntents
-from treasury_sqlalchemy.jobs import SqlClockOffset, SqlJobs
+from treasury_sqlalchemy.jobs import SqlJobs
 from treasury_sqlalchemy.metadata_filter import metadata_where
 from treasury_sqlalchemy.operator_keys import SqlOperatorKeys
 from treasury_sqlalchemy.outbox import SqlOutbox
@@ -551,7 +551,3 @@ class SqlUnitOfWork:
     @_made_on_first_use
     def deliveries(self) -> SqlDeliveries:
         return SqlDeliveries(self.connection, self._lock_rows)
-
-    @_made_on_first_use
-    def clock_offset(self) -> SqlClockOffset:
-        return SqlClockOffset(self.connection)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
 from treasury_core.dashboard_sessions import DashboardSession
@@ -35,6 +35,7 @@ from treasury_core.ledger import (
 )
 from treasury_core.listing import RecordFilter
 from treasury_core.memory import history as memory_history
+from treasury_core.memory.clock import MemoryClockOffsets
 from treasury_core.memory.outbox import (
     MemoryDeliveries,
     MemoryOutbox,
@@ -561,21 +562,6 @@ class _Jobs:
         return len(pending)
 
 
-class _ClockOffset:
-    def __init__(self, tx: MemoryTransaction) -> None:
-        self._tx = tx
-
-    def get(self) -> timedelta:
-        return self._tx.state.clock_offset.get("sandbox", timedelta(0))
-
-    def advance(self, by: timedelta) -> timedelta:
-        if by < timedelta(0):
-            raise ValueError("the clock offset only grows")
-        offset = self.get() + by
-        self._tx.put(self._tx.state.clock_offset, "sandbox", offset)
-        return offset
-
-
 class _MemoryUnitOfWork:
     def __init__(self, tx: MemoryTransaction) -> None:
         self.wallets = _Wallets(tx)
@@ -589,7 +575,6 @@ class _MemoryUnitOfWork:
         self.jobs = _Jobs(tx)
         self.intents = _Intents(tx)
         self.deliveries = MemoryDeliveries(tx)
-        self.clock_offset = _ClockOffset(tx)
 
 
 class MemoryStorage(Storage):
@@ -601,6 +586,11 @@ class MemoryStorage(Storage):
         super().__init__()
         self._state = MemoryState()
         self._lock = threading.RLock()
+        self._clock_offsets = MemoryClockOffsets()
+
+    def clock_offsets(self) -> MemoryClockOffsets:
+        """The sandbox clock's offset, kept as long as this storage."""
+        return self._clock_offsets
 
     @contextmanager
     def transaction(self, *, write: bool = True, snapshot: bool = False) -> Iterator[UnitOfWork]:
