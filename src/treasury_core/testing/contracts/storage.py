@@ -101,6 +101,7 @@ from treasury_core.testing.contracts.history import WalletHistoryContract
 from treasury_core.testing.contracts.hot_accounts import HotAccountContract
 from treasury_core.testing.contracts.intents import PaymentIntentContract
 from treasury_core.testing.contracts.ledger import LedgerContract
+from treasury_core.testing.contracts.ledger_steps import LedgerStepsContract
 from treasury_core.testing.contracts.metadata import MetadataContract
 from treasury_core.testing.contracts.operator_keys import OperatorKeyContract
 from treasury_core.testing.contracts.outbox import OutboxContract
@@ -127,6 +128,7 @@ class StorageContract(
     WalletHistoryContract,
     MetadataContract,
     LedgerContract,
+    LedgerStepsContract,
     PaymentIntentContract,
     OutboxContract,
     HotAccountContract,
