@@ -175,8 +175,8 @@ def bootstrap(
     storage = storage or _build(pm, "storage", config.storage_name, config)
     if migrate:
         storage.migrate()
-    # Business time as it was left: the sandbox clock's offset is kept in storage.
-    load_clock_offset(storage, clock)
+    # Business time as it was left: the sandbox clock's offset is kept with the data.
+    load_clock_offset(storage.clock_offsets(), clock)
     fx = fx or _build(pm, "fx_rates", config.fx_rates, config, clock)
     chosen_rail = rail
 

@@ -203,6 +203,7 @@ def test_the_event_purge_searches_by_created_at_on_sqlite(sqlite_url: str) -> No
 def test_0007_keeps_the_sandbox_clock_offset_from_zero_on(database_url: str) -> None:
     # A database of the previous revision, in use: after the upgrade the offset is zero (what
     # every start assumed before) and advances are kept.
+    import asyncio
     from datetime import timedelta
 
     from treasury_core.testing.contracts.storage import setup_company
@@ -216,13 +217,13 @@ def test_0007_keeps_the_sandbox_clock_offset_from_zero_on(database_url: str) -> 
     storage = SqlStorage(database_url)
     try:
         with pytest.raises(Exception, match="clock_offsets"):
-            storage.run_sync(lambda uow: uow.clock_offset.get(), write=False)
+            storage.clock_offsets().load()
         setup_company(storage)
         storage.migrate()
         assert current_revision(storage.engine) == head_revision()
-        assert storage.run_sync(lambda uow: uow.clock_offset.get(), write=False) == timedelta(0)
+        assert storage.clock_offsets().load() == timedelta(0)
         day = timedelta(days=1)
-        assert storage.run_sync(lambda uow: uow.clock_offset.advance(day)) == day
+        assert asyncio.run(storage.clock_offsets().advance(day)) == day
     finally:
         storage.close()
 

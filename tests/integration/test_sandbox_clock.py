@@ -94,7 +94,9 @@ def test_an_advance_past_the_limit_changes_nothing(
     # one has not seen it. A day more is refused on the offset stored, not on what it had seen.
     latest = datetime(9000, 1, 1, tzinfo=UTC)
     near = latest - timedelta(hours=1) - first.clock.now()
-    first.storage.run_sync(lambda uow: uow.clock_offset.advance(near))
+    offsets = first.storage.clock_offsets()
+    assert offsets is not None
+    asyncio.run(offsets.advance(near))
     with pytest.raises(ValidationFailed) as refused:
         asyncio.run(second.sandbox.advance(DAY))
     assert refused.value.param == "seconds"

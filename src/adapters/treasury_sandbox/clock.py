@@ -3,8 +3,9 @@
 ``advance`` moves business time forward (how the 7-day hold expiry is tested end to end) without
 touching the machine's clock.
 
-The treasury keeps the offset in its database (the storage port's ``clock_offset``): the sandbox
-service advances the stored offset in a transaction and hands the result to :meth:`catch_up`,
+The treasury keeps the offset with its data (the ``ClockOffsets`` port, which a storage supplies
+through ``Storage.clock_offsets()``): the sandbox service advances the stored offset in a
+transaction and hands the result to :meth:`catch_up`,
 ``bootstrap`` catches up with it at start, and the background loop before each pass, so that a
 restart never sets business time back and every process over one database tells the same time.
 """

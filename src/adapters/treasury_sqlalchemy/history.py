@@ -12,23 +12,14 @@ length.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, or_, select
 from sqlalchemy.sql import ColumnElement
 
-from treasury_core.ledger import (
-    Account,
-    EntryCounter,
-    EntryPosition,
-    EntryQuery,
-    EntryType,
-    LedgerPlan,
-    WalletEntry,
-    wallet_entries,
-)
+from treasury_core.ledger import EntryCounter, EntryQuery, EntryType, WalletEntry
 from treasury_sqlalchemy import schema as t
 from treasury_sqlalchemy.hot import HotInsert, HotQuery
 
@@ -42,17 +33,9 @@ _BY_ID = HotQuery(
 )
 
 
-def record_entries(
-    conn: Connection,
-    plan: LedgerPlan,
-    after: Mapping[str, Account],
-    last: Mapping[str, EntryPosition | None],
-) -> None:
-    """Write the history entries of ``plan``; ``after`` holds the touched accounts as updated
-    (and locked) by it, but for striped accounts (stripes.py), which only a wallet's
-    counterparty can be and whose identity alone is used; ``last`` the position of each
-    touched wallet's latest entry, read under those locks (``None``: no history yet)."""
-    entries = wallet_entries(plan, after, last)
+def record_entries(conn: Connection, entries: Sequence[WalletEntry]) -> None:
+    """Write a journal's history entries (:func:`treasury_core.ledger.wallet_entries`) in one
+    statement."""
     if entries:
         _INSERT.execute_rows(conn, [_values(e) for e in entries])
 

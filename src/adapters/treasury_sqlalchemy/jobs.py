@@ -1,12 +1,11 @@
-"""Scheduled jobs and the sandbox clock's offset over one SQLAlchemy connection."""
+"""Scheduled jobs over one SQLAlchemy connection."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, Row, select, update
 
 from treasury_core.jobs import Job, JobStatus
 from treasury_sqlalchemy import schema as t
@@ -78,48 +77,3 @@ class SqlJobs:
             .values(status=JobStatus.DONE.value)
         )
         return int(result.rowcount)
-
-
-_MICROSECOND = timedelta(microseconds=1)
-
-
-class SqlClockOffset:
-    """The sandbox clock's offset: one row, created by the first advance."""
-
-    _NAME = "sandbox"
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-
-    def get(self) -> timedelta:
-        stored = self._conn.execute(
-            select(t.clock_offsets.c.offset_us).where(t.clock_offsets.c.name == self._NAME)
-        ).scalar()
-        return timedelta(microseconds=stored or 0)
-
-    def _add(self, micros: int) -> bool:
-        # One statement that reads and writes the row: it waits for another transaction's
-        # advance (PostgreSQL's row lock; SQLite's one writer) and then adds to its result.
-        result = self._conn.execute(
-            update(t.clock_offsets)
-            .where(t.clock_offsets.c.name == self._NAME)
-            .values(offset_us=t.clock_offsets.c.offset_us + micros)
-        )
-        return result.rowcount == 1
-
-    def advance(self, by: timedelta) -> timedelta:
-        if by < timedelta(0):
-            raise ValueError("the clock offset only grows")
-        micros = by // _MICROSECOND
-        if not self._add(micros):
-            # The first advance ever. A concurrent first advance may insert the row first; a
-            # savepoint keeps the unique-key failure from aborting ours, and we add to its row.
-            try:
-                with self._conn.begin_nested():
-                    self._conn.execute(
-                        insert(t.clock_offsets), [{"name": self._NAME, "offset_us": micros}]
-                    )
-            except IntegrityError:
-                if not self._add(micros):  # pragma: no cover - the row was just inserted
-                    raise
-        return self.get()

@@ -22,11 +22,10 @@ from treasury_core.ledger import (
     PendingMovement,
     PendingStatus,
     Posting,
+    PostingExists,
     PostingKind,
-    check_account,
-    duplicate_journal,
-    plan_journal,
-    referenced_pendings,
+    WalletEntry,
+    apply_journal,
 )
 from treasury_core.wallets import Wallet, WalletStatus
 from treasury_sqlalchemy import schema as t
@@ -44,7 +43,7 @@ from treasury_sqlalchemy.hot import (
 from treasury_sqlalchemy.idempotency import SqlIdempotency
 from treasury_sqlalchemy.integrity import is_unique_violation
 from treasury_sqlalchemy.intents import SqlIntents
-from treasury_sqlalchemy.jobs import SqlClockOffset, SqlJobs
+from treasury_sqlalchemy.jobs import SqlJobs
 from treasury_sqlalchemy.metadata_filter import metadata_where
 from treasury_sqlalchemy.operator_keys import SqlOperatorKeys
 from treasury_sqlalchemy.outbox import SqlOutbox
@@ -229,15 +228,6 @@ class SqlWallets:
         write_wallet_metadata(self._conn, company_id, wallet_id, metadata)
 
 
-def _check_currency(account_id: str, currency: str, plan: LedgerPlan) -> None:
-    """What :func:`check_account` checks of a striped account: the journal's currency."""
-    if currency != plan.currencies[account_id]:
-        raise LedgerInvariantViolation(
-            f"account {account_id} holds {currency},"
-            f" journal {plan.journal.id} moves {plan.currencies[account_id]}"
-        )
-
-
 class SqlLedger(SqlWalletHistory):
     """Accounts, postings and pending movements (and, from the mixin, wallet histories)."""
 
@@ -307,31 +297,33 @@ class SqlLedger(SqlWalletHistory):
         return [_account_of_row(tuple(r)) for r in self._conn.execute(query)]
 
     def apply(self, journal: Journal, now: datetime) -> LedgerPlan:
-        pending_ids = referenced_pendings(journal)
-        pendings: dict[str, PendingMovement] = {}
-        if pending_ids:
-            query = select(t.ledger_pendings).where(t.ledger_pendings.c.id.in_(pending_ids))
-            if self._lock_rows:
-                query = query.order_by(t.ledger_pendings.c.id).with_for_update()
-            pendings = {p.id: p for p in map(_pending, self._conn.execute(query))}
-        plan = plan_journal(journal, pendings, now)
+        return apply_journal(self, journal, now)
+
+    # The primitive steps of apply_journal (treasury_core.ledger.apply.LedgerSteps): the same
+    # round trips as a hand-written movement, on the DBAPI cursor (hot.py).
+
+    def lock_pendings(self, pending_ids: Sequence[str]) -> dict[str, PendingMovement]:
+        query = select(t.ledger_pendings).where(t.ledger_pendings.c.id.in_(list(pending_ids)))
+        if self._lock_rows:
+            query = query.order_by(t.ledger_pendings.c.id).with_for_update()
+        return {p.id: p for p in map(_pending, self._conn.execute(query))}
+
+    def add_deltas(self, plan: LedgerPlan) -> tuple[dict[str, Account], set[str]]:
         sql = movement_statements(self._conn.dialect)
         striped, stripe = striped_accounts(self._conn)
         after: dict[str, Account] = {}
+        unread: set[str] = set()
         with raw_cursor(self._conn) as cursor:
-            # Each UPDATE locks its row; taking them in sorted id order means two journals over
-            # the same accounts queue behind each other instead of deadlocking. The check runs
-            # on the row as updated, so it sees every movement committed before ours.
+            # Each UPDATE locks its row, in the order the plan gives (sorted ids).
             for account_id in plan.account_ids:
                 d = plan.deltas[account_id]
                 known = striped.account(account_id) if striped is not None else None
                 if known is not None and stripe is not None:
-                    # Never checked for funds: the delta goes to this connection's stripe, whose
-                    # row no other connection of the pool writes (stripes.py). Its counters are
-                    # not read back: ``after`` gets its identity, which is all the wallet
-                    # history asks of a counterparty (its kind).
-                    _check_currency(account_id, known.currency, plan)
+                    # The delta goes to this connection's stripe, whose row no other connection
+                    # of the pool writes (stripes.py). Its counters are not read back: the
+                    # account's identity is all the ledger asks of an unguarded counterparty.
                     after[account_id] = known
+                    unread.add(account_id)
                     stripes = stripe_statements(self._conn.dialect)
                     cursor.execute(stripes.add, stripes.params(account_id, stripe, d))
                     continue
@@ -348,30 +340,33 @@ class SqlLedger(SqlWalletHistory):
                 )
                 row = cursor.fetchone()
                 if row is None:
-                    raise LedgerInvariantViolation(f"unknown ledger account {account_id}")
+                    continue  # not stored: apply_journal refuses the journal
+                after[account_id] = _account(row)
                 if striped is not None and striped.stripes and qualifies(row):
                     # The first movement of this process on a striped account: its row alone
                     # is not its counters (the stripes hold the rest, and a pending counter may
-                    # be reserved on a stripe and released here), so only the currency is
-                    # checked; an unguarded account has no funds to check.
+                    # be reserved on a stripe and released here).
                     striped.note(row)
-                    _check_currency(account_id, row[1], plan)
-                    after[account_id] = _account(row)
-                    continue
-                after[account_id] = _account(row)
-                check_account(after[account_id], plan)
-            # The wallets' history positions come back with the first posting (no round trip
-            # of their own; see insert_posting_with_heads), now that their rows are locked.
-            wallets = [a for a, account in after.items() if account.kind is AccountKind.WALLET]
-            last: dict[str, EntryPosition | None] = {}
-            # One execute per posting: psycopg's executemany enters pipeline mode, which costs
-            # more than it saves for the one or two postings a journal usually has.
+                    unread.add(account_id)
+        return after, unread
+
+    def write_postings(
+        self, plan: LedgerPlan, wallet_ids: Sequence[str]
+    ) -> dict[str, EntryPosition | None]:
+        sql = movement_statements(self._conn.dialect)
+        operation = plan.journal.operation
+        last: dict[str, EntryPosition | None] = {}
+        # One execute per posting: psycopg's executemany enters pipeline mode, which costs more
+        # than it saves for the one or two postings a journal usually has. The wallets' history
+        # positions come back with the first posting (no round trip of their own; see
+        # insert_posting_with_heads), their rows being locked by now.
+        with raw_cursor(self._conn) as cursor:
             try:
                 for p in plan.postings:
                     params = (
                         p.id,
                         p.journal_id,
-                        journal.operation,
+                        operation,
                         p.kind.value,
                         p.debit_account_id,
                         p.credit_account_id,
@@ -383,18 +378,21 @@ class SqlLedger(SqlWalletHistory):
                         sql.bind_time(p.deadline),
                         sql.bind_time(p.created_at),
                     )
-                    if wallets and not last:
+                    if wallet_ids and not last:
                         cursor.execute(
-                            sql.insert_posting_with_heads(len(wallets)),
-                            params + sql.heads_params(wallets),
+                            sql.insert_posting_with_heads(len(wallet_ids)),
+                            params + sql.heads_params(wallet_ids),
                         )
-                        last = _heads(wallets, cursor.fetchone(), sql.read_time)
+                        last = _heads(wallet_ids, cursor.fetchone(), sql.read_time)
                     else:
                         cursor.execute(sql.insert_posting, params)
             except Exception as exc:
                 if is_unique_violation(exc):
-                    raise duplicate_journal(journal) from exc
+                    raise PostingExists(plan.journal.id) from exc
                 raise
+        return last
+
+    def write_pendings(self, plan: LedgerPlan) -> None:
         if plan.new_pendings:
             self._conn.execute(
                 _PENDING_INSERT,
@@ -424,8 +422,9 @@ class SqlLedger(SqlWalletHistory):
             )
             if result.rowcount != 1:  # pragma: no cover - the row was locked above
                 raise LedgerInvariantViolation(f"pending movement {resolved.id} changed underneath")
-        record_entries(self._conn, plan, after, last)
-        return plan
+
+    def write_entries(self, entries: Sequence[WalletEntry]) -> None:
+        record_entries(self._conn, entries)
 
     def get_pending(self, pending_id: str) -> PendingMovement | None:
         row = self._conn.execute(
@@ -552,7 +551,3 @@ class SqlUnitOfWork:
     @_made_on_first_use
     def deliveries(self) -> SqlDeliveries:
         return SqlDeliveries(self.connection, self._lock_rows)
-
-    @_made_on_first_use
-    def clock_offset(self) -> SqlClockOffset:
-        return SqlClockOffset(self.connection)

@@ -52,6 +52,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from treasury_core.ports.storage import Storage, UnitOfWork, in_background
+from treasury_sqlalchemy.clock import SqlClockOffsets
 from treasury_sqlalchemy.repositories import SqlUnitOfWork
 from treasury_sqlalchemy.stripes import POSTGRES_STRIPES, StripedAccounts
 
@@ -479,6 +480,10 @@ class SqlStorage(Storage):
         if getattr(orig, "sqlstate", None) in _TRANSIENT_SQLSTATES:
             return True
         return isinstance(orig, sqlite3.OperationalError) and "database is locked" in str(orig)
+
+    def clock_offsets(self) -> SqlClockOffsets:
+        """The sandbox clock's offset, in the ``clock_offsets`` table."""
+        return SqlClockOffsets(self)
 
     def migrate(self) -> None:
         """Apply every Alembic migration not yet applied."""

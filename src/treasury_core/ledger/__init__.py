@@ -1,6 +1,7 @@
 """The double-entry ledger kernel: accounts, postings, two-phase movements, balances. Pure."""
 
 from treasury_core.ledger.accounts import Account, AccountKind, CounterDelta
+from treasury_core.ledger.apply import LedgerSteps, PostingExists, apply_journal
 from treasury_core.ledger.balance import BalanceRecord
 from treasury_core.ledger.history import (
     EntryCounter,
@@ -49,6 +50,7 @@ __all__ = [
     "ExpirePending",
     "Journal",
     "LedgerPlan",
+    "LedgerSteps",
     "Leg",
     "Move",
     "PendingCategory",
@@ -56,10 +58,12 @@ __all__ = [
     "PendingStatus",
     "PostPending",
     "Posting",
+    "PostingExists",
     "PostingKind",
     "Reserve",
     "VoidPending",
     "WalletEntry",
+    "apply_journal",
     "apply_plan",
     "check_account",
     "duplicate_journal",

@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Generic, Literal, TypeVar
 
 from treasury_core.ledger.accounts import Account, AccountKind, CounterDelta
 
@@ -69,9 +69,7 @@ from treasury_core.ledger.postings import (
     Posting,
     PostingKind,
 )
-
-if TYPE_CHECKING:
-    from treasury_core.ports.storage import Storage, UnitOfWork
+from treasury_core.ledger.reading import LedgerSource, LedgerView
 
 __all__ = ["AuditProgress", "AuditReport", "AuditStage", "BankMirrorCheck", "audit_ledger"]
 
@@ -122,20 +120,23 @@ class AuditReport:
 
 ProgressCallback = Callable[[AuditProgress], None]
 
+#: The read transaction's view: the storage port's ``UnitOfWork`` when auditing a ``Storage``.
+V = TypeVar("V", bound=LedgerView)
+
 #: A check of the bank mirror accounts, run in the audit's snapshot after the ledger's own:
 #: given the unit of work, every account by id and the postings of each ``bank`` account, it
 #: returns the differences it finds.
 BankMirrorCheck = Callable[
-    ["UnitOfWork", Mapping[str, Account], Mapping[str, Sequence[Posting]]], Iterable[str]
+    [V, Mapping[str, Account], Mapping[str, Sequence[Posting]]], Iterable[str]
 ]
 
 
 def audit_ledger(
-    storage: Storage,
+    storage: LedgerSource[V],
     *,
     page_size: int = DEFAULT_PAGE_SIZE,
     progress: ProgressCallback | None = None,
-    bank_mirrors: BankMirrorCheck | None = None,
+    bank_mirrors: BankMirrorCheck[V] | None = None,
 ) -> AuditReport:
     """Audit the ledger in ``storage`` in one read-only snapshot; return what was found.
 
@@ -147,7 +148,7 @@ def audit_ledger(
         raise ValueError("page_size must be at least 1")
     report = progress or _ignore
 
-    def audit(uow: UnitOfWork) -> AuditReport:
+    def audit(uow: V) -> AuditReport:
         return _Audit(uow, page_size, report, bank_mirrors).run()
 
     # snapshot=True: every read below sees the same committed state (see the module docstring).
@@ -158,15 +159,15 @@ def _ignore(_: AuditProgress) -> None:
     """The progress callback when the caller gives none."""
 
 
-class _Audit:
+class _Audit(Generic[V]):
     """One audit's running state, inside its read transaction."""
 
     def __init__(
         self,
-        uow: UnitOfWork,
+        uow: V,
         page_size: int,
         progress: ProgressCallback,
-        bank_mirrors: BankMirrorCheck | None,
+        bank_mirrors: BankMirrorCheck[V] | None,
     ) -> None:
         self.uow = uow
         self.bank_mirrors = bank_mirrors

@@ -44,7 +44,7 @@ from treasury_core.ledger import (
     WalletEntry,
     fold_postings,
 )
-from treasury_core.ports.storage import Storage, UnitOfWork
+from treasury_core.ledger.reading import LedgerSource, LedgerView
 
 __all__ = [
     "InvariantViolation",
@@ -117,14 +117,14 @@ class LedgerSnapshot:
         return next((p for p in self.pendings if p.id == pending_id), None)
 
 
-def read_ledger(storage: Storage) -> LedgerSnapshot:
+def read_ledger(storage: LedgerSource[LedgerView]) -> LedgerSnapshot:
     """Read every account, posting and pending movement in one read-only snapshot.
 
     The transaction asks for ``snapshot=True``, so the three reads agree with each other even
     while other transactions write (REPEATABLE READ on PostgreSQL, a WAL snapshot on SQLite).
     """
 
-    def read(uow: UnitOfWork) -> LedgerSnapshot:
+    def read(uow: LedgerView) -> LedgerSnapshot:
         ledger = uow.ledger
         # Materialize inside the transaction: SQL repositories return lazy cursors.
         return LedgerSnapshot.of(
@@ -134,7 +134,7 @@ def read_ledger(storage: Storage) -> LedgerSnapshot:
     return storage.run_sync(read, write=False, snapshot=True)
 
 
-def check_invariants(storage: Storage) -> None:
+def check_invariants(storage: LedgerSource[LedgerView]) -> None:
     """Check the ledger in ``storage``; raise :class:`InvariantViolation` listing every breach.
 
     Works through the storage port only (read-only transactions), so it runs on any backend.
@@ -148,11 +148,11 @@ def check_invariants(storage: Storage) -> None:
         raise InvariantViolation(violations)
 
 
-def wallet_history_violations(storage: Storage) -> list[str]:
+def wallet_history_violations(storage: LedgerSource[LedgerView]) -> list[str]:
     """Wallets whose latest history entry disagrees with their counters, or that moved money
     without any history entry, read in one snapshot."""
 
-    def read(uow: UnitOfWork) -> list[tuple[Account, WalletEntry | None]]:
+    def read(uow: LedgerView) -> list[tuple[Account, WalletEntry | None]]:
         wallets = [a for a in uow.ledger.all_accounts() if a.kind is AccountKind.WALLET]
         return [(a, uow.ledger.last_wallet_entry(a.id, None)) for a in wallets]
 

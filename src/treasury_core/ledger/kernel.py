@@ -8,10 +8,12 @@ Rules:
    most the reserved amount; expiring needs ``now`` at or past it.
 3. Deltas are summed per account and checked on the account *after* the whole journal: a guarded
    account whose debit exposure grows must keep ``available_balance >= -overdraft_limit``.
-4. Any failure raises before anything is applied, so a refused journal changes nothing.
+4. Any failure of planning raises before anything is written; a failed check raises before the
+   journal's transaction commits, so a refused journal changes nothing.
 
-Storage adapters call :func:`plan_journal`, load (and lock, in sorted id order) the accounts of
-``plan.account_ids``, and accept the journal only if :func:`check_account` passes for each.
+:func:`treasury_core.ledger.apply.apply_journal` runs these rules over a storage's primitive
+steps: it plans, has the accounts of ``plan.account_ids`` updated (and locked, in sorted id
+order), and accepts the journal only if :func:`check_account` passes for each.
 """
 
 from __future__ import annotations

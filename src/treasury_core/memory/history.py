@@ -6,36 +6,32 @@ the memory storage calls these with its transaction's state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from treasury_core.ledger import (
-    Account,
-    EntryPosition,
-    EntryQuery,
-    LedgerPlan,
-    WalletEntry,
-    wallet_entries,
-)
+from treasury_core.ledger import EntryPosition, EntryQuery, WalletEntry
 
 #: Wallet id -> its entries, oldest first (``seq`` 1, 2, …).
 Histories = dict[str, list[WalletEntry]]
 
 
-def record(
+def heads(histories: Histories, wallet_ids: Sequence[str]) -> dict[str, EntryPosition | None]:
+    """The position of each wallet's latest entry (``None``: no history yet)."""
+    last: dict[str, EntryPosition | None] = {}
+    for wallet_id in wallet_ids:
+        rows = histories.get(wallet_id)
+        last[wallet_id] = EntryPosition(rows[-1].created_at, rows[-1].seq) if rows else None
+    return last
+
+
+def append_entries(
     histories: Histories,
-    plan: LedgerPlan,
-    after: Mapping[str, Account],
+    entries: Sequence[WalletEntry],
     append: Callable[[list[Any], Any], None],
 ) -> None:
-    """Add the entries of ``plan`` (``after``: the touched accounts as updated) through
-    ``append``, the transaction's undoable list append."""
-    last: dict[str, EntryPosition | None] = {}
-    for account_id in after:
-        rows = histories.get(account_id)
-        last[account_id] = EntryPosition(rows[-1].created_at, rows[-1].seq) if rows else None
-    for entry in wallet_entries(plan, after, last):
+    """Add ``entries`` through ``append``, the transaction's undoable list append."""
+    for entry in entries:
         # A new wallet's list stays behind on rollback; empty, it reads as no history.
         append(histories.setdefault(entry.wallet_id, []), entry)
 

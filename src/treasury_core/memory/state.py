@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
@@ -52,8 +52,6 @@ class MemoryState:
     # payment_intent_lookup_id -> intent id, the unique index of the SQL table.
     intent_lookup_ids: dict[str, int] = field(default_factory=dict)
     sequences: dict[str, itertools.count[int]] = field(default_factory=dict)
-    # The sandbox clock's offset under one key, so put() can undo an advance.
-    clock_offset: dict[str, timedelta] = field(default_factory=dict)
 
 
 class MemoryTransaction:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
 from treasury_core.dashboard_sessions import DashboardSession
@@ -22,20 +22,20 @@ from treasury_core.jobs import Job, JobStatus
 from treasury_core.ledger import (
     Account,
     AccountKind,
+    EntryPosition,
     EntryQuery,
     Journal,
     LedgerPlan,
     PendingMovement,
     PendingStatus,
     Posting,
+    PostingExists,
     WalletEntry,
-    apply_plan,
-    duplicate_journal,
-    plan_journal,
-    referenced_pendings,
+    apply_journal,
 )
 from treasury_core.listing import RecordFilter
 from treasury_core.memory import history as memory_history
+from treasury_core.memory.clock import MemoryClockOffsets
 from treasury_core.memory.outbox import (
     MemoryDeliveries,
     MemoryOutbox,
@@ -125,23 +125,42 @@ class _Ledger:
         return newest_first(rows, lambda a: a.id, limit, starting_after)
 
     def apply(self, journal: Journal, now: datetime) -> LedgerPlan:
+        return apply_journal(self, journal, now)
+
+    # The primitive steps of apply_journal (treasury_core.ledger.apply.LedgerSteps).
+
+    def lock_pendings(self, pending_ids: Sequence[str]) -> dict[str, PendingMovement]:
+        # One writer at a time already: reading is locking.
+        pendings = self._tx.state.pendings
+        return {i: pendings[i] for i in pending_ids if i in pendings}
+
+    def add_deltas(self, plan: LedgerPlan) -> tuple[dict[str, Account], tuple[()]]:
+        accounts = self._tx.state.accounts
+        after: dict[str, Account] = {}
+        for account_id in plan.account_ids:
+            account = accounts.get(account_id)
+            if account is not None:
+                after[account_id] = account.with_delta(plan.deltas[account_id])
+                self._tx.put(accounts, account_id, after[account_id])
+        return after, ()
+
+    def write_postings(
+        self, plan: LedgerPlan, wallet_ids: Sequence[str]
+    ) -> dict[str, EntryPosition | None]:
         state = self._tx.state
-        referenced = {
-            i: state.pendings[i] for i in referenced_pendings(journal) if i in state.pendings
-        }
-        plan = plan_journal(journal, referenced, now)
         if any(p.id in state.posting_ids for p in plan.postings):
-            raise duplicate_journal(journal)
-        updated = apply_plan(state.accounts, plan)
-        for account_id, account in updated.items():
-            self._tx.put(state.accounts, account_id, account)
+            raise PostingExists(plan.journal.id)
         for posting in plan.postings:
             self._tx.append(state.postings, posting)
             self._tx.put(state.posting_ids, posting.id, True)
+        return memory_history.heads(state.histories, wallet_ids)
+
+    def write_pendings(self, plan: LedgerPlan) -> None:
         for pending in (*plan.new_pendings, *plan.resolved_pendings):
-            self._tx.put(state.pendings, pending.id, pending)
-        memory_history.record(state.histories, plan, updated, self._tx.append)
-        return plan
+            self._tx.put(self._tx.state.pendings, pending.id, pending)
+
+    def write_entries(self, entries: Sequence[WalletEntry]) -> None:
+        memory_history.append_entries(self._tx.state.histories, entries, self._tx.append)
 
     def wallet_entries(self, query: EntryQuery) -> list[WalletEntry]:
         return memory_history.page(self._tx.state.histories, query)
@@ -543,21 +562,6 @@ class _Jobs:
         return len(pending)
 
 
-class _ClockOffset:
-    def __init__(self, tx: MemoryTransaction) -> None:
-        self._tx = tx
-
-    def get(self) -> timedelta:
-        return self._tx.state.clock_offset.get("sandbox", timedelta(0))
-
-    def advance(self, by: timedelta) -> timedelta:
-        if by < timedelta(0):
-            raise ValueError("the clock offset only grows")
-        offset = self.get() + by
-        self._tx.put(self._tx.state.clock_offset, "sandbox", offset)
-        return offset
-
-
 class _MemoryUnitOfWork:
     def __init__(self, tx: MemoryTransaction) -> None:
         self.wallets = _Wallets(tx)
@@ -571,7 +575,6 @@ class _MemoryUnitOfWork:
         self.jobs = _Jobs(tx)
         self.intents = _Intents(tx)
         self.deliveries = MemoryDeliveries(tx)
-        self.clock_offset = _ClockOffset(tx)
 
 
 class MemoryStorage(Storage):
@@ -583,6 +586,11 @@ class MemoryStorage(Storage):
         super().__init__()
         self._state = MemoryState()
         self._lock = threading.RLock()
+        self._clock_offsets = MemoryClockOffsets()
+
+    def clock_offsets(self) -> MemoryClockOffsets:
+        """The sandbox clock's offset, kept as long as this storage."""
+        return self._clock_offsets
 
     @contextmanager
     def transaction(self, *, write: bool = True, snapshot: bool = False) -> Iterator[UnitOfWork]:

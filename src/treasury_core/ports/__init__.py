@@ -30,13 +30,12 @@ from treasury_core.ports.card_provider import (
     ChargebackOutcome,
     HoldGone,
 )
-from treasury_core.ports.clock import Clock
+from treasury_core.ports.clock import Clock, ClockOffsets
 from treasury_core.ports.fx import FxQuote, FxRates
 from treasury_core.ports.ids import IdSource
 from treasury_core.ports.notifier import DeliveryFailed, WebhookSender
 from treasury_core.ports.rate_limiter import RequestLimiter
 from treasury_core.ports.storage import (
-    ClockOffsetRepository,
     CompanyRepository,
     DashboardSessionRepository,
     DeliveryRepository,
@@ -67,7 +66,7 @@ __all__ = [  # noqa: RUF022 - plain sorted() order, which tests/unit/test_public
     "CardProviderStatus",
     "ChargebackOutcome",
     "Clock",
-    "ClockOffsetRepository",
+    "ClockOffsets",
     "CompanyRepository",
     "DashboardSessionRepository",
     "DeliveryFailed",

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Protocol, TypeVar
 
 from treasury_core.companies import ApiKey, Company, MerchantAccount
@@ -37,6 +37,7 @@ from treasury_core.ledger import (
     EntryQuery,
     Journal,
     LedgerPlan,
+    LedgerSteps,
     PendingMovement,
     Posting,
     WalletEntry,
@@ -48,6 +49,7 @@ from treasury_core.notifications.events import Event, EventHead
 from treasury_core.notifications.status import DeliveryBacklog, OutboxBacklog
 from treasury_core.operators import OperatorKey
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
+from treasury_core.ports.clock import ClockOffsets
 from treasury_core.wallets import Wallet
 from treasury_core.worker_threads import WorkerThreads
 
@@ -116,8 +118,13 @@ class WalletRepository(Protocol):
         ...
 
 
-class LedgerRepository(Protocol):
-    """Ledger accounts, postings and pending movements."""
+class LedgerRepository(LedgerSteps, Protocol):
+    """Ledger accounts, postings and pending movements.
+
+    :meth:`apply` is :func:`treasury_core.ledger.apply_journal` over the repository's own
+    :class:`~treasury_core.ledger.LedgerSteps`: the rules of a journal are the core's, the
+    steps (lock, add, write) the storage's.
+    """
 
     def open_account(self, account: Account) -> None:
         """Create an account with zero counters (the counters given are ignored)."""
@@ -142,10 +149,11 @@ class LedgerRepository(Protocol):
         ...
 
     def apply(self, journal: Journal, now: datetime) -> LedgerPlan:
-        """Plan, lock, check and write ``journal``; raises (and writes nothing) on refusal.
+        """Plan, lock, check and write ``journal``; raises on refusal, and the transaction
+        then keeps nothing of it.
 
-        With the postings it writes each touched wallet's history entries, made by
-        :func:`treasury_core.ledger.wallet_entries` from the accounts as updated.
+        Adapters implement it as ``apply_journal(self, journal, now)``; with the postings it
+        writes each touched wallet's history entries (:func:`treasury_core.ledger.wallet_entries`).
         """
         ...
 
@@ -572,27 +580,6 @@ class JobRepository(Protocol):
         ...
 
 
-class ClockOffsetRepository(Protocol):
-    """How far the sandbox clock runs ahead of wall time, kept so that every process over the
-    database, and every restart, tells the same business time.
-
-    There is one offset; it starts at zero and only grows.
-    """
-
-    def get(self) -> timedelta:
-        """The stored offset (zero until the first advance)."""
-        ...
-
-    def advance(self, by: timedelta) -> timedelta:
-        """Add ``by`` to the stored offset and return the new offset.
-
-        The offset is locked until the transaction ends, so concurrent advances (from other
-        processes too) add up and none is lost. A negative ``by`` raises ``ValueError`` and
-        writes nothing.
-        """
-        ...
-
-
 class UnitOfWork(Protocol):
     """One transaction's view of storage (read-only attributes, so adapters may narrow them)."""
 
@@ -651,11 +638,6 @@ class UnitOfWork(Protocol):
         """Deliveries of events."""
         ...
 
-    @property
-    def clock_offset(self) -> ClockOffsetRepository:
-        """The sandbox clock's offset."""
-        ...
-
 
 class Storage(abc.ABC):
     """Storage: subclasses provide :meth:`transaction`, this class runs functions in it."""
@@ -682,6 +664,11 @@ class Storage(abc.ABC):
     def is_transient(self, error: BaseException) -> bool:
         """Whether ``error`` is a conflict that a re-run can get past (default: never)."""
         return False
+
+    def clock_offsets(self) -> ClockOffsets | None:
+        """The sandbox clock's offset kept with this storage's data, or ``None`` when it keeps
+        none (a sandbox clock's advances then last as long as the process)."""
+        return None
 
     def migrate(self) -> None:  # noqa: B027 - a no-op default is the point
         """Bring the schema up to date (no-op for stores without one)."""

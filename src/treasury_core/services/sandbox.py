@@ -1,11 +1,12 @@
 """Sandbox controls: business time that tests and demos can move forward.
 
-With a clock whose offset is kept in storage (:class:`SharedOffsetClock`, the sandbox clock), an
-advance adds to the stored offset in one transaction and this process's clock then takes the
-result. Other processes over the same database take it when they next read it: at start
-(``bootstrap``) and before each pass of the background loop (:meth:`SandboxService.sync_clock`),
-so a ``treasury worker`` settles what another process's advance made due on its next pass, one
-``job_poll_seconds`` later at most.
+With a clock whose offset is kept with the data (:class:`SharedOffsetClock`, the sandbox clock,
+and the storage's :class:`~treasury_core.ports.ClockOffsets`), an advance adds to the stored
+offset in one transaction and this process's clock then takes the result. Other processes over
+the same database take it when they next read it: at start (``bootstrap``) and before each pass
+of the background loop (:meth:`SandboxService.sync_clock`), so a ``treasury worker`` settles
+what another process's advance made due on its next pass, one ``job_poll_seconds`` later at
+most.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from treasury_core.errors import NotFound, ValidationFailed
 from treasury_core.movements.requests import ClockAdvanceRequest
-from treasury_core.ports import Clock, Storage, UnitOfWork
+from treasury_core.ports import Clock, ClockOffsets
 from treasury_core.services.movements.settlement import SettlementService
 from treasury_core.services.notifications.service import NotificationService
 from treasury_core.services.support import TreasuryContext
@@ -55,11 +56,12 @@ class SharedOffsetClock(Protocol):
         ...
 
 
-def load_clock_offset(storage: Storage, clock: Clock) -> None:
-    """Bring ``clock`` up to the offset ``storage`` keeps, if it is a :class:`SharedOffsetClock`
-    (blocking; ``bootstrap`` calls it at start so a restart never sets business time back)."""
-    if isinstance(clock, SharedOffsetClock):
-        clock.catch_up(storage.run_sync(lambda uow: uow.clock_offset.get(), write=False))
+def load_clock_offset(offsets: ClockOffsets | None, clock: Clock) -> None:
+    """Bring ``clock`` up to the offset ``offsets`` keeps, if it is a :class:`SharedOffsetClock`
+    (blocking; ``bootstrap`` calls it at start so a restart never sets business time back).
+    ``None``: no offset is kept, and the clock stays as it is."""
+    if offsets is not None and isinstance(clock, SharedOffsetClock):
+        clock.catch_up(offsets.load())
 
 
 class SandboxService:
@@ -74,6 +76,7 @@ class SandboxService:
         self._ctx = ctx
         self._settlement = settlement
         self._notifications = notifications
+        self._offsets = ctx.storage.clock_offsets()
 
     @property
     def enabled(self) -> bool:
@@ -84,9 +87,8 @@ class SandboxService:
         """Take the clock offset storage keeps, which another process may have advanced
         (the background loop calls this before each pass). A no-op for other clocks."""
         clock = self._ctx.clock
-        if isinstance(clock, SharedOffsetClock):
-            offset = await self._ctx.storage.run(lambda uow: uow.clock_offset.get(), write=False)
-            clock.catch_up(offset)
+        if self._offsets is not None and isinstance(clock, SharedOffsetClock):
+            clock.catch_up(await self._offsets.get())
 
     async def now(self) -> datetime:
         """The business time, as this process's clock has it after taking the stored offset
@@ -104,13 +106,15 @@ class SandboxService:
         rest left to the worker loop, which is woken: an advance over a backlog of thousands
         must not wait for all of them to be sent.
 
-        A :class:`SharedOffsetClock` is advanced through storage: the stored offset grows in
-        one transaction (so advances by other processes add up, and the year limit is checked
-        against what is stored), then this process's clock takes it.
+        A :class:`SharedOffsetClock` is advanced through the storage's clock offsets (when it
+        keeps them): the stored offset grows in one transaction (so advances by other processes
+        add up, and the year limit is checked against what is stored), then this process's
+        clock takes it.
         """
         ClockAdvanceRequest(seconds=seconds)  # positive, at most ten years: the HTTP body's rule
         clock = self._ctx.clock
-        shared = isinstance(clock, SharedOffsetClock)
+        offsets = self._offsets if isinstance(clock, SharedOffsetClock) else None
+        shared = offsets is not None
         if not self.enabled or not (shared or isinstance(clock, AdvanceableClock)):
             raise NotFound("Sandbox controls are off", code="sandbox_disabled")
         if clock.now() + timedelta(seconds=seconds) > _LATEST:
@@ -121,8 +125,8 @@ class SandboxService:
         async with notifications.exclusive() if notifications else contextlib.nullcontext():
             if notifications is not None:
                 await notifications.finish_in_flight()
-            if isinstance(clock, SharedOffsetClock):
-                await self._advance_stored(clock, timedelta(seconds=seconds))
+            if offsets is not None and isinstance(clock, SharedOffsetClock):
+                await self._advance_stored(offsets, clock, timedelta(seconds=seconds))
             else:
                 assert isinstance(clock, AdvanceableClock)  # checked above
                 clock.advance(seconds)
@@ -135,16 +139,17 @@ class SandboxService:
                     notifications.wake_deliveries()  # the rest: the worker loop's
         return clock.now()
 
-    async def _advance_stored(self, clock: SharedOffsetClock, by: timedelta) -> None:
+    @staticmethod
+    async def _advance_stored(
+        offsets: ClockOffsets, clock: SharedOffsetClock, by: timedelta
+    ) -> None:
         wall = clock.now() - clock.offset
 
-        def write(uow: UnitOfWork) -> timedelta:
-            offset = uow.clock_offset.advance(by)
+        def check(offset: timedelta) -> None:
             if wall + offset > _LATEST:
-                raise _too_far()  # rolls the advance back
-            return offset
+                raise _too_far()  # the advance is not kept
 
-        clock.catch_up(await self._ctx.storage.run(write))
+        clock.catch_up(await offsets.advance(by, check))
 
 
 def _too_far() -> ValidationFailed:

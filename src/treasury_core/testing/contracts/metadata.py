@@ -10,6 +10,12 @@ from datetime import UTC, datetime
 from treasury_core.payments.intents import IntentFilter, PaymentIntent
 from treasury_core.payments.records import Transaction, TransactionStatus, TransactionType
 from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.testing.contracts.fixtures import (
+    add_intents,
+    make_intent,
+    make_wallet,
+    setup_company,
+)
 
 #: Keys and values a careless adapter would quote wrongly in SQL or a JSON path.
 _AWKWARD = {
@@ -30,8 +36,6 @@ class MetadataContract:
 
     def test_intent_lists_and_counts_filter_on_metadata(self, storage: Storage) -> None:
         """Every pair must match exactly, whatever characters the keys and values hold."""
-        from treasury_core.testing.contracts.storage import add_intents, make_intent, setup_company
-
         company = setup_company(storage)
         other = setup_company(storage)
         awkward = _kept(_AWKWARD)
@@ -73,8 +77,6 @@ class MetadataContract:
 
     def test_record_lists_filter_on_metadata(self, storage: Storage) -> None:
         """Records of one kind, of one company, holding every pair; updates are seen."""
-        from treasury_core.testing.contracts.storage import setup_company
-
         company = setup_company(storage)
         other = setup_company(storage)
         now = datetime(2026, 1, 1, tzinfo=UTC)
@@ -129,8 +131,6 @@ class MetadataContract:
     ) -> None:
         """``lock`` reads like ``get``; ``set_metadata`` replaces; the list filters on it (the
         list's company scope is the wallet lists' own test)."""
-        from treasury_core.testing.contracts.storage import make_wallet, setup_company
-
         company = setup_company(storage)
         other = setup_company(storage)
 

@@ -35,8 +35,10 @@ What the contract covers, through the unit of work's repositories:
   exactly (control characters included);
 - payment intents: increasing ids, company scoping, every field round-tripping, lists and counts
   agreeing with the filter, rollbacks, unique lookup ids;
-- the sandbox clock's offset: zero at first, advanced to the microsecond and rolled back with
-  its transaction, never by a negative amount, concurrent advances adding up.
+- the sandbox clock's offset (``Storage.clock_offsets()``): zero at first, advanced to the
+  microsecond, not kept when refused, never by a negative amount, concurrent advances adding up;
+- the ledger's primitive steps (:class:`~treasury_core.ledger.LedgerSteps`) that the core's
+  ``apply_journal`` runs.
 
 Not covered, because it depends on the backend: snapshot isolation of
 ``transaction(snapshot=True)`` against concurrent writers, and recovery from the backend's own
@@ -79,6 +81,7 @@ from treasury_core.payments.records import (
     TransactionType,
 )
 from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.testing.contracts.clock_offsets import ClockOffsetsContract
 from treasury_core.testing.contracts.dashboard_sessions import DashboardSessionContract
 from treasury_core.testing.contracts.fixtures import (
     NOW,
@@ -98,6 +101,7 @@ from treasury_core.testing.contracts.history import WalletHistoryContract
 from treasury_core.testing.contracts.hot_accounts import HotAccountContract
 from treasury_core.testing.contracts.intents import PaymentIntentContract
 from treasury_core.testing.contracts.ledger import LedgerContract
+from treasury_core.testing.contracts.ledger_steps import LedgerStepsContract
 from treasury_core.testing.contracts.metadata import MetadataContract
 from treasury_core.testing.contracts.operator_keys import OperatorKeyContract
 from treasury_core.testing.contracts.outbox import OutboxContract
@@ -120,9 +124,11 @@ __all__ = [
 
 
 class StorageContract(
+    ClockOffsetsContract,
     WalletHistoryContract,
     MetadataContract,
     LedgerContract,
+    LedgerStepsContract,
     PaymentIntentContract,
     OutboxContract,
     HotAccountContract,
@@ -447,45 +453,3 @@ class StorageContract(
         )
         storage.run_sync(lambda uow: uow.records.update(attempt.failed("declined", "No")))
         assert find("pi_contract") is None
-
-    def test_the_clock_offset_only_grows_and_commits_with_its_transaction(
-        self, storage: Storage
-    ) -> None:
-        """The sandbox clock's stored offset: zero at first, advanced to the microsecond in a
-        transaction (rolled back with it), never by a negative amount, read in any later one."""
-        assert storage.run_sync(lambda uow: uow.clock_offset.get(), write=False) == timedelta(0)
-        step = timedelta(days=3, microseconds=7)
-        assert storage.run_sync(lambda uow: uow.clock_offset.advance(step)) == step
-        assert storage.run_sync(lambda uow: uow.clock_offset.advance(step)) == 2 * step
-        assert storage.run_sync(lambda uow: uow.clock_offset.advance(timedelta(0))) == 2 * step
-
-        def advance_then_fail(uow: UnitOfWork) -> None:
-            assert uow.clock_offset.advance(timedelta(hours=1)) == 2 * step + timedelta(hours=1)
-            raise Boom
-
-        with pytest.raises(Boom):
-            storage.run_sync(advance_then_fail)
-        with pytest.raises(ValueError):  # noqa: PT011 - the port fixes the type, not the words
-            storage.run_sync(lambda uow: uow.clock_offset.advance(timedelta(seconds=-1)))
-        assert storage.run_sync(lambda uow: uow.clock_offset.get(), write=False) == 2 * step
-
-    def test_concurrent_clock_advances_add_up(self, storage: Storage) -> None:
-        """Advances from several threads (as from several processes) lose none of each other."""
-        errors: list[BaseException] = []
-
-        def worker() -> None:
-            try:
-                for _ in range(10):
-                    storage.run_sync(lambda uow: uow.clock_offset.advance(timedelta(seconds=1)))
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=worker) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
-        assert storage.run_sync(lambda uow: uow.clock_offset.get(), write=False) == timedelta(
-            seconds=40
-        )

@@ -73,13 +73,12 @@ from __future__ import annotations
 
 import unittest
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, ExitStack
 from datetime import datetime, timedelta
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 import hypothesis
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from treasury_core.errors import InsufficientFunds, LedgerRejected
 from treasury_core.ledger import (
@@ -101,14 +100,18 @@ from treasury_core.ledger.invariants import (
     check_snapshot,
     read_ledger,
 )
-from treasury_core.memory.storage import MemoryStorage
-from treasury_core.ports.storage import Storage, UnitOfWork
-from treasury_core.testing.fakes.clock import FakeClock
+from treasury_core.ports.storage import UnitOfWork
 from treasury_core.testing.machines.ledger_model import (
     COUNTER_FIELDS,
     Change,
     ModelPending,
     ReferenceLedger,
+)
+from treasury_core.testing.machines.run import (
+    StorageFactory,
+    StorageMachine,
+    bind_storage,
+    storage_test_case,
 )
 from treasury_core.testing.strategies import amounts, overdraft_limits, pending_categories
 
@@ -121,11 +124,8 @@ __all__ = [
     "ledger_machine_test_case",
 ]
 
-#: What a test supplies: a fresh, empty (migrated) storage, or a context manager yielding one.
-StorageFactory = Callable[[], Storage | AbstractContextManager[Storage]]
 
-
-class LedgerMachine(RuleBasedStateMachine):
+class LedgerMachine(StorageMachine):
     """Random ledger operations through a storage port, checked against :class:`ReferenceLedger`.
 
     Subclass and override :meth:`make_storage` (or use :func:`ledger_machine`) to run it on your
@@ -147,27 +147,11 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self._resources = ExitStack()
-        made = self.make_storage()
-        if isinstance(made, Storage):
-            self._resources.callback(made.close)
-            self.storage: Storage = made
-        else:
-            self.storage = self._resources.enter_context(made)
-        self.clock = FakeClock()
         self.model = ReferenceLedger()
         self.currencies: list[str] = []
         self._journals = 0
         self._wallet_count = 0
         self._previous: LedgerSnapshot | None = None
-
-    def make_storage(self) -> Storage | AbstractContextManager[Storage]:
-        """The empty storage for one run (default: a :class:`MemoryStorage`). Override this."""
-        return MemoryStorage()
-
-    def teardown(self) -> None:
-        """Close the run's storage (or exit its context manager)."""
-        self._resources.close()
 
     # Opening accounts -------------------------------------------------------------------------
 
@@ -640,32 +624,6 @@ def _resolution(action: str, pending_id: str) -> Leg:
 
 def _system_id(kind: AccountKind, code: str) -> str:
     return f"{kind.value}-{code}"
-
-
-M = TypeVar("M", bound="RuleBasedStateMachine")
-
-
-def bind_storage(machine: type[M], factory: StorageFactory, name: str) -> type[M]:
-    """A subclass of ``machine`` whose runs take their storage from ``factory()``.
-
-    Works for any machine here that gets its storage from ``make_storage()``.
-    """
-    made = type(name, (machine,), {"make_storage": lambda self: factory()})
-    made.__qualname__ = name
-    return made
-
-
-def storage_test_case(
-    machine: type[RuleBasedStateMachine],
-    factory: StorageFactory,
-    settings: hypothesis.settings | None,
-    name: str,
-) -> type[unittest.TestCase]:
-    """A ``unittest.TestCase`` class running ``machine`` on ``factory()`` storages."""
-    case = bind_storage(machine, factory, name).TestCase
-    if settings is not None:
-        case.settings = settings
-    return case
 
 
 def ledger_machine(

@@ -55,24 +55,21 @@ This module needs Hypothesis (a test dependency).
 
 from __future__ import annotations
 
-import asyncio
 import unittest
 from collections import Counter
 from collections.abc import Callable, Coroutine
-from contextlib import AbstractContextManager, ExitStack
 from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
 import hypothesis
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from treasury_core.bootstrap import Treasury, bootstrap
 from treasury_core.config import TreasuryConfig
 from treasury_core.errors import CardError, NotFound, TreasuryError, ValidationFailed
 from treasury_core.ledger import PendingCategory, PendingMovement, PendingStatus
 from treasury_core.ledger.invariants import LedgerSnapshot, check_invariants, read_ledger
-from treasury_core.memory.storage import MemoryStorage
 from treasury_core.notifications.events import Event, EventType
 from treasury_core.payments.intents import (
     CancellationReason,
@@ -95,9 +92,7 @@ from treasury_core.payments.records import (
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.ports.card_provider import CardData
-from treasury_core.ports.storage import Storage, UnitOfWork
-from treasury_core.testing.fakes.clock import FakeClock, SequentialIds
-from treasury_core.testing.machines.ledger import StorageFactory, bind_storage, storage_test_case
+from treasury_core.ports.storage import UnitOfWork
 from treasury_core.testing.machines.payments_model import (
     CARDS,
     INTENT_EVENTS,
@@ -119,6 +114,12 @@ from treasury_core.testing.machines.payments_model import (
     is_refundable,
     refund_refusal,
 )
+from treasury_core.testing.machines.run import (
+    ServiceMachine,
+    StorageFactory,
+    bind_storage,
+    storage_test_case,
+)
 from treasury_core.wallets import CreateWalletRequest
 
 __all__ = [
@@ -134,7 +135,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class PaymentsMachine(RuleBasedStateMachine):
+class PaymentsMachine(ServiceMachine):
     """Random payment-intent operations through the service, checked against :class:`ModelIntent`.
 
     Subclass and override :meth:`make_storage` (or use :func:`payments_machine`) to run it on
@@ -158,18 +159,6 @@ class PaymentsMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self._resources = ExitStack()
-        made = self.make_storage()
-        if isinstance(made, Storage):
-            self._resources.callback(made.close)
-            self.storage: Storage = made
-        else:
-            self.storage = self._resources.enter_context(made)
-        # One event loop for the machine's lifetime: the service is async, the rules are not.
-        self.loop = asyncio.new_event_loop()
-        self._resources.callback(self.loop.close)
-        self.clock = FakeClock()
-        self.ids = SequentialIds()
         self.now = self.clock.now()
         self.intents: dict[int, ModelIntent] = {}
         self.wallets: dict[str, str] = {}  # wallet id → currency
@@ -178,10 +167,6 @@ class PaymentsMachine(RuleBasedStateMachine):
         self._treasury: Treasury | None = None
 
     # Hooks --------------------------------------------------------------------------------------
-
-    def make_storage(self) -> Storage | AbstractContextManager[Storage]:
-        """The empty, migrated storage for one run (default: a MemoryStorage). Override this."""
-        return MemoryStorage()
 
     def make_config(self) -> TreasuryConfig:
         """Sandbox mode, the sandbox card provider and FX rates."""
@@ -202,10 +187,6 @@ class PaymentsMachine(RuleBasedStateMachine):
         """Where the card provider hosts 3-D Secure, play the customer there before the
         challenge is answered (``passed`` or not). The sandbox needs nothing: the answer is the
         challenge page's."""
-
-    def teardown(self) -> None:
-        """Close the event loop and the run's storage (or exit its context manager)."""
-        self._resources.close()
 
     @property
     def treasury(self) -> Treasury:

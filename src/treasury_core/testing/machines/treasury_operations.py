@@ -10,16 +10,13 @@ and commits the model. The rules, the invariants and the public entry points are
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Coroutine, Mapping
-from contextlib import AbstractContextManager, ExitStack
 from datetime import timedelta
 from decimal import Decimal
 from functools import partial
 from typing import Any, ClassVar, TypeVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine
 
 from treasury_core.bootstrap import Treasury, bootstrap
 from treasury_core.config import TreasuryConfig
@@ -30,7 +27,6 @@ from treasury_core.ledger.invariants import (
     LedgerSnapshot,
     read_ledger,
 )
-from treasury_core.memory.storage import MemoryStorage
 from treasury_core.movements.ledger import fee_account
 from treasury_core.movements.records import (
     TreasuryRecord,
@@ -42,8 +38,8 @@ from treasury_core.movements.requests import (
     CreateWithdrawalRequest,
     RegisterBankAccountRequest,
 )
-from treasury_core.ports.storage import Storage, UnitOfWork
-from treasury_core.testing.fakes.clock import FakeClock, SequentialIds
+from treasury_core.ports.storage import UnitOfWork
+from treasury_core.testing.machines.run import ServiceMachine
 from treasury_core.testing.machines.treasury_model import (
     INSUFFICIENT,
     MISMATCH,
@@ -70,7 +66,7 @@ from treasury_core.wallets import CreateWalletRequest
 T = TypeVar("T")
 
 
-class TreasuryOperations(RuleBasedStateMachine):
+class TreasuryOperations(ServiceMachine):
     """The storage, treasury and model of one run, and the operations rules are built from."""
 
     #: Currencies each run draws its 2-3 wallet currencies from (KWD has 3 decimals, JPY none).
@@ -96,18 +92,6 @@ class TreasuryOperations(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self._resources = ExitStack()
-        made = self.make_storage()
-        if isinstance(made, Storage):
-            self._resources.callback(made.close)
-            self.storage: Storage = made
-        else:
-            self.storage = self._resources.enter_context(made)
-        # One event loop for the machine's lifetime: the services are async, the rules are not.
-        self.loop = asyncio.new_event_loop()
-        self._resources.callback(self.loop.close)
-        self.clock = FakeClock()
-        self.ids = SequentialIds()
         self.model = ReferenceTreasury(
             self.clock.now(), self.usd_rates() or {}, self.settlement_delays
         )
@@ -119,10 +103,6 @@ class TreasuryOperations(RuleBasedStateMachine):
         self._wallet_count = 0
 
     # Hooks --------------------------------------------------------------------------------------
-
-    def make_storage(self) -> Storage | AbstractContextManager[Storage]:
-        """The empty, migrated storage for one run (default: a MemoryStorage). Override this."""
-        return MemoryStorage()
 
     def make_config(self, withdrawal_fees: dict[str, tuple[int, int]]) -> TreasuryConfig:
         """The configuration: sandbox adapters, this run's fee rule."""
@@ -143,10 +123,6 @@ class TreasuryOperations(RuleBasedStateMachine):
         rates do not go through the dollar this way needs this hook overridden.
         """
         return None
-
-    def teardown(self) -> None:
-        """Close the event loop and the run's storage (or exit its context manager)."""
-        self._resources.close()
 
     @property
     def treasury(self) -> Treasury:
