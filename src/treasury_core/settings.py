@@ -1,7 +1,10 @@
 """The ``TREASURY_*`` environment variables, read into a :class:`TreasuryConfig`.
 
-One variable per setting, named after it (``pool_size`` → ``TREASURY_POOL_SIZE``), read by one
-pydantic-settings model, :class:`TreasurySettings`. The formats:
+One variable per setting, named after it (``pool_size`` → ``TREASURY_POOL_SIZE``). The core's
+settings are read by one pydantic-settings model, :class:`TreasurySettings`; each adapter's by
+its own :class:`~treasury_core.config.AdapterSettings` model (``TREASURY_STRIPE_*``,
+``TREASURY_VAULT_*``, ``TREASURY_ECB_*``, …, listed by the plugins'
+``treasury_settings_models``), read through pydantic-settings with the same rules. The formats:
 
 - booleans: ``true``/``false``, ``1``/``0``, ``yes``/``no``, ``on``/``off`` (any case) and
   nothing else: ``'False '``, ``flase`` or ``disabled`` are refused, never taken as "on";
@@ -13,12 +16,12 @@ pydantic-settings model, :class:`TreasurySettings`. The formats:
   ``TREASURY_PAYMENT_DELAYS_SECONDS``, ``TREASURY_BANK_ACCOUNTS``): a JSON object, e.g.
   ``{"*": [0, 0], "EUR": [25, 50]}``.
 
-A value that does not parse, or that the config refuses, raises :class:`BadSetting` with one
-line naming the variable and the value; settings that are required but missing are all named
-at once, one per line. A ``TREASURY_*`` variable that neither the config nor a plugin reads (a
-typo) is warned about, once per process, with the closest known name. This module reads the
-process environment and nothing else: no ``.env`` file, no secrets directory.
-"""
+A value that does not parse, or that the config or an adapter's model refuses, raises
+:class:`BadSetting` with one line naming the variable and the value (not a secret's); settings
+that are required but missing are all named at once, one per line. A ``TREASURY_*`` variable
+that neither the config, an adapter's model nor a plugin reads (a typo) is warned about, once
+per process, with the closest known name. This module reads the process environment and nothing
+else: no ``.env`` file, no secrets directory."""
 
 from __future__ import annotations
 
