@@ -3,38 +3,133 @@
 Plain data with defaults fit for the sandbox, built in code by an embedding application;
 :func:`treasury_core.settings.config_from_env` builds one from ``TREASURY_*`` variables for the
 command line. Nothing here reads the environment or opens a connection.
+
+:class:`TreasuryConfig` holds the core's settings and names the adapters to use. Each adapter's
+own settings are an :class:`AdapterSettings` model of the adapter's package, with its own
+variable prefix (``TREASURY_STRIPE_``, ``TREASURY_VAULT_``, ``TREASURY_ECB_``, …); the config
+carries their values by setting name in :attr:`TreasuryConfig.adapters` and an adapter's factory
+reads its model with :meth:`TreasuryConfig.adapter_settings`.
 """
 
 from __future__ import annotations
 
 import re
-import urllib.parse
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, TypeVar
 
+import pydantic_core
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     SecretStr,
     StringConstraints,
-    ValidationInfo,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from treasury_core.currency import DEFAULT_CURRENCIES, DEFAULT_VBAN_CURRENCIES, CurrencyRegistry
 
 DEFAULT_DATABASE_URL = "sqlite:///treasury.db"
 
-#: The validation context under which a config lacking required settings is still built, so
-#: that :meth:`TreasuryConfig.missing_settings` can name them all together with what plugins
-#: and the command line require (``config_from_env`` does; it then refuses the config).
-DEFER_MISSING: dict[str, Any] = {"defer_missing_settings": True}
+#: The prefix of every setting's variable; a setting's name is its variable without it, in
+#: lower case (``TREASURY_STRIPE_API_KEY`` is ``stripe_api_key``).
+VARIABLE_PREFIX = "TREASURY_"
+
+#: The bundled adapters' settings, which :class:`TreasuryConfig` takes as keyword arguments
+#: (``TreasuryConfig(stripe_api_key=...)``) and files under :attr:`TreasuryConfig.adapters`,
+#: where the adapter's own model reads and checks them. A third party's settings go in
+#: ``adapters=`` directly.
+ADAPTER_KEYWORDS = frozenset(
+    {
+        "stripe_api_key",
+        "stripe_api_base",
+        "stripe_webhook_secret",
+        "stripe_timeout_seconds",
+        "stripe_max_threads",
+        "vault_key",
+        "vault_old_keys",
+        "settlement_delays_seconds",
+        "bank_batch_booking",
+        "ecb_fetch",
+        "ecb_url",
+        "ecb_file",
+        "ecb_markup_bps",
+        "ecb_max_age_days",
+    }
+)
 
 #: An origin allowed to frame the hosted pages (``https://shop.example``, ``https://*.example``):
 #: a scheme, a host and an optional port, nothing that could add a CSP directive.
 FrameAncestor = Annotated[
     str, StringConstraints(pattern=r"^https?://(\*\.)?[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 ]
+
+Settings = TypeVar("Settings", bound="AdapterSettings")
+
+
+def from_json(value: object) -> object:
+    """A table setting's value: a variable's JSON text parsed, anything else as it is.
+
+    For an :class:`AdapterSettings` table field: ``field_validator("fees", mode="before")
+    (from_json)``; a value that is not JSON is refused as the core's tables are.
+    """
+    if isinstance(value, str):
+        try:
+            return pydantic_core.from_json(value)
+        except ValueError as exc:
+            raise PydanticCustomError(
+                "json_invalid", "Invalid JSON: {error}", {"error": str(exc)}
+            ) from None
+    return value
+
+
+def split_items(value: object) -> object:
+    """A list setting's value: a variable's items, separated by commas or spaces, as a tuple;
+    anything else as it is (for an :class:`AdapterSettings` list field, like :func:`from_json`).
+    """
+    if isinstance(value, str):
+        return tuple(item for item in value.replace(",", " ").split() if item)
+    return value
+
+
+class AdapterSettings(BaseModel):
+    """An adapter's own settings: one model per adapter, in the adapter's package.
+
+    Subclasses set :attr:`env_prefix` (``"TREASURY_STRIPE_"``); each field is read from the
+    variable named by the prefix and the field (``api_key`` → ``TREASURY_STRIPE_API_KEY``)
+    by :func:`treasury_core.settings.config_from_env`, with the core's parsing rules (strict
+    booleans, finite numbers). A plugin lists its models in the ``treasury_settings_models``
+    hook; its factories read them with :meth:`TreasuryConfig.adapter_settings`. Values that
+    come from a variable arrive as strings: a table or list field parses them itself (a
+    ``mode="before"`` validator).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    #: The variables' common prefix, ``TREASURY_`` and the adapter's part, ending in ``_``.
+    env_prefix: ClassVar[str] = VARIABLE_PREFIX
+
+    @classmethod
+    def setting_name(cls, field: str) -> str:
+        """The name under which ``field`` is kept in :attr:`TreasuryConfig.adapters`."""
+        return (cls.env_prefix.removeprefix(VARIABLE_PREFIX) + field).lower()
+
+    @classmethod
+    def variable(cls, field: str) -> str:
+        """The environment variable of ``field`` (``TREASURY_STRIPE_API_KEY``)."""
+        return (cls.env_prefix + field).upper()
+
+    @classmethod
+    def variables(cls) -> frozenset[str]:
+        """Every variable this model reads."""
+        return frozenset(cls.variable(field) for field in cls.model_fields)
+
+    def missing(self, config: TreasuryConfig) -> list[str]:
+        """What ``config`` requires of these settings and they lack, one line per setting
+        naming its variable (a Stripe key when ``config`` picks the ``stripe`` provider);
+        :func:`~treasury_core.settings.config_from_env` names them with the rest. None here."""
+        return []
 
 
 class TreasuryConfig(BaseModel):
@@ -84,11 +179,6 @@ class TreasuryConfig(BaseModel):
         "the only accounts whose statements are imported. The debtor IBAN is always one "
         "(EUR).",
     )
-    bank_batch_booking: bool = Field(
-        default=True,
-        description="Ask the bank to book each payment file as one debit (pain.001 BtchBookg) "
-        "rather than one debit per transfer.",
-    )
     bank_statement_max_bytes: int = Field(
         default=5 * 1024 * 1024,
         gt=0,
@@ -102,11 +192,6 @@ class TreasuryConfig(BaseModel):
         default_factory=lambda: {"*": (0, 0)},
         description="Per currency (or '*'): (fixed minor units, basis points) per withdrawal.",
     )
-    settlement_delays_seconds: dict[str, float] = Field(
-        default_factory=dict,
-        description="Sandbox rail delays by kind (deposit, withdrawal, fx_transfer); "
-        "decisions.md's defaults (24 h, 24 h, 60 s) otherwise.",
-    )
     api_key_cache_seconds: float = Field(
         default=2.0,
         ge=0,
@@ -115,31 +200,6 @@ class TreasuryConfig(BaseModel):
     )
     card_provider: str = Field(
         default="sandbox", description="Card provider adapter name (sandbox, stripe)."
-    )
-    stripe_api_key: SecretStr | None = Field(
-        default=None,
-        description="The Stripe secret key (sk_…) of the stripe card provider; required with it.",
-    )
-    stripe_api_base: str | None = Field(
-        default=None,
-        description="Stripe's API base URL, for a local fake such as localstripe; Stripe's own "
-        "when unset. https://, or http:// to a loopback host only.",
-    )
-    stripe_webhook_secret: SecretStr | None = Field(
-        default=None, description="Verifies Stripe's webhook signatures (whsec_…)."
-    )
-    stripe_timeout_seconds: float = Field(
-        default=30.0,
-        gt=0,
-        allow_inf_nan=False,
-        description="How long one HTTP request to Stripe may take (connecting, then each "
-        "read) before it counts as a timeout; the SDK retries it twice.",
-    )
-    stripe_max_threads: int = Field(
-        default=32,
-        ge=1,
-        description="The stripe card provider's own threads: how many Stripe calls may be in "
-        "flight at once; more wait their turn, and no other work waits for them.",
     )
     payment_delays_seconds: dict[str, float] = Field(
         default_factory=dict,
@@ -197,15 +257,6 @@ class TreasuryConfig(BaseModel):
         "connecting, the answer) before it is limited by the process's own bucket instead.",
     )
     vault: str = Field(default="aesgcm", description="Card vault adapter name.")
-    vault_key: SecretStr | None = Field(
-        default=None,
-        description="The vault's key: 32 random bytes, base64 (url-safe or standard). Required "
-        "outside sandbox mode; the sandbox falls back to a fixed, public test key.",
-    )
-    vault_old_keys: tuple[SecretStr, ...] = Field(
-        default=(),
-        description="Earlier vault keys, still used to open cards sealed with them (rotation).",
-    )
     tokenization_ttl_seconds: int = Field(
         default=24 * 3600,
         gt=0,
@@ -284,6 +335,40 @@ class TreasuryConfig(BaseModel):
         description="Origins allowed to embed the hosted pages in an iframe (CSP "
         "frame-ancestors); the server's own origin always may.",
     )
+    adapters: Mapping[str, Any] = Field(
+        default_factory=dict,
+        repr=False,
+        description="The adapters' own settings by setting name (``stripe_api_key``, "
+        "``acme_region``); given as a list of their models (``[StripeSettings(api_key=...)]``) "
+        "too. Each adapter's model checks its own when the adapter is built "
+        "(:meth:`adapter_settings`); left out of the repr, as they hold secrets.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _file_adapter_settings(cls, data: Any) -> Any:
+        # adapters= takes the adapters' models as well as their values by name, and
+        # TreasuryConfig(stripe_api_key=...) keeps working: the bundled adapters' settings are
+        # filed with the other adapters' values, a keyword winning over the same name there.
+        if not isinstance(data, Mapping):
+            return data
+        given = data.get("adapters")
+        if not ADAPTER_KEYWORDS.intersection(data) and not isinstance(given, list | tuple):
+            return data
+        values = dict(data)
+        values.pop("adapters", None)
+        adapters: dict[str, Any] = {}
+        if isinstance(given, list | tuple):
+            for settings in given:
+                if not isinstance(settings, AdapterSettings):
+                    raise ValueError("adapters: a list holds AdapterSettings models only")
+                dumped = settings.model_dump(exclude_unset=True)
+                adapters.update({settings.setting_name(k): v for k, v in dumped.items()})
+        elif given is not None:
+            adapters.update(given)
+        for name in ADAPTER_KEYWORDS.intersection(data):
+            adapters[name] = values.pop(name)
+        return {**values, "adapters": adapters}
 
     @model_validator(mode="after")
     def _lease_outlasts_a_send(self) -> TreasuryConfig:
@@ -292,15 +377,6 @@ class TreasuryConfig(BaseModel):
             raise ValueError(
                 "delivery_lease_seconds must be more than twice webhook_timeout_seconds"
             )
-        return self
-
-    @model_validator(mode="after")
-    def _required_settings_are_set(self, info: ValidationInfo) -> TreasuryConfig:
-        # Refused here, before anything is opened, rather than at the first payment or export;
-        # every missing one at once, so a deployment is not fixed one restart per setting.
-        missing = self.missing_settings()
-        if missing and not (info.context or {}).get("defer_missing_settings"):
-            raise ValueError("; ".join(missing))
         return self
 
     @model_validator(mode="after")
@@ -318,32 +394,18 @@ class TreasuryConfig(BaseModel):
                     raise ValueError(f"bank_accounts: {account!r} is not an account number")
         return self
 
-    @model_validator(mode="after")
-    def _stripe_base_is_private(self) -> TreasuryConfig:
-        # The API key travels in every request's headers: plain HTTP only to a fake on this
-        # machine (localstripe), never across a network.
-        if self.stripe_api_base is not None:
-            base = urllib.parse.urlsplit(self.stripe_api_base)
-            host = base.hostname or ""
-            loopback = host in ("localhost", "::1") or host.startswith("127.")
-            if not (base.scheme == "https" or (base.scheme == "http" and loopback)):
-                raise ValueError(
-                    "TREASURY_STRIPE_API_BASE must be https:// unless its host is loopback"
-                )
-        return self
+    def adapter_settings(self, model: type[Settings]) -> Settings:
+        """``model`` (an adapter's :class:`AdapterSettings`) from this config's values of its
+        prefix, the model's defaults for the rest.
 
-    def missing_settings(self) -> list[str]:
-        """The settings this config's adapters require and it lacks, one line each naming the
-        variable (a Stripe key with the ``stripe`` provider, the debtor with the files rail)."""
-        missing = []
-        if self.card_provider == "stripe" and self.stripe_api_key is None:
-            missing.append("TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe")
-        if self.bank_rail == "files" and not (self.bank_debtor_name and self.bank_debtor_iban):
-            missing.append(
-                "TREASURY_BANK_DEBTOR_NAME and TREASURY_BANK_DEBTOR_IBAN are required when "
-                "TREASURY_BANK_RAIL=files"
-            )
-        return missing
+        Raises :class:`pydantic.ValidationError` when a value is refused: a config built in
+        code is checked here, when its adapter is built; one from the environment was checked
+        by :func:`~treasury_core.settings.config_from_env`, naming the variable.
+        """
+        fields = {model.setting_name(field): field for field in model.model_fields}
+        return model.model_validate(
+            {fields[name]: value for name, value in self.adapters.items() if name in fields}
+        )
 
     @property
     def storage_name(self) -> str:

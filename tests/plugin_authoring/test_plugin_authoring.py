@@ -45,13 +45,32 @@ except AdapterNotFound as error:
 
 provider = treasury.payments.provider
 report["provider"] = f"{type(provider).__module__}.{type(provider).__name__}"
-# What `treasury serve` does: the adapter named in the environment.
+# What `treasury serve` does: the adapter named in the environment, its own settings there too.
 from treasury_core import config_from_env
-from_env = bootstrap(
-    config_from_env({"TREASURY_DATABASE_URL": "memory://", "TREASURY_CARD_PROVIDER": "acme"})
-)
+from treasury_core.settings import BadSetting, warn_unknown_variables
+from acme_cards.settings import AcmeSettings
+environ = {
+    "TREASURY_DATABASE_URL": "memory://",
+    "TREASURY_CARD_PROVIDER": "acme",
+    "TREASURY_ACME_REGION": "us",
+}
+from_env = bootstrap(config_from_env(environ))
 report["from_env"] = type(from_env.payments.provider).__name__
+report["from_env_region"] = from_env.payments.provider.api.region
+report["unknown"] = warn_unknown_variables(environ)
 from_env.close()
+coded = bootstrap(
+    TreasuryConfig(
+        database_url="memory://", card_provider="acme", adapters=[AcmeSettings(region="us")]
+    )
+)
+report["coded_region"] = coded.payments.provider.api.region
+coded.close()
+try:
+    config_from_env({"TREASURY_ACME_REGION": "mars"})
+except BadSetting as error:
+    report["bad_region"] = error.message
+report["default_region"] = provider.api.region
 
 def intent_request(account_id, amount, method):
     return CreateIntentRequest(
@@ -154,6 +173,12 @@ def test_configuration_picks_the_plugin_and_payments_go_through_it(site: Path) -
     assert "acme" in report["entry_points"]
     assert report["provider"] == "acme_cards.provider.AcmeCardProvider"
     assert report["from_env"] == "AcmeCardProvider"  # TREASURY_CARD_PROVIDER=acme
+    # Its own settings model: from the environment, in code, defaults, one-line refusals, and
+    # its variables are known ones (no typo warning).
+    assert (report["from_env_region"], report["coded_region"]) == ("us", "us")
+    assert report["default_region"] == "eu"
+    assert report["unknown"] == []
+    assert str(report["bad_region"]).startswith("TREASURY_ACME_REGION='mars' is not valid: ")
     assert report["after_pay"] == "AUTHORIZED"
     assert report["after_capture"] == "PROCESSED"
     assert report["refund"] == "succeeded"

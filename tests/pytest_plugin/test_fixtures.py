@@ -142,7 +142,7 @@ def test_the_default_config_is_the_sandbox_with_a_key_of_its_own(users: pytest.P
         """
         def test_config(treasury_config, treasury_server):
             assert treasury_config.sandbox
-            assert treasury_config.vault_key is not None
+            assert treasury_config.adapters.get("vault_key") is not None
             assert treasury_server.treasury.config.job_poll_seconds == 0.05
         """
     )

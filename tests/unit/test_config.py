@@ -1,7 +1,8 @@
 import pytest
 from pydantic import ValidationError
 
-from treasury_core import TreasuryConfig, config_from_env
+from treasury_bankfiles.settings import BankFilesSettings
+from treasury_core import TreasuryConfig, bootstrap, config_from_env
 from treasury_core.plugins import make_plugin_manager
 from treasury_core.settings import (
     BadSetting,
@@ -10,6 +11,9 @@ from treasury_core.settings import (
     unknown_variables,
     warn_unknown_variables,
 )
+from treasury_sandbox.settings import SandboxRailSettings
+from treasury_stripe.settings import StripeSettings
+from treasury_vault.settings import VaultSettings
 
 
 def test_env_and_overrides() -> None:
@@ -52,8 +56,9 @@ def test_card_on_file_settings_from_the_environment() -> None:
             "TREASURY_FORM_KEY": "form",
         }
     )
-    assert config.vault_key is not None and config.vault_key.get_secret_value() == "new-key"
-    assert [k.get_secret_value() for k in config.vault_old_keys] == ["old-1", "old-2"]
+    vault = config.adapter_settings(VaultSettings)
+    assert vault.key is not None and vault.key.get_secret_value() == "new-key"
+    assert [k.get_secret_value() for k in vault.old_keys] == ["old-1", "old-2"]
     assert config.frame_ancestors == ("https://shop.example", "https://*.shop.example")
     assert config.public_url == "https://pay.example"
     assert "new-key" not in repr(config)  # secrets stay out of reprs and logs
@@ -132,7 +137,8 @@ def test_the_sandbox_flag_accepts_the_usual_booleans(value: str, sandbox: bool) 
 def test_every_setting_has_a_variable() -> None:
     # A setting added to TreasuryConfig without a variable would be unreachable from the
     # command line, as the withdrawal fee table was (so `treasury serve` always charged 0).
-    assert set(TreasurySettings.model_fields) == set(TreasuryConfig.model_fields)
+    # The adapters' own settings are their models' (each read with its own prefix).
+    assert set(TreasurySettings.model_fields) == set(TreasuryConfig.model_fields) - {"adapters"}
 
 
 def test_tables_come_from_the_environment_as_json() -> None:
@@ -151,7 +157,7 @@ def test_tables_come_from_the_environment_as_json() -> None:
     assert config.withdrawal_fee("EUR") == (25, 50)
     assert config.withdrawal_fee("USD") == (0, 0)
     assert config.currency_exponents == {"JPY": 0}
-    assert config.settlement_delays_seconds == {"deposit": 5.0}
+    assert config.adapter_settings(SandboxRailSettings).delays_seconds == {"deposit": 5.0}
     assert config.payment_delays_seconds == {"payout": 60.5}
     assert (config.max_amount, config.api_key_cache_seconds) == (1_000_000, 0)
     assert (config.event_retention_days, config.idempotency_ttl_seconds) == (7, 3600)
@@ -215,9 +221,10 @@ def test_stripe_settings_from_the_environment_keep_their_secrets() -> None:
             "TREASURY_STRIPE_WEBHOOK_SECRET": "whsec_xyz",
         }
     )
-    assert config.stripe_api_key is not None
-    assert config.stripe_api_key.get_secret_value() == "sk_test_abc"
-    assert config.stripe_api_base == "http://127.0.0.1:8420"
+    stripe = config.adapter_settings(StripeSettings)
+    assert stripe.api_key is not None
+    assert stripe.api_key.get_secret_value() == "sk_test_abc"
+    assert stripe.api_base == "http://127.0.0.1:8420"
     assert "sk_test_abc" not in repr(config)
     assert "whsec_xyz" not in repr(config)
     # A key alone, with the sandbox provider, is fine: it is simply not used.
@@ -225,17 +232,22 @@ def test_stripe_settings_from_the_environment_keep_their_secrets() -> None:
 
 
 def test_stripe_timeout_and_threads_from_the_environment() -> None:
-    defaults = config_from_env({})
-    assert (defaults.stripe_timeout_seconds, defaults.stripe_max_threads) == (30.0, 32)
+    defaults = config_from_env({}).adapter_settings(StripeSettings)
+    assert (defaults.timeout_seconds, defaults.max_threads) == (30.0, 32)
     config = config_from_env(
         {"TREASURY_STRIPE_TIMEOUT_SECONDS": "2.5", "TREASURY_STRIPE_MAX_THREADS": "8"}
     )
-    assert (config.stripe_timeout_seconds, config.stripe_max_threads) == (2.5, 8)
+    stripe = config.adapter_settings(StripeSettings)
+    assert (stripe.timeout_seconds, stripe.max_threads) == (2.5, 8)
 
 
 def test_an_infinite_stripe_timeout_is_refused_in_code_too() -> None:
+    # Checked by the adapter's model when the adapter reads it (at bootstrap).
+    config = TreasuryConfig(stripe_timeout_seconds=float("inf"))
     with pytest.raises(ValidationError, match="finite"):
-        TreasuryConfig(stripe_timeout_seconds=float("inf"))
+        config.adapter_settings(StripeSettings)
+    with pytest.raises(ValidationError, match="finite"):
+        StripeSettings(timeout_seconds=float("inf"))
 
 
 def test_a_bad_override_is_not_blamed_on_a_variable() -> None:
@@ -249,15 +261,21 @@ def test_every_missing_required_setting_is_named_in_one_error() -> None:
         config_from_env({"TREASURY_CARD_PROVIDER": "stripe", "TREASURY_BANK_RAIL": "files"})
     assert refused.value.message.splitlines() == [
         "The settings are not valid: 2 required settings are missing:",
-        "- TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe",
+        # In the order the plugins are registered (the built-in ones: their entry points').
         "- TREASURY_BANK_DEBTOR_NAME and TREASURY_BANK_DEBTOR_IBAN are required when "
         "TREASURY_BANK_RAIL=files",
+        "- TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe",
     ]
-    # Built in code, the config refuses the same pair at once too.
-    with pytest.raises(ValidationError) as invalid:
-        TreasuryConfig(card_provider="stripe", bank_rail="files")
-    assert "TREASURY_STRIPE_API_KEY" in str(invalid.value)
-    assert "TREASURY_BANK_DEBTOR_IBAN" in str(invalid.value)
+    # Built in code, each adapter's settings name what they lack, and its factory refuses it.
+    config = TreasuryConfig(database_url="memory://", card_provider="stripe", bank_rail="files")
+    assert config.adapter_settings(StripeSettings).missing(config) == [
+        "TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe"
+    ]
+    assert (
+        "TREASURY_BANK_DEBTOR_IBAN" in config.adapter_settings(BankFilesSettings).missing(config)[0]
+    )
+    with pytest.raises(BadSetting, match="TREASURY_STRIPE_API_KEY is required"):
+        bootstrap(config)
 
 
 def test_what_the_caller_requires_is_named_with_the_rest() -> None:
@@ -350,4 +368,5 @@ def test_a_plain_http_stripe_base_off_loopback_is_refused(base: str) -> None:
     ["https://api.stripe.com", "http://127.0.0.1:8420", "http://localhost:1", "http://[::1]:8"],
 )
 def test_https_or_a_loopback_stripe_base_is_accepted(base: str) -> None:
-    assert config_from_env({"TREASURY_STRIPE_API_BASE": base}).stripe_api_base == base
+    config = config_from_env({"TREASURY_STRIPE_API_BASE": base})
+    assert config.adapter_settings(StripeSettings).api_base == base

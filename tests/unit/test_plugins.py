@@ -1,17 +1,23 @@
 """Hook specs, the plugin manager and bootstrap's choice of adapters."""
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from treasury_core import AdapterNotFound, TreasuryConfig, bootstrap
+from treasury_core.config import AdapterSettings, from_json, split_items
 from treasury_core.memory.storage import MemoryStorage
-from treasury_core.plugins import collect_factories, hookimpl, make_plugin_manager
+from treasury_core.plugins import (
+    collect_factories,
+    hookimpl,
+    make_plugin_manager,
+    settings_models,
+)
 from treasury_core.plugins.hookspecs import REGISTER_HOOKS
 from treasury_core.plugins.manager import DuplicateAdapter
 from treasury_vault.aesgcm import generate_key
@@ -195,14 +201,99 @@ def test_a_plugin_may_supply_the_webhook_sender() -> None:
 
 
 def test_the_stripe_provider_refuses_to_be_built_without_a_key() -> None:
-    # model_construct skips TreasuryConfig's own check, as an embedding application may.
+    # A config built in code is checked by the adapter's settings when the adapter is built.
     from treasury_core.settings import BadSetting
 
-    config = TreasuryConfig.model_construct(
-        **{**TreasuryConfig().__dict__, "card_provider": "stripe"}
-    )
+    config = TreasuryConfig(card_provider="stripe")
     with pytest.raises(BadSetting, match="TREASURY_STRIPE_API_KEY is required"):
         bootstrap(config, storage=MemoryStorage())
+
+
+class _AcmeSettings(AdapterSettings):
+    env_prefix: ClassVar[str] = "TREASURY_ACME_"
+
+    region: str = "eu"
+    api_key: SecretStr | None = None
+    retries: int = Field(default=2, ge=0)
+    zones: tuple[str, ...] = ()
+    limits: dict[str, int] = Field(default_factory=dict)
+
+    _split = field_validator("zones", mode="before")(split_items)
+    _json = field_validator("limits", mode="before")(from_json)
+
+    def missing(self, config: TreasuryConfig) -> list[str]:
+        if config.card_provider == "acme" and self.api_key is None:
+            return ["TREASURY_ACME_API_KEY is required when TREASURY_CARD_PROVIDER=acme"]
+        return []
+
+
+class _AcmePlugin:
+    @hookimpl
+    def treasury_settings_models(self) -> Iterable[type[AdapterSettings]]:
+        return (_AcmeSettings,)
+
+
+def test_a_plugins_settings_model_is_read_from_the_environment() -> None:
+    from treasury_core.settings import config_from_env, known_variables
+
+    pm = make_plugin_manager(plugins=[_AcmePlugin()])
+    assert _AcmeSettings in settings_models(pm)
+    assert {"TREASURY_ACME_REGION", "TREASURY_ACME_API_KEY"} <= known_variables(pm)
+    config = config_from_env(
+        {
+            "TREASURY_ACME_REGION": "us",
+            "treasury_acme_api_key": "k",
+            "TREASURY_ACME_ZONES": "a, b c",
+            "TREASURY_ACME_LIMITS": '{"EUR": 5}',
+        },
+        plugins=pm,
+    )
+    acme = config.adapter_settings(_AcmeSettings)
+    assert (acme.region, acme.retries, acme.zones, acme.limits) == (
+        "us",
+        2,
+        ("a", "b", "c"),
+        {"EUR": 5},
+    )
+    assert acme.api_key is not None and acme.api_key.get_secret_value() == "k"
+    assert "'k'" not in repr(config)
+    assert config.adapters["acme_region"] == "us"
+
+
+def test_a_plugins_settings_refuse_a_bad_value_and_name_what_is_missing() -> None:
+    from treasury_core.settings import BadSetting, config_from_env
+
+    pm = make_plugin_manager(plugins=[_AcmePlugin()])
+    with pytest.raises(BadSetting) as refused:
+        config_from_env({"TREASURY_ACME_RETRIES": "-1"}, plugins=pm)
+    assert refused.value.message == (
+        "TREASURY_ACME_RETRIES='-1' is not valid: Input should be greater than or equal to 0"
+    )
+    with pytest.raises(BadSetting, match=r"TREASURY_ACME_LIMITS='\{' is not valid: Invalid JSON"):
+        config_from_env({"TREASURY_ACME_LIMITS": "{"}, plugins=pm)
+    with pytest.raises(BadSetting) as missing:
+        config_from_env({"TREASURY_CARD_PROVIDER": "acme"}, plugins=pm)
+    assert missing.value.message == (
+        "The settings are not valid: "
+        "TREASURY_ACME_API_KEY is required when TREASURY_CARD_PROVIDER=acme"
+    )
+
+
+def test_a_plugins_settings_given_in_code() -> None:
+    from pydantic import ValidationError
+
+    by_model = TreasuryConfig(adapters=[_AcmeSettings(region="us")])
+    by_name = TreasuryConfig(adapters={"acme_region": "us"})
+    assert by_model == by_name
+    assert by_model.adapter_settings(_AcmeSettings).region == "us"
+    assert TreasuryConfig().adapter_settings(_AcmeSettings) == _AcmeSettings()
+    with pytest.raises(ValidationError):
+        TreasuryConfig(adapters={"acme_retries": -1}).adapter_settings(_AcmeSettings)
+    # The bundled adapters' keywords land beside them; a keyword wins over the same name.
+    both = TreasuryConfig(
+        stripe_max_threads=4, adapters={"stripe_max_threads": 8, "acme_region": "us"}
+    )
+    assert both.adapters == {"stripe_max_threads": 4, "acme_region": "us"}
 
 
 def test_the_stripe_provider_without_its_extra_says_which_to_install(

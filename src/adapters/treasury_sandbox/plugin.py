@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 
-from treasury_core.config import TreasuryConfig
+from treasury_core.config import AdapterSettings, TreasuryConfig
 from treasury_core.plugins.hookspecs import (
     BankRailFactory,
     CardProviderFactory,
@@ -25,9 +25,10 @@ def _sandbox_clock(config: TreasuryConfig) -> Clock:
 def _sandbox_bank_rail(config: TreasuryConfig, clock: Clock) -> BankRail:
     # Imported here: the rail loads schwifty's registries, registering it should not.
     from treasury_sandbox.bank_rail import SandboxBankRail
+    from treasury_sandbox.settings import SandboxRailSettings
 
     rail = SandboxBankRail()
-    delays = config.settlement_delays_seconds
+    delays = config.adapter_settings(SandboxRailSettings).delays_seconds
 
     def delay(kind: Settlement) -> timedelta:
         seconds = delays.get(kind.value)
@@ -74,3 +75,12 @@ def register_bank_rail() -> Mapping[str, BankRailFactory]:
 def register_card_provider() -> Mapping[str, CardProviderFactory]:
     """The sandbox card provider: the test-card table, stateless references."""
     return {"sandbox": _sandbox_card_provider}
+
+
+@hookimpl
+def treasury_settings_models() -> Iterable[type[AdapterSettings]]:
+    """``TREASURY_SETTLEMENT_DELAYS_SECONDS``: the sandbox rail's
+    :class:`~treasury_sandbox.settings.SandboxRailSettings`."""
+    from treasury_sandbox.settings import SandboxRailSettings
+
+    return (SandboxRailSettings,)

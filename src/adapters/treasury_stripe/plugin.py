@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from treasury_core.config import TreasuryConfig
+from treasury_core.config import AdapterSettings, TreasuryConfig
 from treasury_core.plugins.hookspecs import CardProviderFactory, hookimpl
 from treasury_core.ports import CardProvider, Clock
 
@@ -25,9 +25,11 @@ def _stripe_card_provider(config: TreasuryConfig, clock: Clock) -> CardProvider:
             "TREASURY_CARD_PROVIDER=stripe needs the stripe extra: "
             "pip install 'treasury-core[stripe]'"
         ) from None
-    if config.stripe_api_key is None:
-        # TreasuryConfig refuses this already; an embedding application may have built the
-        # config with model_construct, which skips that check.
+    from treasury_stripe.settings import StripeSettings
+
+    settings = config.adapter_settings(StripeSettings)
+    if settings.api_key is None:
+        # config_from_env refuses this already; a config built in code is checked here.
         raise BadSetting("TREASURY_STRIPE_API_KEY is required when TREASURY_CARD_PROVIDER=stripe")
     if not config.public_url:
         # Not refused: the API still works, and a front end may authenticate with Stripe.js.
@@ -35,14 +37,14 @@ def _stripe_card_provider(config: TreasuryConfig, clock: Clock) -> CardProvider:
             "TREASURY_PUBLIC_URL is not set: Stripe gets no return_url, so the hosted challenge "
             "page cannot send customers to Stripe's 3-D Secure page"
         )
-    secret = config.stripe_webhook_secret
+    secret = settings.webhook_secret
     return StripeCardProvider(
-        config.stripe_api_key.get_secret_value(),
+        settings.api_key.get_secret_value(),
         clock,
-        api_base=config.stripe_api_base,
-        timeout_seconds=config.stripe_timeout_seconds,
+        api_base=settings.api_base,
+        timeout_seconds=settings.timeout_seconds,
         webhook_secret=None if secret is None else secret.get_secret_value(),
-        max_threads=config.stripe_max_threads,
+        max_threads=settings.max_threads,
     )
 
 
@@ -50,3 +52,11 @@ def _stripe_card_provider(config: TreasuryConfig, clock: Clock) -> CardProvider:
 def register_card_provider() -> Mapping[str, CardProviderFactory]:
     """The Stripe card provider (PaymentIntents; needs ``TREASURY_STRIPE_API_KEY``)."""
     return {"stripe": _stripe_card_provider}
+
+
+@hookimpl
+def treasury_settings_models() -> Iterable[type[AdapterSettings]]:
+    """``TREASURY_STRIPE_*``: :class:`~treasury_stripe.settings.StripeSettings`."""
+    from treasury_stripe.settings import StripeSettings
+
+    return (StripeSettings,)

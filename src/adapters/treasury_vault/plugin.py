@@ -6,7 +6,7 @@ import hmac
 import logging
 from collections.abc import Iterable, Mapping
 
-from treasury_core.config import TreasuryConfig
+from treasury_core.config import AdapterSettings, TreasuryConfig
 from treasury_core.plugins.hookspecs import VaultFactory, hookimpl
 from treasury_core.ports import Vault
 
@@ -23,10 +23,12 @@ def _aesgcm_vault(config: TreasuryConfig) -> Vault:
         VaultKeyMissing,
         parse_key,
     )
+    from treasury_vault.settings import VaultSettings
 
-    old_keys = [parse_key(secret.get_secret_value()) for secret in config.vault_old_keys]
-    if config.vault_key is not None:
-        key = parse_key(config.vault_key.get_secret_value())
+    settings = config.adapter_settings(VaultSettings)
+    old_keys = [parse_key(secret.get_secret_value()) for secret in settings.old_keys]
+    if settings.key is not None:
+        key = parse_key(settings.key.get_secret_value())
         if not config.sandbox and hmac.compare_digest(key, SANDBOX_KEY):
             # The sandbox key is published; real cards sealed under it would be readable by all.
             raise VaultKeyMissing(MSG_SANDBOX_KEY_OUTSIDE_SANDBOX)
@@ -47,8 +49,20 @@ def register_vault() -> Mapping[str, VaultFactory]:
 @hookimpl
 def treasury_missing_settings(config: TreasuryConfig) -> Iterable[str]:
     """``TREASURY_VAULT_KEY`` outside sandbox mode, when this vault is the configured one."""
-    if config.vault != "aesgcm" or config.sandbox or config.vault_key is not None:
+    if config.vault != "aesgcm" or config.sandbox:
         return ()
     from treasury_vault.aesgcm import MSG_VAULT_KEY_MISSING
+    from treasury_vault.settings import VaultSettings
+
+    if config.adapter_settings(VaultSettings).key is not None:
+        return ()
 
     return (MSG_VAULT_KEY_MISSING,)
+
+
+@hookimpl
+def treasury_settings_models() -> Iterable[type[AdapterSettings]]:
+    """``TREASURY_VAULT_KEY`` and ``_OLD_KEYS``: :class:`~treasury_vault.settings.VaultSettings`."""
+    from treasury_vault.settings import VaultSettings
+
+    return (VaultSettings,)

@@ -6,6 +6,7 @@ from treasury_core.plugins.manager import (
     collect_factories,
     make_plugin_manager,
     missing_settings,
+    settings_models,
     settings_names,
 )
 
@@ -17,5 +18,6 @@ __all__ = [
     "hookspec",
     "make_plugin_manager",
     "missing_settings",
+    "settings_models",
     "settings_names",
 ]

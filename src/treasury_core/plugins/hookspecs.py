@@ -1,9 +1,11 @@
 """Hook specifications. Each ``register_*`` hook returns factories keyed by adapter name.
 
 A factory takes the :class:`~treasury_core.config.TreasuryConfig` (and, where it needs them, the
-already-built clock) and returns the adapter. Configuration picks an adapter by name; the default
-adapters are plugins registered through these same hooks, so a third-party package that declares
-an entry point in the ``treasury`` group is a peer of the built-in ones.
+already-built clock) and returns the adapter; it reads its adapter's own settings with
+``config.adapter_settings(ItsSettings)``, a :class:`~treasury_core.config.AdapterSettings` model
+the plugin lists in ``treasury_settings_models``. Configuration picks an adapter by name; the
+default adapters are plugins registered through these same hooks, so a third-party package that
+declares an entry point in the ``treasury`` group is a peer of the built-in ones.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pluggy
 from treasury_core.notifications.events import Event
 
 if TYPE_CHECKING:
-    from treasury_core.config import TreasuryConfig
+    from treasury_core.config import AdapterSettings, TreasuryConfig
     from treasury_core.ports import (
         BankRail,
         CardProvider,
@@ -104,9 +106,22 @@ def treasury_event(event: Event) -> None:
 
 
 @hookspec
+def treasury_settings_models() -> Iterable[type[AdapterSettings]]:
+    """The settings models of the plugin's adapters (``StripeSettings``, …), each with its own
+    variable prefix.
+
+    :func:`~treasury_core.settings.config_from_env` reads each from the environment into the
+    config (refusing a bad value in one line naming its variable, naming what
+    :meth:`~treasury_core.config.AdapterSettings.missing` says is lacking), and their variables
+    are known ones: never warned about as typos.
+    """
+    raise NotImplementedError
+
+
+@hookspec
 def treasury_settings_names() -> Iterable[str]:
     """The ``TREASURY_*`` variables the plugin reads itself, beside :class:`TreasuryConfig`'s
-    (``TREASURY_ECB_URL``, …), by their full names.
+    and the settings models', by their full names.
 
     A set variable that neither the config nor any plugin names is warned about at start, with
     the closest known name (a typo such as ``TREASURY_SANDBOXX`` would otherwise be ignored).

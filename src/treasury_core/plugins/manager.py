@@ -11,7 +11,7 @@ from treasury_core.errors import TreasuryError
 from treasury_core.plugins import hookspecs
 
 if TYPE_CHECKING:
-    from treasury_core.config import TreasuryConfig
+    from treasury_core.config import AdapterSettings, TreasuryConfig
 
 ENTRY_POINT_GROUP = "treasury"
 
@@ -64,6 +64,14 @@ def collect_factories(pm: pluggy.PluginManager, kind: str) -> dict[str, Callable
 def settings_names(pm: pluggy.PluginManager) -> frozenset[str]:
     """Every ``TREASURY_*`` variable the plugins declare they read themselves."""
     return frozenset(name for names in pm.hook.treasury_settings_names() for name in names)
+
+
+def settings_models(pm: pluggy.PluginManager) -> list[type[AdapterSettings]]:
+    """Every adapter settings model the plugins list, in the order the plugins were registered
+    (the built-in ones in the order of their entry points), each once."""
+    # pluggy calls the most recently registered plugin first.
+    listed = [model for models in reversed(pm.hook.treasury_settings_models()) for model in models]
+    return list(dict.fromkeys(listed))
 
 
 def missing_settings(pm: pluggy.PluginManager, config: TreasuryConfig) -> list[str]:

@@ -74,7 +74,8 @@ class AcmeApi(Protocol):
 class InMemoryAcmeApi:
     """Acme's test mode, in process: what the example's tests run against."""
 
-    def __init__(self) -> None:
+    def __init__(self, region: str = "eu") -> None:
+        self.region = region
         self.charges: dict[str, AcmeCharge] = {}
         self.available = True
         self._ids = itertools.count(1)
