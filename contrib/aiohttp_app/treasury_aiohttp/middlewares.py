@@ -12,8 +12,8 @@ from aiohttp.web_protocol import RequestPayloadError
 from treasury_aiohttp.access_log import redact
 from treasury_aiohttp.auth_throttle import count_failure, count_request, refuse_if_failing
 from treasury_aiohttp.errors import (
-    error_response,
     http_exception_response,
+    internal_error_response,
     treasury_error_response,
 )
 from treasury_aiohttp.io import treasury
@@ -47,19 +47,6 @@ OPERATOR_ONLY = (
 _NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 
-def _internal_error() -> web.Response:
-    return error_response(
-        500,
-        {
-            "error": {
-                "type": "api_error",
-                "code": "internal_error",
-                "message": "An internal error occurred",
-            }
-        },
-    )
-
-
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every failure becomes the documented error body; unexpected ones are logged, not shown."""
@@ -71,7 +58,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             log.error(
                 "%s on %s %s: %s", exc.code, request.method, redact(request.path), exc.message
             )
-            response = _internal_error()
+            response = internal_error_response()
         else:
             response = treasury_error_response(exc)
     except (RequestPayloadError, HttpProcessingError):
@@ -86,7 +73,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except Exception:
         # The path may carry a bearer secret (a lookup id, a PMTI URL's secret): blanked.
         log.exception("unhandled error on %s %s", request.method, redact(request.path))
-        response = _internal_error()
+        response = internal_error_response()
     for name, value in _NO_STORE.items():
         response.headers.setdefault(name, value)
     return response
@@ -214,7 +201,7 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
             log.error(
                 "%s on %s %s: %s", exc.code, request.method, redact(request.path), exc.message
             )
-            response = _internal_error()
+            response = internal_error_response()
         else:
             response = treasury_error_response(exc)
     except BaseException:
