@@ -32,7 +32,12 @@ from treasury_core.errors import (
     TreasuryError,
     ValidationFailed,
 )
-from treasury_core.idempotency import StoredResponse, fingerprint
+from treasury_core.interface.idempotency import (
+    REPLAYED_HEADER,
+    StoredResponse,
+    fingerprint,
+    keeps_answer,
+)
 from treasury_core.operators import OperatorPrincipal, is_operator_key
 from treasury_core.services.idempotency import Replay
 
@@ -180,17 +185,18 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
         kind=caller.kind,
     )
     if isinstance(outcome, Replay):
-        body = outcome.response.body
+        stored = outcome.result
+        body = stored.body
         route = route_of(request)
-        if route is not None and route.replay is not None and 200 <= outcome.response.status < 300:
+        if route is not None and route.replay is not None and 200 <= stored.status < 300:
             # Only a stored success holds a resource to complete; a stored refusal is replayed
             # as it was.
             body = await route.replay(request, body)
         return web.Response(
             body=body,
-            status=outcome.response.status,
+            status=stored.status,
             content_type="application/json",
-            headers={"Idempotent-Replayed": "true"},
+            headers=dict((REPLAYED_HEADER,)),
         )
     request[CLAIM] = outcome
     try:
@@ -213,8 +219,7 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     # such as advancing the sandbox clock): store what was answered, in a transaction of its
     # own, so a retry gets the same answer. 409, 429 and 5xx give the key back instead.
     sent = response.body if isinstance(response, web.Response) else None
-    replayable = response.status < 500 and response.status not in (409, 429)
-    if isinstance(sent, bytes) and replayable:
+    if isinstance(sent, bytes) and keeps_answer(response.status):
         await service.complete(outcome, StoredResponse(response.status, sent))
     else:
         await service.release(outcome)
