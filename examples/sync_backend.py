@@ -43,7 +43,7 @@ from treasury_core import (
     TreasuryError,
     bootstrap,
 )
-from treasury_core.interface.statuses import http_status
+from treasury_core.interface.errors import error_body, http_status
 
 _BALANCE = re.compile(r"^/wallets/(?P<wallet_id>[^/]+)/balance$")
 
@@ -86,7 +86,7 @@ def make_app(treasury: BlockingTreasury, company_id: int, wallet_id: str) -> WSG
             return _json(start_response, 404, {"error": {"message": "no such route"}})
         except TreasuryError as exc:
             # The library's errors carry the interface's body, and the core knows its status.
-            return _json(start_response, http_status(exc), exc.to_body())
+            return _json(start_response, http_status(exc), error_body(exc))
 
     return app
 

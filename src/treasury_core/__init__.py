@@ -41,7 +41,7 @@ from treasury_core.errors import (
     UnknownCurrency,
     ValidationFailed,
 )
-from treasury_core.interface.statuses import http_status
+from treasury_core.interface.errors import error_body, http_status
 from treasury_core.ledger import BalanceRecord
 from treasury_core.listing import RecordFilter
 from treasury_core.money import convert, round_minor
@@ -145,6 +145,7 @@ __all__ = [
     "bootstrap",
     "config_from_env",
     "convert",
+    "error_body",
     "http_status",
     "round_minor",
 ]

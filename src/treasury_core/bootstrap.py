@@ -16,6 +16,7 @@ import pluggy
 from treasury_core.config import TreasuryConfig
 from treasury_core.currency import CurrencyRegistry
 from treasury_core.errors import TreasuryError
+from treasury_core.interface.urls import INTERFACE_PATHS
 from treasury_core.plugins import collect_factories, make_plugin_manager
 from treasury_core.ports import (
     BankRail,
@@ -27,6 +28,7 @@ from treasury_core.ports import (
     Vault,
     WebhookSender,
 )
+from treasury_core.ports.hosted_pages import HostedPages
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
 from treasury_core.services.dashboard_sessions import DashboardSessionService
 from treasury_core.services.movements.bank_accounts import BankAccountService, VirtualAccountService
@@ -132,6 +134,7 @@ def bootstrap(
     card_provider: CardProvider | None = None,
     vault: Vault | None = None,
     sender: WebhookSender | None = None,
+    hosted_pages: HostedPages | None = None,
 ) -> Treasury:
     """Build a :class:`Treasury` from ``config`` (default: the sandbox on ``./treasury.db``).
 
@@ -139,7 +142,9 @@ def bootstrap(
     time (the sandbox clock can be advanced); ``wall_clock`` is real time, which idempotency
     leases and retention use so that advancing business time never expires a key.
     ``sender`` carries webhooks and callbacks; the aiohttp app supplies an HTTP one when none
-    is given (without one, deliveries wait in storage).
+    is given (without one, deliveries wait in storage). ``hosted_pages`` says where the pages
+    and URLs the services hand out live (a 3-D Secure return, a PMTI's form and confirm URL);
+    by default the interface's (:data:`treasury_core.interface.urls.INTERFACE_PATHS`).
     """
     config = config or TreasuryConfig()
     pm = plugins or make_plugin_manager()
@@ -189,7 +194,8 @@ def bootstrap(
     provider = card_provider or _build(pm, "card_provider", config.card_provider, config, clock)
     card_vault = vault or _build(pm, "vault", config.vault, config)
     wall = wall_clock or _build(pm, "clock", "system", config)
-    cards = CardOnFileService(context, provider, card_vault)
+    pages = hosted_pages or INTERFACE_PATHS
+    cards = CardOnFileService(context, provider, card_vault, hosted_pages=pages)
     # Real time, always: receivers compare webhook-timestamp with their own clocks, and leases
     # must expire while business time stands still.
     real_time = _build(pm, "clock", "system", config)
@@ -201,6 +207,7 @@ def bootstrap(
         provider,
         saved_cards=cards.saved_card,
         delays_seconds=config.payment_delays_seconds,
+        hosted_pages=pages,
     )
     payment_jobs = PaymentJobs(payments)
     payment_links = PaymentLinkService(payments)

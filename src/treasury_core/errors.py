@@ -1,30 +1,36 @@
 """The exceptions treasury-core raises, and the kind of failure each one is.
 
-Every error a caller can act on derives from :class:`TreasuryError`. Each carries the fields of the
-error body the HTTP interface returns (``{"error": {"type", "code", "message", "param"?,
-"failure_reason"?, "resource"?}}``) and an :class:`ErrorKind`: what went wrong, in terms of what
-the caller can do about it, with no transport in it. The interface's HTTP status for each kind is
-:func:`treasury_core.interface.statuses.http_status`, which the bundled server and an embedding
-application's own routes both use. The tree, with each error's status there::
+Every error a caller can act on derives from :class:`TreasuryError`. Each carries a ``code``
+(what exactly failed, stable for programs), a ``message`` (for people), the ``param`` it is
+about if any, and an :class:`ErrorKind`: what went wrong, in terms of what the caller can do
+about it, with no transport in it. How an interface reports an error (the HTTP error body, its
+``type`` and status) is the wire layer's: :mod:`treasury_core.interface.errors`, which the
+bundled server and an embedding application's own routes both use. The tree, with each error's
+kind and default code::
 
-    TreasuryError
-    ├── InvalidRequestError            400 invalid_request_error
-    │   ├── ValidationFailed           400 (a field failed validation; ``param`` names it)
-    │   ├── UnknownCurrency            400 unknown_currency
-    │   ├── InsufficientFunds          400 insufficient_funds
-    │   ├── LedgerRejected             400 (a ledger rule refused a movement)
-    │   └── IllegalTransition          400 (a payment intent cannot make that move; payments.states)
-    ├── AuthenticationFailed           401 authentication_error
-    ├── CardError                      402 card_error (with ``failure_reason``)
-    ├── PermissionDenied               403 permission_error
-    ├── NotFound                       404 not_found
-    ├── IdempotencyError               400 idempotency_error (key reused with another body)
-    │   └── IdempotencyInFlight        409 idempotency_error (the first request is still running)
-    ├── RateLimited                    429 rate_limit_error
-    ├── ConflictRetryExhausted         503 api_error (storage kept reporting conflicts)
-    ├── ProviderError                  502 api_error (an outside provider failed)
-    │   ├── ProviderDidNotAct          502 api_error (it certainly did nothing: retry is safe)
-    │   └── FxRateUnavailable          503 api_error (no fresh rate: nothing moved, retry later)
+    TreasuryError                      internal         api_error
+    ├── InvalidRequestError            invalid_request  invalid_request
+    │   ├── ValidationFailed           invalid_request  parameter_invalid (``param`` names it)
+    │   ├── UnknownCurrency            invalid_request  unknown_currency
+    │   ├── InsufficientFunds          invalid_request  insufficient_funds
+    │   ├── LedgerRejected             invalid_request  ledger_rejected
+    │   └── IllegalTransition          invalid_request  (a payment intent cannot make that move;
+    │                                                    payments.states)
+    ├── AuthenticationFailed           authentication   invalid_api_key
+    ├── CardError                      declined         card_declined (with ``failure_reason``)
+    ├── PermissionDenied               forbidden        secret_key_required
+    ├── NotFound                       not_found        resource_missing
+    ├── IdempotencyError               invalid_request  idempotency_key_reused (key reused with
+    │   │                                               another body)
+    │   └── IdempotencyInFlight        in_progress      idempotency_key_in_use (the first request
+    │                                                   is still running)
+    ├── RateLimited                    rate_limited     rate_limited (with ``retry_after``)
+    ├── ConflictRetryExhausted         unavailable      storage_busy (storage kept reporting
+    │                                                   conflicts)
+    └── ProviderError                  provider_failed  provider_error (an outside provider failed)
+        ├── ProviderDidNotAct          provider_failed  (it certainly did nothing: retry is safe)
+        └── FxRateUnavailable          unavailable      fx_rate_unavailable (no fresh rate:
+                                                        nothing moved, retry later)
 
 :class:`LedgerInvariantViolation` is deliberately *not* a ``TreasuryError``: it means a bug in the
 caller (an unbalanced journal, a currency mismatch), never a customer mistake.
@@ -65,7 +71,6 @@ class TreasuryError(Exception):
     """Base class of every error a caller of treasury-core can handle."""
 
     kind: ClassVar[ErrorKind] = ErrorKind.INTERNAL
-    error_type: ClassVar[str] = "api_error"
     default_code: ClassVar[str] = "api_error"
 
     def __init__(
@@ -91,21 +96,6 @@ class TreasuryError(Exception):
         self.resource = {"object": object_name, "id": record_id, "status": status}
         return self
 
-    def to_body(self) -> dict[str, Any]:
-        """The error body of the HTTP interface for this error."""
-        error: dict[str, Any] = {
-            "type": self.error_type,
-            "code": self.code,
-            "message": self.message,
-        }
-        if self.param is not None:
-            error["param"] = self.param
-        if self.failure_reason is not None:
-            error["failure_reason"] = self.failure_reason
-        if self.resource is not None:
-            error["resource"] = self.resource
-        return {"error": error}
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, code={self.code!r}, param={self.param!r})"
 
@@ -114,7 +104,6 @@ class InvalidRequestError(TreasuryError):
     """The request cannot be carried out as sent; nothing was changed."""
 
     kind = ErrorKind.INVALID_REQUEST
-    error_type = "invalid_request_error"
     default_code = "invalid_request"
 
 
@@ -150,7 +139,6 @@ class AuthenticationFailed(TreasuryError):
     """The API key is missing, malformed, unknown or revoked."""
 
     kind = ErrorKind.AUTHENTICATION
-    error_type = "authentication_error"
     default_code = "invalid_api_key"
 
 
@@ -158,7 +146,6 @@ class CardError(TreasuryError):
     """The card issuer or provider refused; ``failure_reason`` says why."""
 
     kind = ErrorKind.DECLINED
-    error_type = "card_error"
     default_code = "card_declined"
 
 
@@ -166,7 +153,6 @@ class PermissionDenied(TreasuryError):
     """The key is valid but may not do this (a publishable key on a secret-key call)."""
 
     kind = ErrorKind.FORBIDDEN
-    error_type = "permission_error"
     default_code = "secret_key_required"
 
 
@@ -174,7 +160,6 @@ class NotFound(TreasuryError):
     """No such resource for this company (another company's resource is reported the same way)."""
 
     kind = ErrorKind.NOT_FOUND
-    error_type = "not_found"
     default_code = "resource_missing"
 
 
@@ -182,7 +167,6 @@ class IdempotencyError(TreasuryError):
     """An ``Idempotency-Key`` was reused with a different request."""
 
     kind = ErrorKind.INVALID_REQUEST
-    error_type = "idempotency_error"
     default_code = "idempotency_key_reused"
 
 
@@ -197,7 +181,6 @@ class RateLimited(TreasuryError):
     """Too many requests for this key; retry after ``retry_after`` seconds."""
 
     kind = ErrorKind.RATE_LIMITED
-    error_type = "rate_limit_error"
     default_code = "rate_limited"
 
     def __init__(self, message: str, *, retry_after: int = 1) -> None:

@@ -1,10 +1,16 @@
-"""Idempotency records: one stored response per (company, key kind, ``Idempotency-Key``).
+"""Idempotency records: one stored result per (company, key kind, idempotency key).
 
 Lifecycle: a request *claims* the key (an ``in_flight`` row with a lease, committed on its own so
-that other processes see it), the business transaction *completes* it with the response in the
-same commit as the change, and a replay within the retention window returns that response. A
+that other processes see it), the business transaction *completes* it with the request's result in
+the same commit as the change, and a replay within the retention window returns that result. A
 lease that runs out (its process died) lets the next request take the key over; completion checks
 the claim's token, so a late original cannot overwrite the new owner's result.
+
+What a request is and what its result looks like are the caller's: the core keeps the
+*fingerprint* it is given (the same key with another fingerprint is refused) and the
+:class:`StoredResult` the caller's recorder makes of the service's result, and hands them back
+unread. The HTTP interface's fingerprint and stored responses are the wire layer's
+(:mod:`treasury_core.interface.idempotency`).
 
 A request that calls a card provider *binds* the key to the record it wrote before the call (the
 intent, the refund, the capture attempt). If the call's outcome is lost, the key is not given back
@@ -13,7 +19,7 @@ provider key, instead of starting a second charge or refund.
 
 A secret key's answer must never be replayed to a publishable key (it may hold what that key
 may not see, such as a manual-capture intent's lookup id), nor the other way round: the two
-kinds of key have separate key spaces. A secret key's ``Idempotency-Key`` is stored as given, so
+kinds of key have separate key spaces. A secret key's idempotency key is stored as given, so
 records stored before the split keep replaying to the key that can make every call; a
 publishable key's is stored as :func:`scoped_key` makes it, a name no presented key can take.
 """
@@ -55,8 +61,12 @@ class IdempotencyState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class StoredResponse:
-    """The response a replay returns: HTTP status and the exact body bytes."""
+class StoredResult:
+    """What a replay returns, as the caller's recorder made it: a status number and bytes.
+
+    Opaque to the core, which stores it with the key and hands it back unread; the HTTP
+    interface keeps a response's status and exact body bytes here.
+    """
 
     status: int
     body: bytes
@@ -73,7 +83,8 @@ class IdempotencyRecord:
     token: str
     created_at: datetime
     lease_until: datetime
-    response: StoredResponse | None = None
+    #: The completed request's result (``None`` while in flight).
+    result: StoredResult | None = None
     #: The record the request started (``pi:123``, a refund's id, ``capture:123:txn_…``), bound
     #: in the transaction that wrote it: a retry after an unknown outcome resumes that record
     #: instead of starting another (:func:`~treasury_core.services.idempotency.bind`).
@@ -82,7 +93,8 @@ class IdempotencyRecord:
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyTicket(Generic[R]):
-    """Proof of a claim; a service completes it inside its business transaction with ``render``.
+    """Proof of a claim; a service completes it inside its business transaction, storing what
+    ``recorder`` makes of its result (:func:`~treasury_core.services.idempotency.finish`).
 
     ``resource`` is the record an earlier request with this key started and left without an
     answer (a provider call whose outcome was lost): the service resumes it.
@@ -91,7 +103,7 @@ class IdempotencyTicket(Generic[R]):
     company_id: int
     key: str
     token: str
-    render: Callable[[R], StoredResponse]
+    recorder: Callable[[R], StoredResult]
     resource: str | None = None
 
 
@@ -106,12 +118,3 @@ def scoped_key(key: str, kind: KeyKind) -> str:
     if kind is KeyKind.SECRET:
         return key
     return f"\x1f{kind.value}:{hashlib.sha256(key.encode()).hexdigest()}"
-
-
-def fingerprint(method: str, path: str, body: bytes) -> str:
-    """What makes two requests "the same request" for a key: method, path and body bytes."""
-    digest = hashlib.sha256()
-    for part in (method.upper().encode(), path.encode(), body):
-        digest.update(len(part).to_bytes(8, "big"))
-        digest.update(part)
-    return digest.hexdigest()

@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient
 from tests.e2e.conftest import Tenant
 from treasury_core import Treasury
 from treasury_core.companies import KeyKind
-from treasury_core.idempotency import StoredResponse, fingerprint
+from treasury_core.interface.idempotency import StoredResponse, fingerprint
 from treasury_core.services.idempotency import Claim
 
 Client = TestClient[Any, Any]

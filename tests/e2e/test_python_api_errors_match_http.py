@@ -2,7 +2,7 @@
 
 Each case sends a body to the HTTP app and passes the same values through the Python API (the
 request model built by hand, or the service's own arguments); the 400 body and the Python
-error's ``to_body()`` must be equal, ``param`` and message included.
+error's body (``error_body()``) must be equal, ``param`` and message included.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from treasury_core import (
     TreasuryError,
     ValidationFailed,
 )
+from treasury_core.interface.errors import error_body
 from treasury_core.notifications.endpoints import (
     RotateWebhookSecretRequest,
     UpdateWebhookEndpointRequest,
@@ -243,7 +244,7 @@ async def test_the_python_error_is_the_http_body(
     with pytest.raises(TreasuryError) as raised:
         await _from_python(case, treasury, tenant)
     assert isinstance(raised.value, ValidationFailed)
-    assert raised.value.to_body() == answered
+    assert error_body(raised.value) == answered
     assert raised.value.param is not None
 
 
@@ -260,6 +261,6 @@ async def test_metadata_updates_from_python_are_refused_as_over_http(
     assert response.status == 400
     with pytest.raises(ValidationFailed) as raised:
         await treasury.wallets.update_metadata(tenant.company_id, wallet.id, bad)  # type: ignore[dict-item]
-    assert raised.value.to_body() == await response.json()
+    assert error_body(raised.value) == await response.json()
     assert raised.value.param == "metadata.note"
     assert (await treasury.wallets.get(tenant.company_id, wallet.id)).metadata == {}

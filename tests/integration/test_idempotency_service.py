@@ -10,7 +10,7 @@ import pytest
 from treasury_core import TreasuryConfig, bootstrap
 from treasury_core.companies import KeyKind
 from treasury_core.errors import IdempotencyError
-from treasury_core.idempotency import MAX_KEY_LENGTH, IdempotencyState, StoredResponse, scoped_key
+from treasury_core.idempotency import MAX_KEY_LENGTH, IdempotencyState, StoredResult, scoped_key
 from treasury_core.ports import Storage, UnitOfWork
 from treasury_core.services.idempotency import Claim, Replay, bind, complete_in
 from treasury_core.testing.fakes.clock import FakeClock
@@ -26,13 +26,13 @@ def test_releasing_after_completion_keeps_the_stored_response(storage: Storage) 
     async def scenario() -> object:
         claim = await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)
         assert isinstance(claim, Claim)
-        ticket = claim.ticket(lambda result: StoredResponse(200, result))
-        await storage.run(lambda uow: complete_in(uow, ticket, ticket.render(b'{"id":1}')))
+        ticket = claim.ticket(lambda result: StoredResult(200, result))
+        await storage.run(lambda uow: complete_in(uow, ticket, ticket.recorder(b'{"id":1}')))
         await service.release(claim)
         return await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)
 
     again = asyncio.run(scenario())
-    assert again == Replay(StoredResponse(200, b'{"id":1}'))
+    assert again == Replay(StoredResult(200, b'{"id":1}'))
 
 
 def test_completion_rotates_the_token_so_a_stale_takeover_cannot_overwrite(
@@ -49,8 +49,8 @@ def test_completion_rotates_the_token_so_a_stale_takeover_cannot_overwrite(
         assert isinstance(claim, Claim)
         stale = await storage.run(lambda uow: uow.idempotency.get(1, "k"), write=False)
         assert stale is not None
-        ticket = claim.ticket(lambda result: StoredResponse(200, result))
-        await storage.run(lambda uow: complete_in(uow, ticket, ticket.render(b"{}")))
+        ticket = claim.ticket(lambda result: StoredResult(200, result))
+        await storage.run(lambda uow: complete_in(uow, ticket, ticket.recorder(b"{}")))
         clock.advance(3600)  # the original lease has long run out
 
         def takeover(uow: UnitOfWork) -> bool:
@@ -63,7 +63,7 @@ def test_completion_rotates_the_token_so_a_stale_takeover_cannot_overwrite(
 
     took, again = asyncio.run(scenario())
     assert took is False
-    assert again == Replay(StoredResponse(200, b"{}"))
+    assert again == Replay(StoredResult(200, b"{}"))
 
 
 def test_each_key_kind_has_its_own_records(storage: Storage) -> None:
@@ -78,7 +78,7 @@ def test_each_key_kind_has_its_own_records(storage: Storage) -> None:
     async def answer(key: str, kind: KeyKind, body: bytes) -> Claim | Replay:
         claim = await service.claim(1, key, "f" * 64, kind=kind)
         if isinstance(claim, Claim):
-            await service.complete(claim, StoredResponse(200, body))
+            await service.complete(claim, StoredResult(200, body))
         return claim
 
     async def scenario() -> None:
@@ -87,16 +87,16 @@ def test_each_key_kind_has_its_own_records(storage: Storage) -> None:
             assert isinstance(await answer(key, KeyKind.PUBLISHABLE, b"publishable"), Claim)
             for kind, body in ((KeyKind.SECRET, b"secret"), (KeyKind.PUBLISHABLE, b"publishable")):
                 assert await service.claim(1, key, "f" * 64, kind=kind) == Replay(
-                    StoredResponse(200, body)
+                    StoredResult(200, body)
                 )
             # The default kind is the secret key's, stored as presented.
             assert await service.claim(1, key, "f" * 64, kind=KeyKind.SECRET) == Replay(
-                StoredResponse(200, b"secret")
+                StoredResult(200, b"secret")
             )
             stored = await storage.run(
                 lambda uow, key=key: uow.idempotency.get(1, key), write=False
             )
-            assert stored is not None and stored.response == StoredResponse(200, b"secret")
+            assert stored is not None and stored.result == StoredResult(200, b"secret")
 
     asyncio.run(scenario())
 
@@ -121,7 +121,7 @@ def test_a_key_bound_to_a_record_is_given_back_with_it(storage: Storage) -> None
     async def scenario() -> object:
         first = await service.claim(1, "bound", "f" * 64, kind=KeyKind.SECRET)
         assert isinstance(first, Claim) and first.resource is None
-        ticket = first.ticket(lambda result: StoredResponse(200, result))
+        ticket = first.ticket(lambda result: StoredResult(200, result))
         await storage.run(lambda uow: bind(uow, ticket, "pi:7"))
         await service.release(first)  # the 502 of a provider call whose answer was lost
         with pytest.raises(IdempotencyError):
@@ -144,13 +144,13 @@ def test_a_bound_key_resumes_and_an_unbound_one_starts_afresh(storage: Storage) 
         seen: list[object] = []
         first = await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)
         assert isinstance(first, Claim)
-        ticket = first.ticket(lambda result: StoredResponse(200, result))
+        ticket = first.ticket(lambda result: StoredResult(200, result))
         await storage.run(lambda uow: bind(uow, ticket, "re_1"))
         await service.release(first)
         second = await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)
         assert isinstance(second, Claim)
         seen.append(second.resource)
-        again = second.ticket(lambda result: StoredResponse(200, result))
+        again = second.ticket(lambda result: StoredResult(200, result))
         await storage.run(lambda uow: bind(uow, again, None))
         await service.release(second)
         third = await service.claim(1, "k", "f" * 64, kind=KeyKind.SECRET)

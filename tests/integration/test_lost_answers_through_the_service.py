@@ -12,7 +12,7 @@ from tests.lost_answers import AMOUNT, CARD, World, make_world, opened
 from treasury_core import TreasuryConfig, bootstrap
 from treasury_core.companies import KeyKind
 from treasury_core.errors import ProviderDidNotAct, ProviderError
-from treasury_core.idempotency import StoredResponse
+from treasury_core.idempotency import StoredResult
 from treasury_core.payments.intents import CaptureMethod, IntentStatus
 from treasury_core.payments.records import Refund, RefundStatus
 from treasury_core.ports import Storage
@@ -154,7 +154,7 @@ async def test_a_same_key_retry_never_crosses_the_resolution_job(storage: Storag
                 world.company,
                 intent.id,
                 amount=AMOUNT // 2,
-                idempotency=claim.ticket(lambda refund: StoredResponse(200, refund.id.encode())),
+                idempotency=claim.ticket(lambda refund: StoredResult(200, refund.id.encode())),
             )
         except ProviderError:
             await web.idempotency.release(claim)

@@ -33,6 +33,7 @@ from treasury_core import (
     bootstrap,
     http_status,
 )
+from treasury_core.interface.errors import error_body
 from treasury_core.ports.card_provider import CardData
 from treasury_core.testing import FakeClock, MemoryStorage
 
@@ -283,7 +284,7 @@ async def test_bad_input_is_a_treasury_error_naming_the_parameter(
     assert (caught.param, caught.message) == (param, message)
     assert caught.kind is ErrorKind.INVALID_REQUEST
     assert http_status(caught) == 400
-    assert caught.to_body()["error"]["param"] == param
+    assert error_body(caught)["error"]["param"] == param
     assert await world.state() == before
 
 

@@ -22,6 +22,7 @@ from treasury_core.cards.numbers import (
     normalize,
 )
 from treasury_core.errors import ValidationFailed
+from treasury_core.interface.errors import error_body
 
 TODAY = date(2030, 6, 15)
 TEST_CARDS = (
@@ -348,7 +349,7 @@ def test_cvc(number: str, cvc: str | None, ok: bool) -> None:
 )
 def test_messages_never_contain_digits(kwargs: dict[str, object]) -> None:
     error = refusal(**kwargs)
-    for text in (error.message, str(error), repr(error), str(error.to_body())):
+    for text in (error.message, str(error), repr(error), str(error_body(error))):
         assert not any(char.isdigit() for char in text), text
 
 

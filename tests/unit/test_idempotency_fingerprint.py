@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from treasury_core.idempotency import fingerprint
+from treasury_core.interface.idempotency import fingerprint
 
 PATH = "/api/v1/deposit"
 BODY = b'{"wallet_id":"wal_1","from_amount":1000,"from_currency_id":"USD"}'

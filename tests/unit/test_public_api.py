@@ -13,6 +13,7 @@ import treasury_core.ports
 import treasury_core.testing
 from treasury_core import Treasury
 from treasury_core.errors import ErrorKind
+from treasury_core.interface.errors import error_body
 
 # The methods through which callers hand the services a request model.
 _REQUEST_TAKERS = ("create", "register", "create_intent", "create_endpoint")
@@ -128,7 +129,7 @@ def test_the_package_ships_its_type_information() -> None:
 
 def test_error_body_shape() -> None:
     error = treasury_core.UnknownCurrency("Unknown currency: XXX", param="currency_id")
-    assert error.to_body() == {
+    assert error_body(error) == {
         "error": {
             "type": "invalid_request_error",
             "code": "unknown_currency",
@@ -138,5 +139,5 @@ def test_error_body_shape() -> None:
     }
     assert error.kind is ErrorKind.INVALID_REQUEST
     card = treasury_core.CardError("declined", failure_reason="capture_declined")
-    assert card.to_body()["error"]["failure_reason"] == "capture_declined"
+    assert error_body(card)["error"]["failure_reason"] == "capture_declined"
     assert card.kind is ErrorKind.DECLINED

@@ -12,6 +12,7 @@ from treasury_core.cards.numbers import brand_of as card_brand
 from treasury_core.cards.numbers import luhn_valid as luhn_ok
 from treasury_core.config import TreasuryConfig
 from treasury_core.errors import CardError, ErrorKind, ProviderError
+from treasury_core.interface.errors import error_body
 from treasury_core.plugins import collect_factories, make_plugin_manager
 from treasury_core.ports import CardProvider
 from treasury_core.ports.card_provider import (
@@ -418,7 +419,7 @@ def _strings(result: CardProviderResult) -> list[str]:
 
 
 def _error_strings(error: CardError) -> list[str]:
-    return [str(error), repr(error), error.message, str(error.to_body()), *map(str, error.args)]
+    return [str(error), repr(error), error.message, str(error_body(error)), *map(str, error.args)]
 
 
 async def test_the_pan_and_cvc_never_leak(

@@ -31,6 +31,7 @@ from treasury_core import (
     bootstrap,
 )
 from treasury_core.errors import ErrorKind
+from treasury_core.interface.errors import error_body
 
 
 @pytest.fixture
@@ -102,7 +103,7 @@ def test_errors_reach_the_calling_thread_with_their_types(blocking: BlockingTrea
     assert missing.value.param == "wallet_id"
     with pytest.raises(UnknownCurrency) as unknown:
         blocking.wallets.create(company_id, CreateWalletRequest(name="X", currency_id="XXX"))
-    assert unknown.value.to_body()["error"]["code"] == "unknown_currency"
+    assert error_body(unknown.value)["error"]["code"] == "unknown_currency"
     # The typed route reports the same errors.
     treasury = blocking.treasury
     with pytest.raises(NotFound):

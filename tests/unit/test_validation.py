@@ -5,6 +5,7 @@ import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from treasury_core.errors import ValidationFailed
+from treasury_core.interface.errors import error_body
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.validation import Name, is_resource_id
 from treasury_core.wallets import CreateWalletRequest
@@ -30,7 +31,7 @@ def test_descriptions_allow_line_breaks_but_not_nul() -> None:
 def test_built_from_python_a_request_is_refused_as_the_http_app_refuses_it() -> None:
     with pytest.raises(ValidationFailed) as caught:
         CreateWalletRequest(name="n", currency_id="USD", metadata={"note": 5})  # type: ignore[dict-item]
-    assert caught.value.to_body() == {
+    assert error_body(caught.value) == {
         "error": {
             "type": "invalid_request_error",
             "code": "parameter_invalid",

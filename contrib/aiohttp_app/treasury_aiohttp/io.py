@@ -15,7 +15,9 @@ from treasury_aiohttp.keys import CLAIM, IDEMPOTENCY_DONE, PARSED_BODY, PRINCIPA
 from treasury_core import Treasury
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
-from treasury_core.idempotency import IdempotencyTicket, StoredResponse
+from treasury_core.idempotency import IdempotencyTicket
+from treasury_core.interface.idempotency import ResponseRecorder
+from treasury_core.interface.idempotency import json_bytes as json_bytes
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, Page, PageRequest
 from treasury_core.validation import validation_failed, whole_number
 
@@ -228,14 +230,6 @@ def page_request(request: web.Request) -> PageRequest:
     return PageRequest(limit=limit, starting_after=query.get("starting_after"))
 
 
-def json_bytes(model: BaseModel | bytes) -> bytes:
-    """A record as JSON bytes (bytes are a record already rendered, such as
-    :meth:`PaymentIntent.record_json`)."""
-    if isinstance(model, bytes):
-        return model
-    return model.__pydantic_serializer__.to_json(model)
-
-
 def json_response(model: BaseModel | bytes, status: int = 200) -> web.Response:
     """A record as a JSON response."""
     return web.Response(body=json_bytes(model), status=status, content_type=JSON)
@@ -269,6 +263,7 @@ class Responder(Generic[R]):
     When the request holds an idempotency claim, :meth:`ticket` hands the service a ticket that
     stores the rendered response in the service's own transaction. ``render_stored`` renders
     the stored copy differently (without secrets); the route's ``replay`` then completes it.
+    The wire's :class:`~treasury_core.interface.idempotency.ResponseRecorder` does the work.
     """
 
     def __init__(
@@ -280,28 +275,17 @@ class Responder(Generic[R]):
         render_stored: Callable[[R], BaseModel | bytes] | None = None,
     ) -> None:
         self._request = request
-        self._render = render
-        self._render_stored = render_stored
-        self._status = status
-        self._stored: StoredResponse | None = None
-
-    def _store(self, result: R) -> StoredResponse:
-        render = self._render_stored or self._render
-        self._stored = StoredResponse(self._status, json_bytes(render(result)))
-        return self._stored
+        self._recorder = ResponseRecorder(
+            request.get(CLAIM), render, status, render_stored=render_stored
+        )
 
     def ticket(self) -> IdempotencyTicket[R] | None:
         """The ticket for the service call, or ``None`` without an ``Idempotency-Key``."""
-        claim = self._request.get(CLAIM)
-        return claim.ticket(self._store) if claim is not None else None
+        return self._recorder.ticket()
 
     def respond(self, result: R) -> web.Response:
         """The response for ``result`` (the exact bytes stored for replays, if any)."""
-        if self._stored is not None and self._render_stored is None:
+        if self._recorder.stored:
             self._request[IDEMPOTENCY_DONE] = True
-            stored = self._stored
-        else:
-            if self._stored is not None:
-                self._request[IDEMPOTENCY_DONE] = True
-            stored = StoredResponse(self._status, json_bytes(self._render(result)))
-        return web.Response(body=stored.body, status=stored.status, content_type=JSON)
+        answer = self._recorder.response(result)
+        return web.Response(body=answer.body, status=answer.status, content_type=JSON)

@@ -12,8 +12,8 @@ from aiohttp.web_protocol import RequestPayloadError
 from treasury_aiohttp.access_log import redact
 from treasury_aiohttp.auth_throttle import count_failure, count_request, refuse_if_failing
 from treasury_aiohttp.errors import (
-    error_response,
     http_exception_response,
+    internal_error_response,
     treasury_error_response,
 )
 from treasury_aiohttp.io import treasury
@@ -32,7 +32,12 @@ from treasury_core.errors import (
     TreasuryError,
     ValidationFailed,
 )
-from treasury_core.idempotency import StoredResponse, fingerprint
+from treasury_core.interface.idempotency import (
+    REPLAYED_HEADER,
+    StoredResponse,
+    fingerprint,
+    keeps_answer,
+)
 from treasury_core.operators import OperatorPrincipal, is_operator_key
 from treasury_core.services.idempotency import Replay
 
@@ -47,19 +52,6 @@ OPERATOR_ONLY = (
 _NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 
-def _internal_error() -> web.Response:
-    return error_response(
-        500,
-        {
-            "error": {
-                "type": "api_error",
-                "code": "internal_error",
-                "message": "An internal error occurred",
-            }
-        },
-    )
-
-
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every failure becomes the documented error body; unexpected ones are logged, not shown."""
@@ -71,7 +63,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             log.error(
                 "%s on %s %s: %s", exc.code, request.method, redact(request.path), exc.message
             )
-            response = _internal_error()
+            response = internal_error_response()
         else:
             response = treasury_error_response(exc)
     except (RequestPayloadError, HttpProcessingError):
@@ -86,7 +78,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except Exception:
         # The path may carry a bearer secret (a lookup id, a PMTI URL's secret): blanked.
         log.exception("unhandled error on %s %s", request.method, redact(request.path))
-        response = _internal_error()
+        response = internal_error_response()
     for name, value in _NO_STORE.items():
         response.headers.setdefault(name, value)
     return response
@@ -193,17 +185,18 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
         kind=caller.kind,
     )
     if isinstance(outcome, Replay):
-        body = outcome.response.body
+        stored = outcome.result
+        body = stored.body
         route = route_of(request)
-        if route is not None and route.replay is not None and 200 <= outcome.response.status < 300:
+        if route is not None and route.replay is not None and 200 <= stored.status < 300:
             # Only a stored success holds a resource to complete; a stored refusal is replayed
             # as it was.
             body = await route.replay(request, body)
         return web.Response(
             body=body,
-            status=outcome.response.status,
+            status=stored.status,
             content_type="application/json",
-            headers={"Idempotent-Replayed": "true"},
+            headers=dict((REPLAYED_HEADER,)),
         )
     request[CLAIM] = outcome
     try:
@@ -214,7 +207,7 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
             log.error(
                 "%s on %s %s: %s", exc.code, request.method, redact(request.path), exc.message
             )
-            response = _internal_error()
+            response = internal_error_response()
         else:
             response = treasury_error_response(exc)
     except BaseException:
@@ -226,8 +219,7 @@ async def idempotency_middleware(request: web.Request, handler: Handler) -> web.
     # such as advancing the sandbox clock): store what was answered, in a transaction of its
     # own, so a retry gets the same answer. 409, 429 and 5xx give the key back instead.
     sent = response.body if isinstance(response, web.Response) else None
-    replayable = response.status < 500 and response.status not in (409, 429)
-    if isinstance(sent, bytes) and replayable:
+    if isinstance(sent, bytes) and keeps_answer(response.status):
         await service.complete(outcome, StoredResponse(response.status, sent))
     else:
         await service.release(outcome)

@@ -23,7 +23,8 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from treasury_aiohttp.access_log import redact
-from treasury_aiohttp.errors import http_error_body, log
+from treasury_aiohttp.errors import log
+from treasury_core.interface.errors import http_error_body, internal_error_body
 
 __all__ = ["SERVER_HEADER", "AppRunner", "serve"]
 
@@ -31,13 +32,7 @@ __all__ = ["SERVER_HEADER", "AppRunner", "serve"]
 SERVER_HEADER = "treasury-core"
 
 _BAD_REQUEST = http_error_body(400)
-_INTERNAL_ERROR = {
-    "error": {
-        "type": "api_error",
-        "code": "internal_error",
-        "message": "An internal error occurred",
-    }
-}
+_INTERNAL_ERROR = internal_error_body()
 
 
 class _JsonErrorRequestHandler(RequestHandler):

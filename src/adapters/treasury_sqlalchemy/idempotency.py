@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from treasury_core.idempotency import IdempotencyRecord, IdempotencyState, StoredResponse
+from treasury_core.idempotency import IdempotencyRecord, IdempotencyState, StoredResult
 from treasury_sqlalchemy import schema as t
 
 
@@ -28,8 +28,8 @@ class SqlIdempotency:
             "token": record.token,
             "created_at": record.created_at,
             "lease_until": record.lease_until,
-            "response_status": record.response.status if record.response else None,
-            "response_body": record.response.body if record.response else None,
+            "response_status": record.result.status if record.result else None,
+            "response_body": record.result.body if record.result else None,
             "resource": record.resource,
         }
 
@@ -42,9 +42,9 @@ class SqlIdempotency:
         if row is None:
             return None
         m = row._mapping
-        response = None
+        result = None
         if m["response_status"] is not None:
-            response = StoredResponse(m["response_status"], bytes(m["response_body"]))
+            result = StoredResult(m["response_status"], bytes(m["response_body"]))
         return IdempotencyRecord(
             company_id=m["company_id"],
             key=m["key"],
@@ -53,7 +53,7 @@ class SqlIdempotency:
             token=m["token"],
             created_at=m["created_at"],
             lease_until=m["lease_until"],
-            response=response,
+            result=result,
             resource=m["resource"],
         )
 

@@ -1,4 +1,9 @@
-"""Claiming, completing and replaying ``Idempotency-Key``s (:mod:`treasury_core.idempotency`)."""
+"""Claiming, completing and replaying idempotency keys (:mod:`treasury_core.idempotency`).
+
+The caller says what a request is (its fingerprint) and how a service's result is kept (the
+recorder a :class:`Claim`'s ticket carries); :func:`finish` stores that in the service's own
+transaction, so the change and the record of its result commit together or not at all.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from treasury_core.idempotency import (
     IdempotencyRecord,
     IdempotencyState,
     IdempotencyTicket,
-    StoredResponse,
+    StoredResult,
     is_valid_key,
     scoped_key,
 )
@@ -27,9 +32,9 @@ _CLAIM_ROUNDS = 3
 
 @dataclass(frozen=True, slots=True)
 class Replay:
-    """The key was used before with the same request: answer with this response."""
+    """The key was used before with the same request: answer with this result."""
 
-    response: StoredResponse
+    result: StoredResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,13 +51,13 @@ class Claim:
     token: str
     resource: str | None = None
 
-    def ticket(self, render: Callable[[R], StoredResponse]) -> IdempotencyTicket[R]:
-        """A ticket a service completes in its transaction, rendering its result with ``render``."""
-        return IdempotencyTicket(self.company_id, self.key, self.token, render, self.resource)
+    def ticket(self, recorder: Callable[[R], StoredResult]) -> IdempotencyTicket[R]:
+        """A ticket a service completes in its transaction, storing ``recorder(its result)``."""
+        return IdempotencyTicket(self.company_id, self.key, self.token, recorder, self.resource)
 
 
 class IdempotencyService:
-    """Keys are scoped to a company and a key kind; responses are kept for ``ttl_seconds``."""
+    """Keys are scoped to a company and a key kind; results are kept for ``ttl_seconds``."""
 
     def __init__(
         self, storage: Storage, clock: Clock, ids: IdSource, ttl_seconds: int, lease_seconds: int
@@ -114,8 +119,8 @@ class IdempotencyService:
                         "they were first used with",
                         param="Idempotency-Key",
                     )
-                if current.state is IdempotencyState.COMPLETED and current.response is not None:
-                    return Replay(current.response)
+                if current.state is IdempotencyState.COMPLETED and current.result is not None:
+                    return Replay(current.result)
                 if current.lease_until > now:
                     break
                 # The first owner's lease ran out (its process died, or it gave back a key
@@ -132,12 +137,12 @@ class IdempotencyService:
 
         return await self._storage.run(claim)
 
-    async def complete(self, claim: Claim, response: StoredResponse) -> None:
-        """Store ``response`` for a claim in a transaction of its own (refusals, errors)."""
+    async def complete(self, claim: Claim, result: StoredResult) -> None:
+        """Store ``result`` for a claim in a transaction of its own (refusals, errors)."""
 
         def complete(uow: UnitOfWork) -> None:
             complete_in(
-                uow, IdempotencyTicket(claim.company_id, claim.key, claim.token, _same), response
+                uow, IdempotencyTicket(claim.company_id, claim.key, claim.token, _same), result
             )
 
         await self._storage.run(complete)
@@ -148,7 +153,7 @@ class IdempotencyService:
         return await self._storage.run(lambda uow: uow.idempotency.purge(cutoff))
 
     async def release(self, claim: Claim) -> None:
-        """Give the key back without a stored response (the request failed unexpectedly).
+        """Give the key back without a stored result (the request failed unexpectedly).
 
         A key bound to a record (:func:`bind`) is kept, free to take at once: the retry resumes
         that record. Any other is deleted, so the retry starts afresh.
@@ -167,8 +172,8 @@ class IdempotencyService:
         await self._storage.run(release)
 
 
-def complete_in(uow: UnitOfWork, ticket: IdempotencyTicket[R], response: StoredResponse) -> None:
-    """Mark ``ticket``'s key completed with ``response`` inside the caller's transaction.
+def complete_in(uow: UnitOfWork, ticket: IdempotencyTicket[R], result: StoredResult) -> None:
+    """Mark ``ticket``'s key completed with ``result`` inside the caller's transaction.
 
     Raises :class:`IdempotencyInFlight` if the claim was lost (its lease ran out and another
     request took the key); the caller's transaction then rolls back, so nothing happens twice.
@@ -181,7 +186,7 @@ def complete_in(uow: UnitOfWork, ticket: IdempotencyTicket[R], response: StoredR
     # A new token on completion: a takeover that read the in-flight row before this commit
     # cannot overwrite the completed record (its conditional update no longer matches).
     done = replace(
-        current, state=IdempotencyState.COMPLETED, response=response, token=ticket.token + ".done"
+        current, state=IdempotencyState.COMPLETED, result=result, token=ticket.token + ".done"
     )
     if not uow.idempotency.replace(done, ticket.token):  # pragma: no cover - token checked above
         raise IdempotencyInFlight("This Idempotency-Key was taken over by another request")
@@ -208,11 +213,12 @@ def bind(uow: UnitOfWork, ticket: IdempotencyTicket[R] | None, resource: str | N
 
 
 def finish(uow: UnitOfWork, ticket: IdempotencyTicket[R] | None, result: R) -> R:
-    """Complete ``ticket`` (if any) with ``result`` rendered; return ``result``. For services."""
+    """Complete ``ticket`` (if any) with what its recorder makes of ``result``, in the
+    service's transaction; return ``result``. For services."""
     if ticket is not None:
-        complete_in(uow, ticket, ticket.render(result))
+        complete_in(uow, ticket, ticket.recorder(result))
     return result
 
 
-def _same(response: StoredResponse) -> StoredResponse:
-    return response
+def _same(result: StoredResult) -> StoredResult:
+    return result

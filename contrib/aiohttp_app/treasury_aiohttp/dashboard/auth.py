@@ -56,7 +56,7 @@ from treasury_core.errors import (
     TreasuryError,
     ValidationFailed,
 )
-from treasury_core.interface.statuses import http_status
+from treasury_core.interface.errors import http_status
 from treasury_core.operators import OperatorPrincipal, is_operator_key
 from treasury_core.services.dashboard_sessions import LIFETIME_SECONDS
 

@@ -33,7 +33,7 @@ from treasury_aiohttp.io import page_request, timestamp_query, treasury
 from treasury_aiohttp.query import intent_status
 from treasury_core.companies import KeyKind
 from treasury_core.errors import InvalidRequestError, NotFound, ValidationFailed
-from treasury_core.idempotency import StoredResponse, fingerprint
+from treasury_core.interface.idempotency import StoredResponse, fingerprint
 from treasury_core.ledger.balance import BalanceRecord
 from treasury_core.listing import RecordFilter
 from treasury_core.movements.records import Deposit, Transfer, Withdrawal

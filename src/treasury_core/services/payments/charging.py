@@ -56,7 +56,6 @@ from treasury_core.services.payments.common import (
     PaymentOutcome,
     attempt_key,
     call_owner,
-    challenge_return_path,
     charge_attempt_resource,
     check_publishable_create,
     intent_job_key,
@@ -596,7 +595,8 @@ class Charging(PaymentCore):
         base = self._ctx.config.public_url
         if not base or not takes_return_urls(self.provider):
             return {}
-        return {"return_url": base.rstrip("/") + challenge_return_path(intent)}
+        path = self.hosted_pages.challenge_return_path(intent.payment_intent_lookup_id)
+        return {"return_url": base.rstrip("/") + path}
 
     async def _waiting_challenge(self, intent: PaymentIntent) -> Transaction | None:
         """The intent's latest attempt if it waits for 3-D Secure."""

@@ -230,12 +230,6 @@ def charge_attempt_resource(intent_id: int, key: str) -> str:
     return f"pi:{intent_id}:{key}"
 
 
-def challenge_return_path(intent: PaymentIntent) -> str:
-    """Where the card provider's 3-D Secure page sends the customer back (the hosted pages'
-    ``GET /pay/{lookup_id}/challenge/return``), relative to the server's base URL."""
-    return f"/pay/{intent.payment_intent_lookup_id}/challenge/return"
-
-
 def takes_return_urls(provider: CardProvider) -> bool:
     # Looked up, as the attempt keys' flag is: providers written before it take no return_url.
     flag = getattr(provider, "return_urls_supported", None)

@@ -37,6 +37,7 @@ from treasury_core.payments.states import (
     Trigger,
 )
 from treasury_core.ports import CardProvider, UnitOfWork
+from treasury_core.ports.hosted_pages import HostedPages
 from treasury_core.services.payments.common import (
     CHARGEBACK_OPEN,
     DEFAULT_DELAYS,
@@ -60,9 +61,12 @@ class PaymentCore:
         *,
         saved_cards: SavedCards | None = None,
         delays_seconds: dict[str, float] | None = None,
+        hosted_pages: HostedPages,
     ) -> None:
         self._ctx = ctx
         self.provider = provider
+        #: Where the pages a customer is sent to live (the 3-D Secure return).
+        self.hosted_pages = hosted_pages
         self.saved_cards = saved_cards
         delays = {**DEFAULT_DELAYS, **(delays_seconds or {})}
         self._delays = {kind: timedelta(seconds=s) for kind, s in delays.items()}

@@ -42,16 +42,12 @@ from treasury_core.notifications.events import Event, EventType
 from treasury_core.payments.intents import PaymentType
 from treasury_core.ports import CardProvider, SealedCard, UnitOfWork, Vault
 from treasury_core.ports.card_provider import CardData, SavedCardReference, keeps_saved_cards
+from treasury_core.ports.hosted_pages import HostedPages
 from treasury_core.services.idempotency import finish
 from treasury_core.services.support import TreasuryContext
 from treasury_core.validation import is_resource_id
 
 R = TypeVar("R", bound=TreasuryRecord)
-
-#: Where the hosted tokenization form of a PMTI lives (relative to the server's base URL).
-TOKENIZATION_PATH = "/tokenize/{pmti_id}/{secret}"
-#: Where the server-to-server card submission of a PMTI goes.
-CONFIRM_PATH = "/api/v1/payment_method_token_intent/{pmti_id}/confirm/{secret}"
 
 ALREADY_SUBMITTED = "A card has already been submitted for this payment method token intent"
 SESSION_EXPIRED = "This payment method token intent has expired"
@@ -100,10 +96,14 @@ class CardOnFileService:
         ctx: TreasuryContext,
         provider: CardProvider,
         vault: Vault,
+        *,
+        hosted_pages: HostedPages,
     ) -> None:
         self._ctx = ctx
         self.provider = provider
         self.vault = vault
+        #: Where a PMTI's hosted form and confirm endpoint live.
+        self.hosted_pages = hosted_pages
         self._ttl = timedelta(seconds=ctx.config.tokenization_ttl_seconds)
 
     # --- create and read ------------------------------------------------------------------------
@@ -156,10 +156,11 @@ class CardOnFileService:
 
     def linked(self, intent: TokenIntent) -> LinkedTokenIntent:
         """``intent`` with the paths of its hosted form and confirm endpoint."""
+        pages = self.hosted_pages
         return LinkedTokenIntent(
             intent,
-            TOKENIZATION_PATH.format(pmti_id=intent.id, secret=self._secret(intent, form=True)),
-            CONFIRM_PATH.format(pmti_id=intent.id, secret=self._secret(intent, form=False)),
+            pages.tokenization_form_path(intent.id, self._secret(intent, form=True)),
+            pages.confirm_path(intent.id, self._secret(intent, form=False)),
         )
 
     async def _find(self, kind: type[R], record_id: str, company_id: int | None) -> R | None:

@@ -66,7 +66,7 @@ from treasury_core.idempotency import (
     MAX_KEY_LENGTH,
     IdempotencyRecord,
     IdempotencyState,
-    StoredResponse,
+    StoredResult,
     scoped_key,
 )
 from treasury_core.ledger import (
@@ -293,7 +293,7 @@ class StorageContract(
             record,
             state=IdempotencyState.COMPLETED,
             lease_until=NOW,
-            response=StoredResponse(200, b'{"ok":true}'),
+            result=StoredResult(200, b'{"ok":true}'),
         )
         assert not storage.run_sync(lambda uow: uow.idempotency.replace(done, "wrong-token"))
         assert storage.run_sync(lambda uow: uow.idempotency.replace(done, "t1"))
