@@ -219,7 +219,7 @@ def test_with_json_logs_a_crash_is_one_json_entry_with_its_traceback(tmp_path: P
     # process, with one command added that raises (and carries a secret in its message).
     script = (
         "import sys, click\n"
-        "from treasury_aiohttp import cli\n"
+        "from treasury_aiohttp.cli import commands as cli\n"
         "@cli.main.command()\n"
         "def boom() -> None:\n"
         "    '''Fail.'''\n"
