@@ -58,7 +58,7 @@ class RecordFilter:
     payment_intent_id: int | None = None
     bank_account_id: str | None = None
     customer_email: str | None = None
-    #: ``metadata[key]=value`` pairs the record's metadata must all hold (issue 24 item 2).
+    #: ``metadata[key]=value`` pairs the record's metadata must all hold.
     metadata: Mapping[str, str] | None = None
 
     def field_filters(self) -> dict[str, Any]:

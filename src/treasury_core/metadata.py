@@ -1,4 +1,4 @@
-"""Metadata: the merchant's own key-value pairs on a record (issue 24, item 2).
+"""Metadata: the merchant's own key-value pairs on a record.
 
 Rules (decisions.md, "Metadata"):
 

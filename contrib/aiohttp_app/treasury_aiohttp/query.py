@@ -173,7 +173,7 @@ def filters(*names: str, statuses: Any = str, noun: str = "records") -> dict[str
     window and each of ``names``.
 
     Every record list builds its parameters here. ``"metadata"`` among ``names`` declares the
-    ``metadata[key]=value`` family (issue 24 item 2, a ``deepObject`` :class:`Param`), which
+    ``metadata[key]=value`` family (one ``deepObject`` :class:`Param`), which
     only the lists of records that carry metadata name: the others refuse ``metadata[…]`` as
     unknown rather than ignore it.
     """
