@@ -66,8 +66,6 @@ from treasury_core.services.payments.common import (
     new_lookup_id,
     owner_tag,
     safe_last4,
-    takes_attempt_keys,
-    takes_return_urls,
     unsupported,
 )
 from treasury_core.services.payments.core import PaymentCore
@@ -287,7 +285,7 @@ class Charging(PaymentCore):
                         attempt_key=key,
                         **owner,
                     )
-                elif takes_attempt_keys(self.provider) or owner:
+                elif self.provider.attempt_keys_supported() or owner:
                     result = await self.provider.authorize(
                         card,
                         intent.billing_amount,
@@ -594,7 +592,7 @@ class Charging(PaymentCore):
         """``return_url`` for ``authorize``, for a provider that takes it and a server that
         knows its public address (config ``public_url``); otherwise nothing."""
         base = self._ctx.config.public_url
-        if not base or not takes_return_urls(self.provider):
+        if not base or not self.provider.return_urls_supported():
             return {}
         return {"return_url": base.rstrip("/") + challenge_return_path(intent)}
 

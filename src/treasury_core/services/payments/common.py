@@ -27,7 +27,6 @@ from treasury_core.payments.records import (
     Transaction,
 )
 from treasury_core.payments.requests import CreateIntentRequest
-from treasury_core.ports import CardProvider
 from treasury_core.ports.card_provider import (
     CallOwner,
     CardData,
@@ -234,19 +233,6 @@ def challenge_return_path(intent: PaymentIntent) -> str:
     """Where the card provider's 3-D Secure page sends the customer back (the hosted pages'
     ``GET /pay/{lookup_id}/challenge/return``), relative to the server's base URL."""
     return f"/pay/{intent.payment_intent_lookup_id}/challenge/return"
-
-
-def takes_return_urls(provider: CardProvider) -> bool:
-    # Looked up, as the attempt keys' flag is: providers written before it take no return_url.
-    flag = getattr(provider, "return_urls_supported", None)
-    return callable(flag) and flag() is True
-
-
-def takes_attempt_keys(provider: CardProvider) -> bool:
-    # Looked up rather than part of the protocol: providers written before attempt keys
-    # existed neither have the flag nor take the keyword.
-    flag = getattr(provider, "attempt_keys_supported", None)
-    return callable(flag) and flag() is True
 
 
 #: What a lookup id can look like (the check runs before any query, on every poll).

@@ -148,8 +148,7 @@ class ProviderEventService:
 
     def supported(self) -> bool:
         """Whether the card provider sends events this service can verify."""
-        flag = getattr(self._payments.provider, "provider_events_supported", None)
-        return callable(flag) and flag() is True
+        return self._payments.provider.provider_events_supported() is True
 
     async def receive(self, body: bytes, headers: Mapping[str, str]) -> EventOutcome:
         """Verify one delivery and apply its event.
