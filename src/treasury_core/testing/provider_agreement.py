@@ -26,7 +26,7 @@ from treasury_core.ports.card_provider import (
     ProviderCharge,
     answers_lookups,
 )
-from treasury_core.services.payments.common import owner_tag
+from treasury_core.services.payments.vocabulary import owner_tag
 
 
 def _intents(storage: Storage, companies: Iterable[int]) -> dict[int, PaymentIntent]:
