@@ -26,7 +26,7 @@ from treasury_core.payments.records import Refund
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports import Storage, UnitOfWork
 from treasury_core.ports.card_provider import CardData
-from treasury_core.services.payments.common import (
+from treasury_core.services.payments.vocabulary import (
     RESOLVE_CHARGE,
     RESOLVE_REFUND,
     attempt_key,

@@ -41,10 +41,17 @@ from treasury_core.services.movements.transfers import TransferService
 from treasury_core.services.movements.withdrawals import WithdrawalService
 from treasury_core.services.notifications.service import NotificationService
 from treasury_core.services.payments import PaymentService
+from treasury_core.services.payments.capture import CaptureAndVoid
 from treasury_core.services.payments.card_reconciliation import CardReconciliation
+from treasury_core.services.payments.challenges import Challenges
+from treasury_core.services.payments.charging import Charging
+from treasury_core.services.payments.disputes import DisputeService
+from treasury_core.services.payments.intent_steps import IntentSteps
 from treasury_core.services.payments.jobs import PaymentJobs
 from treasury_core.services.payments.links import LINK_EXPIRY, PaymentLinkService
 from treasury_core.services.payments.provider_events import ProviderEventService
+from treasury_core.services.payments.provider_resolution import ProviderResolution
+from treasury_core.services.payments.refunds import Refunds
 from treasury_core.services.payments.saved_cards import CardOnFileService
 from treasury_core.services.record_reads import RecordService
 from treasury_core.services.sandbox import SandboxService, load_clock_offset
@@ -83,6 +90,8 @@ class Treasury:
     notifications: NotificationService
     #: The card provider's events (webhooks), verified and applied.
     provider_events: ProviderEventService
+    #: Chargebacks: read, and the merchant's evidence or acceptance.
+    disputes: DisputeService
     #: Retrieve and list every kind of record; delete bank accounts, forget saved cards.
     records: RecordService
     #: Wallet transactions (the ledger history of a wallet) and statements.
@@ -195,22 +204,38 @@ def bootstrap(
     card_vault = vault or _build(pm, "vault", config.vault, config)
     wall = wall_clock or _build(pm, "clock", "system", config)
     pages = hosted_pages or INTERFACE_PATHS
-    cards = CardOnFileService(context, provider, card_vault, hosted_pages=pages)
+    cards = CardOnFileService(
+        context=context, provider=provider, vault=card_vault, hosted_pages=pages
+    )
     # Real time, always: receivers compare webhook-timestamp with their own clocks, and leases
     # must expire while business time stands still.
     real_time = _build(pm, "clock", "system", config)
     if sender is None and config.webhook_sender is not None:
         sender = _build(pm, "notifier", config.webhook_sender, config)
     notifications = NotificationService(context, card_vault, real_time, pm, sender)
-    payments = PaymentService(
-        context,
-        provider,
-        saved_cards=cards.saved_card,
-        delays_seconds=config.payment_delays_seconds,
-        hosted_pages=pages,
+    steps = IntentSteps(
+        context=context, provider=provider, delays_seconds=config.payment_delays_seconds
     )
-    payment_jobs = PaymentJobs(payments)
-    payment_links = PaymentLinkService(payments)
+    charging = Charging(
+        context=context,
+        steps=steps,
+        provider=provider,
+        hosted_pages=pages,
+        saved_cards=cards.saved_card,
+    )
+    challenges = Challenges(context=context, steps=steps, provider=provider, charging=charging)
+    capture = CaptureAndVoid(context=context, steps=steps, provider=provider)
+    refunds = Refunds(context=context, steps=steps, provider=provider)
+    payments = PaymentService(
+        steps=steps, charging=charging, challenges=challenges, capture=capture, refunds=refunds
+    )
+    resolution = ProviderResolution(
+        context=context, steps=steps, provider=provider, charging=charging
+    )
+    payment_jobs = PaymentJobs(
+        context=context, steps=steps, provider=provider, resolution=resolution
+    )
+    payment_links = PaymentLinkService(context=context, steps=steps)
     settlement.register(LINK_EXPIRY, payment_links.link_expiry)
     for kind, handler in payment_jobs.handlers().items():
         settlement.register(kind, handler)
@@ -219,7 +244,10 @@ def bootstrap(
     statements = WalletStatementService(storage)
     every = config.card_reconciliation_seconds
     card_reconciliation = CardReconciliation(
-        payments,
+        context=context,
+        steps=steps,
+        provider=provider,
+        charging=charging,
         every=timedelta(seconds=every) if every > 0 else None,
         window=timedelta(seconds=config.card_reconciliation_window_seconds),
     )
@@ -253,7 +281,16 @@ def bootstrap(
         payment_links=payment_links,
         cards=cards,
         notifications=notifications,
-        provider_events=ProviderEventService(payments),
+        provider_events=ProviderEventService(
+            context=context,
+            steps=steps,
+            provider=provider,
+            charging=charging,
+            challenges=challenges,
+            capture=capture,
+            refunds=refunds,
+        ),
+        disputes=DisputeService(context=context, steps=steps),
         records=RecordService(context),
         statements=statements,
         bank=BankFilesService(context, statements),

@@ -14,6 +14,8 @@ from treasury_core.payments.intents import CaptureMethod, IntentStatus
 from treasury_core.ports import Storage
 from treasury_core.ports.card_provider import CallOwner, CardProviderEventKind, CardProviderStatus
 from treasury_core.services.payments.card_reconciliation import CardReconciliation
+from treasury_core.services.payments.charging import Charging
+from treasury_core.services.payments.intent_steps import IntentSteps
 from treasury_core.services.payments.jobs import RELEASE_ATTEMPTS
 from treasury_core.testing import MemoryStorage
 from treasury_core.testing.fakes.card_providers import Call
@@ -150,7 +152,7 @@ async def test_workers_run_it_once_per_period_between_them(world: World) -> None
     first = world.treasury.card_reconciliation
     assert first.every == timedelta(hours=1)
     # A second worker over the same database.
-    second = CardReconciliation(world.treasury.payments, every=first.every, window=first.window)
+    second = _reconciliation(world, every=first.every, window=first.window)
     assert await first.run_if_due() is not None
     assert await second.run_if_due() is None
     assert await first.run_if_due() is None
@@ -191,9 +193,7 @@ async def test_a_hold_released_here_but_not_at_the_provider_is_released_there(
     assert (await world.get(intent)).status is IntentStatus.CANCELLED
     assert hold.status is CardProviderStatus.AUTHORIZED
     # A window reaching back past the authorization's 7 days (the default's 48 h does not).
-    reconciliation = CardReconciliation(
-        world.treasury.payments, every=None, window=timedelta(days=30)
-    )
+    reconciliation = _reconciliation(world, every=None, window=timedelta(days=30))
     report = await reconciliation.run()
     assert report.orphans == 1
     assert hold.status is CardProviderStatus.VOIDED
@@ -201,3 +201,21 @@ async def test_a_hold_released_here_but_not_at_the_provider_is_released_there(
     await reconciliation.run()
     assert await kinds(world) == {D.ORPHAN_CHARGE: RESOLVED}
     world.check()
+
+
+def _reconciliation(
+    world: World, *, every: timedelta | None, window: timedelta
+) -> CardReconciliation:
+    """A reconciliation over the world's database and provider, built as another worker
+    process builds its own."""
+    context, provider = world.treasury.context, world.treasury.payments.provider
+    steps = IntentSteps(context=context, provider=provider)
+    charging = Charging(context=context, steps=steps, provider=provider)
+    return CardReconciliation(
+        context=context,
+        steps=steps,
+        provider=provider,
+        charging=charging,
+        every=every,
+        window=window,
+    )

@@ -18,7 +18,7 @@ from treasury_core.payments.records import Refund, RefundStatus
 from treasury_core.ports import Storage
 from treasury_core.ports.card_provider import CallOwner, CardProviderResult
 from treasury_core.services.idempotency import Claim
-from treasury_core.services.payments.common import RESOLVE_CHARGE, RESOLVE_REFUND
+from treasury_core.services.payments.vocabulary import RESOLVE_CHARGE, RESOLVE_REFUND
 from treasury_core.testing import FlakyCardProvider
 from treasury_core.testing.fakes.card_providers import Call
 from treasury_core.testing.provider_agreement import provider_disagreements

@@ -30,8 +30,14 @@ from treasury_core.ledger import Leg, PostPending
 from treasury_core.memory.storage import MemoryStorage
 from treasury_core.notifications.events import EventType
 from treasury_core.payments import IntentFilter, PaymentIntent, Transition
+from treasury_core.payments.records import Refund
 from treasury_core.ports import UnitOfWork
 from treasury_core.services.payments import PaymentService
+from treasury_core.services.payments.capture import CaptureAndVoid
+from treasury_core.services.payments.challenges import Challenges
+from treasury_core.services.payments.charging import Charging
+from treasury_core.services.payments.intent_steps import IntentSteps
+from treasury_core.services.payments.refunds import Refunds
 from treasury_core.testing import PaymentsMachine
 from treasury_core.testing.machines.payments import payments_machine, payments_machine_test_case
 
@@ -86,24 +92,24 @@ def test_an_id_beyond_32_bits_is_not_found(backend: str, request: pytest.Fixture
 # Broken on purpose ----------------------------------------------------------------------------
 
 
-class AuthorizesTwice(PaymentService):
+class AuthorizesTwice(IntentSteps):
     """A service bug: every ``.authorized`` webhook is written to the outbox twice."""
 
-    def _intent_events(
+    def intent_events(
         self, uow: UnitOfWork, moved: Transition, stored: PaymentIntent | None = None
     ) -> None:
-        super()._intent_events(uow, moved, stored)
+        super().intent_events(uow, moved, stored)
         if EventType.PAYMENT_INTENT_AUTHORIZED in moved.events:
-            self._intent_event(uow, stored or moved.intent, EventType.PAYMENT_INTENT_AUTHORIZED)
+            self.intent_event(uow, stored or moved.intent, EventType.PAYMENT_INTENT_AUTHORIZED)
 
 
-class CaptureKeepsTheHold(PaymentService):
+class CaptureKeepsTheHold(IntentSteps):
     """A service bug: a capture marks the intent PROCESSED but never posts the ledger hold."""
 
-    def _ledger(
+    def ledger(
         self,
         uow: UnitOfWork,
-        owner: PaymentIntent | object,
+        owner: PaymentIntent | Refund,
         legs: Iterable[Leg],
         now: datetime | None = None,
         operation: str = "card",
@@ -111,14 +117,27 @@ class CaptureKeepsTheHold(PaymentService):
         legs = tuple(legs)
         if isinstance(owner, PaymentIntent) and all(isinstance(g, PostPending) for g in legs):
             return
-        super()._ledger(uow, owner, legs, now, operation)  # type: ignore[arg-type]
+        super().ledger(uow, owner, legs, now, operation)
 
 
-def _with_service(service: type[PaymentService]) -> type[PaymentsMachine]:
+def _with_steps(broken: type[IntentSteps]) -> type[PaymentsMachine]:
+    """The machine over a payments service whose shared steps are ``broken``."""
+
     class Machine(PaymentsMachine):
         def make_treasury(self, config: TreasuryConfig) -> Treasury:
             treasury = super().make_treasury(config)
-            treasury.payments = service(treasury.context, treasury.payments.provider)
+            context, provider = treasury.context, treasury.payments.provider
+            steps = broken(context=context, provider=provider)
+            charging = Charging(context=context, steps=steps, provider=provider)
+            treasury.payments = PaymentService(
+                steps=steps,
+                charging=charging,
+                challenges=Challenges(
+                    context=context, steps=steps, provider=provider, charging=charging
+                ),
+                capture=CaptureAndVoid(context=context, steps=steps, provider=provider),
+                refunds=Refunds(context=context, steps=steps, provider=provider),
+            )
             return treasury
 
     return Machine
@@ -126,12 +145,12 @@ def _with_service(service: type[PaymentService]) -> type[PaymentsMachine]:
 
 def test_the_machine_catches_a_service_that_authorizes_twice() -> None:
     with pytest.raises(AssertionError, match="events"):
-        run_state_machine_as_test(_with_service(AuthorizesTwice), settings=BUG_HUNT)
+        run_state_machine_as_test(_with_steps(AuthorizesTwice), settings=BUG_HUNT)
 
 
 def test_the_machine_catches_a_capture_that_keeps_the_hold() -> None:
     with pytest.raises(AssertionError, match="hold"):
-        run_state_machine_as_test(_with_service(CaptureKeepsTheHold), settings=BUG_HUNT)
+        run_state_machine_as_test(_with_steps(CaptureKeepsTheHold), settings=BUG_HUNT)
 
 
 def test_machine_subclass_settings_are_used() -> None:

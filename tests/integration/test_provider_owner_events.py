@@ -20,7 +20,7 @@ from treasury_core.ports.card_provider import (
     CardProviderEventKind,
     CardProviderStatus,
 )
-from treasury_core.services.payments.common import RESOLVE_CHARGE, call_owner
+from treasury_core.services.payments.vocabulary import RESOLVE_CHARGE, call_owner
 from treasury_core.testing.fakes.card_providers import FLAKY_THREE_D_SECURE_CARD, Call
 
 K = CardProviderEventKind

@@ -18,17 +18,17 @@ from treasury_core.payments.intents import CaptureMethod, IntentStatus
 from treasury_core.payments.records import RefundStatus
 from treasury_core.ports import Storage
 from treasury_core.ports.card_provider import CardProviderEventKind, CardProviderStatus
-from treasury_core.services.payments.common import (
-    RESOLVE_CHARGE,
-    RESOLVE_REFUND,
-    call_owner,
-    refund_key,
-)
 from treasury_core.services.payments.provider_resolution import (
     ASKS,
     FIRST_RETRY,
     NOT_FOUND_ASKS,
     NOT_MADE,
+)
+from treasury_core.services.payments.vocabulary import (
+    RESOLVE_CHARGE,
+    RESOLVE_REFUND,
+    call_owner,
+    refund_key,
 )
 from treasury_core.testing import FlakyCardProvider
 from treasury_core.testing.fakes.card_providers import Call

@@ -51,7 +51,7 @@ from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.payments.card_differences import CardDifferenceStatus
 from treasury_core.payments.intents import IntentFilter, IntentStatus, PaymentIntent
 from treasury_core.payments.records import Refund, RefundStatus
-from treasury_core.services.payments.common import RESOLVE_CHARGE, RESOLVE_REFUND, owner_tag
+from treasury_core.services.payments.vocabulary import RESOLVE_CHARGE, RESOLVE_REFUND, owner_tag
 from treasury_core.testing import FakeClock, check_invariants
 from treasury_core.testing.provider_agreement import provider_disagreements
 from treasury_pytest.faults import Fault, FaultProxy, FaultRule

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from treasury_core.services.payments.common import intent_of_resource, intent_resource
 from treasury_core.services.payments.provider_resolution import (
     parse_charge_resource,
     split_resource,
 )
+from treasury_core.services.payments.vocabulary import intent_of_resource, intent_resource
 
 
 def test_an_intent_resource_reads_back_its_id() -> None:

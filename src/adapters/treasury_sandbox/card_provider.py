@@ -162,6 +162,30 @@ class SandboxCardProvider(CardProviderBase):
         """A refund may be for part of the captured amount."""
         return True
 
+    def attempt_keys_supported(self) -> bool:
+        """Off: the sandbox loses no answers, so there is no retry to recognize."""
+        return False
+
+    def return_urls_supported(self) -> bool:
+        """Off: the sandbox has no 3-D Secure page of its own to send the customer back from."""
+        return False
+
+    def saved_cards_supported(self) -> bool:
+        """Off: saved cards are sealed in the treasury's vault."""
+        return False
+
+    def provider_events_supported(self) -> bool:
+        """Off: the sandbox answers every call at once and sends no events."""
+        return False
+
+    def keyed_calls_supported(self) -> bool:
+        """Off: no ``key`` or ``owner`` is passed (no answer is ever lost)."""
+        return False
+
+    def lookups_supported(self) -> bool:
+        """Off: the sandbox keeps no charges to be asked about (it is stateless)."""
+        return False
+
     async def authorize(
         self,
         card: CardData,

@@ -359,6 +359,10 @@ class StripeCardProvider(CardProviderBase):
         """A refund may be for part of the captured amount."""
         return True
 
+    def verification_supported(self) -> bool:
+        """Off: cards are saved at Stripe, which checks them as it saves them."""
+        return False
+
     async def _call(self, call: Callable[[], T]) -> T:
         """``call`` (one SDK call) through :meth:`_run`, Stripe's errors translated."""
         try:

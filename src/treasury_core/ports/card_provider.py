@@ -181,11 +181,10 @@ class CardProvider(Protocol):
         retries an attempt whose outcome it never learned (a :class:`ProviderError`), and a new
         one once an attempt's outcome is recorded. A provider that can should make a call with
         a key it has seen answer with that first outcome rather than charge again. Passed only
-        to a provider whose ``attempt_keys_supported()`` answers ``True`` (see
-        :meth:`CardProviderBase.attempt_keys_supported`); it is not part of this protocol, so
-        providers written before the key existed still conform.
+        to a provider whose :meth:`attempt_keys_supported` answers ``True``, so an adapter whose
+        ``authorize`` takes no such keyword leaves the flag off.
 
-        ``return_url``, a keyword passed only to a provider whose ``return_urls_supported()``
+        ``return_url``, a keyword passed only to a provider whose :meth:`return_urls_supported`
         answers ``True`` and only when the server knows its public address, is where the
         provider's 3-D Secure page sends the customer back; the service then calls
         :meth:`complete_action`. Without it the provider may still answer ``requires_action``,
@@ -287,6 +286,52 @@ class CardProvider(Protocol):
         """
         ...
 
+    def attempt_keys_supported(self) -> bool:
+        """Whether :meth:`authorize` takes ``attempt_key`` (default ``False``: never passed)."""
+        ...
+
+    def return_urls_supported(self) -> bool:
+        """Whether :meth:`authorize` takes ``return_url`` and :meth:`complete_action` reads the
+        verdict of the provider's own 3-D Secure page (default ``False``: never passed)."""
+        ...
+
+    def saved_cards_supported(self) -> bool:
+        """Whether the provider keeps saved cards itself (:class:`SavedCardProvider`; default
+        ``False``: saved cards are sealed in the treasury's vault)."""
+        ...
+
+    def provider_events_supported(self) -> bool:
+        """Whether the provider reports by event (:class:`CardProviderEvents`; default
+        ``False``: its deliveries are refused unread)."""
+        ...
+
+    def keyed_calls_supported(self) -> bool:
+        """Whether money-moving calls take ``key`` and ``owner`` (:func:`takes_keyed_calls`;
+        default ``False``: never passed)."""
+        ...
+
+    def lookups_supported(self) -> bool:
+        """Whether the provider can be asked what a call did (:class:`CardProviderLookups`;
+        default ``False``: a lost answer waits for the provider's events)."""
+        ...
+
+
+#: Every optional capability a card provider declares, by the name of its ``*_supported()``
+#: method (each answers ``False`` on :class:`CardProviderBase`).
+CAPABILITIES: tuple[str, ...] = (
+    "attempt_keys_supported",
+    "keyed_calls_supported",
+    "lookups_supported",
+    "manual_capture_supported",
+    "partial_refunds_supported",
+    "provider_events_supported",
+    "refunds_supported",
+    "return_urls_supported",
+    "saved_cards_supported",
+    "three_d_secure_supported",
+    "verification_supported",
+)
+
 
 class CardProviderBase(ABC):
     """Base class for card providers: required methods abstract, optional capabilities off."""
@@ -332,8 +377,8 @@ class CardProviderBase(ABC):
         return False
 
     def attempt_keys_supported(self) -> bool:
-        """Default: ``attempt_key`` is not passed, so adapters written before it was added
-        (whose ``authorize`` does not take it) keep working."""
+        """Default: ``attempt_key`` is not passed, so an adapter whose ``authorize`` does not
+        take it keeps working."""
         return False
 
     def three_d_secure_supported(self) -> bool:
@@ -388,14 +433,7 @@ class CardProviderBase(ABC):
 # --- keyed calls and lookups ------------------------------------------------------------------
 
 
-def _flagged(provider: object, name: str) -> bool:
-    # Looked up rather than required: providers written before a capability existed have
-    # neither the flag nor the keywords it brings.
-    flag = getattr(provider, name, None)
-    return callable(flag) and flag() is True
-
-
-def takes_keyed_calls(provider: object) -> bool:
+def takes_keyed_calls(provider: CardProvider) -> bool:
     """Whether the services pass keys and owners to ``provider``'s money-moving calls.
 
     With ``keyed_calls_supported()`` answering ``True`` the services call
@@ -406,7 +444,7 @@ def takes_keyed_calls(provider: object) -> bool:
     after its answer was lost makes nothing twice at the provider; each ``owner`` is a
     :class:`CallOwner` the provider keeps on what it makes.
     """
-    return _flagged(provider, "keyed_calls_supported")
+    return provider.keyed_calls_supported() is True
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,9 +501,9 @@ class CardProviderLookups(Protocol):
         ...
 
 
-def answers_lookups(provider: object) -> TypeGuard[CardProviderLookups]:
+def answers_lookups(provider: CardProvider) -> TypeGuard[CardProviderLookups]:
     """Whether ``provider`` can be asked what a call did (see :class:`CardProviderLookups`)."""
-    return _flagged(provider, "lookups_supported")
+    return provider.lookups_supported() is True
 
 
 # --- card on file kept by the provider --------------------------------------------------------
@@ -528,14 +566,10 @@ class SavedCardProvider(Protocol):
         ...
 
 
-def keeps_saved_cards(provider: object) -> TypeGuard[SavedCardProvider]:
-    """Whether ``provider`` keeps saved cards itself (see :class:`SavedCardProvider`).
-
-    Looked up rather than required by :class:`CardProvider`, so providers written before the
-    capability existed still conform and keep their cards in the treasury's vault.
-    """
-    flag = getattr(provider, "saved_cards_supported", None)
-    return callable(flag) and flag() is True
+def keeps_saved_cards(provider: CardProvider) -> TypeGuard[SavedCardProvider]:
+    """Whether ``provider`` keeps saved cards itself (see :class:`SavedCardProvider`): its
+    :meth:`~CardProvider.saved_cards_supported` answers ``True``."""
+    return provider.saved_cards_supported() is True
 
 
 # --- Provider events (webhooks) ---------------------------------------------------------------

@@ -20,13 +20,13 @@ from datetime import datetime
 from treasury_core.pagination import MAX_LIMIT
 from treasury_core.payments.intents import IntentFilter, IntentStatus, PaymentIntent
 from treasury_core.payments.records import Refund, RefundStatus
-from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.ports import CardProvider, Storage, UnitOfWork
 from treasury_core.ports.card_provider import (
     CardProviderStatus,
     ProviderCharge,
     answers_lookups,
 )
-from treasury_core.services.payments.common import owner_tag
+from treasury_core.services.payments.vocabulary import owner_tag
 
 
 def _intents(storage: Storage, companies: Iterable[int]) -> dict[int, PaymentIntent]:
@@ -80,7 +80,7 @@ def _charge_disagreements(
 
 
 async def provider_disagreements(
-    storage: Storage, provider: object, companies: Iterable[int], since: datetime
+    storage: Storage, provider: CardProvider, companies: Iterable[int], since: datetime
 ) -> list[str]:
     """Every way the provider's charges since ``since`` and the ``companies``' intents differ;
     empty when they agree.

@@ -22,7 +22,7 @@ class NoFields(BaseModel):
 
 
 def _disputes(request: web.Request) -> DisputeService:
-    return DisputeService(treasury(request).payments)
+    return treasury(request).disputes
 
 
 async def submit_chargeback_evidence(request: web.Request) -> web.StreamResponse:

@@ -19,7 +19,8 @@ more than was captured (ledger invariant 10).
 
 from __future__ import annotations
 
-from treasury_core.services.payments.common import (
+from treasury_core.services.payments.service import PaymentService
+from treasury_core.services.payments.vocabulary import (
     AUTHENTICATION_INCOMPLETE,
     CAPABILITY_UNSUPPORTED,
     CHARGEBACK_OPEN,
@@ -38,7 +39,6 @@ from treasury_core.services.payments.common import (
     new_lookup_id,
     processing_share,
 )
-from treasury_core.services.payments.service import PaymentService
 
 __all__ = [
     "AUTHENTICATION_INCOMPLETE",

@@ -28,22 +28,31 @@ from treasury_core.payments.states import (
     check_capturable,
     transition,
 )
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import CardProvider, UnitOfWork
 from treasury_core.ports.card_provider import (
     HoldGone,
     takes_keyed_calls,
 )
 from treasury_core.services.idempotency import bind, finish
-from treasury_core.services.payments.common import (
+from treasury_core.services.payments.intent_steps import IntentSteps
+from treasury_core.services.payments.vocabulary import (
     capture_key,
     intent_job_key,
     void_key,
 )
-from treasury_core.services.payments.core import PaymentCore
+from treasury_core.services.support import TreasuryContext
 
 
-class CaptureAndVoid(PaymentCore):
-    """Capture and cancel (part of :class:`~treasury_core.services.payments.PaymentService`)."""
+class CaptureAndVoid:
+    """Capture and cancel (for :class:`~treasury_core.services.payments.PaymentService`), and
+    the recording steps the provider's events share with them."""
+
+    def __init__(
+        self, *, context: TreasuryContext, steps: IntentSteps, provider: CardProvider
+    ) -> None:
+        self._ctx = context
+        self._steps = steps
+        self.provider = provider
 
     # --- capture and cancel -------------------------------------------------------------------
 
@@ -65,8 +74,8 @@ class CaptureAndVoid(PaymentCore):
         """
         IntentActionRequest(payment_intent_id=intent_id)
         ctx = self._ctx
-        async with self._lock(intent_id):
-            intent = await self.get(company_id, intent_id)
+        async with self._steps.lock(intent_id):
+            intent = await self._steps.get(company_id, intent_id)
             resumed = _resumed(idempotency, "capture", intent_id)
             if resumed is not None and intent.status is IntentStatus.PROCESSED:
                 # The retry of a capture whose answer was lost, recorded meanwhile (the
@@ -74,9 +83,11 @@ class CaptureAndVoid(PaymentCore):
                 return await ctx.storage.run(lambda uow: finish(uow, idempotency, intent))
             now = ctx.clock.now()
             check_capturable(intent, now)
-            self._check_manual_capture()
+            self._steps.check_manual_capture()
             assert intent.provider_reference is not None  # an AUTHORIZED intent has a charge
-            txn = self._transaction(intent, TransactionType.CAPTURE, TransactionStatus.COMPLETED)
+            txn = self._steps.transaction(
+                intent, TransactionType.CAPTURE, TransactionStatus.COMPLETED
+            )
             if resumed:
                 txn = txn.model_copy(update={"id": resumed})
             elif idempotency is not None:
@@ -107,17 +118,19 @@ class CaptureAndVoid(PaymentCore):
                 raise
 
             def write(uow: UnitOfWork) -> PaymentIntent:
-                current = self._locked(uow, intent)
+                current = self._steps.locked(uow, intent)
                 stored = self.record_capture(uow, current, txn, result.reference, now)
                 return finish(uow, idempotency, stored)
 
             try:
                 return await ctx.storage.run(write)
             except IllegalTransition:
-                recorded = await self._recorded_elsewhere(intent, result.reference, captured=True)
+                recorded = await self._steps.recorded_elsewhere(
+                    intent, result.reference, captured=True
+                )
                 if recorded is not None:
                     return recorded
-                await self._undo(result.reference, intent.billing_amount)
+                await self._steps.undo(result.reference, intent.billing_amount)
                 raise
 
     def record_capture(
@@ -132,15 +145,15 @@ class CaptureAndVoid(PaymentCore):
         capture attempt) in the caller's transaction: ``PROCESSED``, the ledger hold posted,
         the payout (and a known chargeback) scheduled. The intent as stored."""
         moved = transition(current, Trigger.CAPTURE_SUCCEEDED, now=now)
-        self._ledger(uow, current, (PostPending(p) for p in current.hold_pending_ids), now)
+        self._steps.ledger(uow, current, (PostPending(p) for p in current.hold_pending_ids), now)
         stored = moved.intent.model_copy(
             update={"provider_reference": reference, "hold_pending_ids": (), "captured_at": now}
         )
         uow.intents.update(stored)
-        self._transaction_events(uow, txn, EventType.TRANSACTION_COMPLETED)
-        self._intent_events(uow, moved, stored)
+        self._steps.transaction_events(uow, txn, EventType.TRANSACTION_COMPLETED)
+        self._steps.intent_events(uow, moved, stored)
         uow.jobs.finish_for(intent_job_key(current.id))
-        self._after_capture(uow, stored, now)
+        self._steps.after_capture(uow, stored, now)
         return stored
 
     async def _capture_refused(
@@ -154,9 +167,9 @@ class CaptureAndVoid(PaymentCore):
         failed = txn.failed(error.failure_reason, error.message)
 
         def write(uow: UnitOfWork) -> None:
-            current = self._locked(uow, intent)
+            current = self._steps.locked(uow, intent)
             transition(current, trigger, now=now)  # still a legal move: raises otherwise
-            self._transaction_events(uow, failed, EventType.TRANSACTION_FAILED)
+            self._steps.transaction_events(uow, failed, EventType.TRANSACTION_FAILED)
             if trigger is Trigger.CAPTURE_HOLD_GONE:
                 self.release_gone_hold(uow, current, now)
 
@@ -177,11 +190,11 @@ class CaptureAndVoid(PaymentCore):
         else:
             moved = transition(current, Trigger.CAPTURE_HOLD_GONE, now=now)
             legs = (VoidPending(p) for p in current.hold_pending_ids)
-        self._ledger(uow, current, legs, now)
+        self._steps.ledger(uow, current, legs, now)
         uow.jobs.finish_for(intent_job_key(current.id))
         stored = moved.intent.model_copy(update={"hold_pending_ids": ()})
         uow.intents.update(stored)
-        self._intent_events(uow, moved, stored)
+        self._steps.intent_events(uow, moved, stored)
 
     async def cancel(
         self,
@@ -193,8 +206,8 @@ class CaptureAndVoid(PaymentCore):
         """Void the hold: ``AUTHORIZED`` → ``CANCELLED`` with reason ``voided``."""
         IntentActionRequest(payment_intent_id=intent_id)
         ctx = self._ctx
-        async with self._lock(intent_id):
-            intent = await self.get(company_id, intent_id)
+        async with self._steps.lock(intent_id):
+            intent = await self._steps.get(company_id, intent_id)
             resumed = _resumed(idempotency, "cancel", intent_id)
             if resumed is not None and intent.status is IntentStatus.CANCELLED:
                 # The retry of a cancel whose answer was lost, recorded meanwhile.
@@ -217,15 +230,17 @@ class CaptureAndVoid(PaymentCore):
                 raise exc.leaving("payment_intent", intent.id, intent.status.value) from None
 
             def write(uow: UnitOfWork) -> PaymentIntent:
-                current = self._locked(uow, intent)
+                current = self._steps.locked(uow, intent)
                 moved = transition(current, Trigger.CANCEL, now=now)
-                self._ledger(uow, current, (VoidPending(p) for p in current.hold_pending_ids), now)
+                self._steps.ledger(
+                    uow, current, (VoidPending(p) for p in current.hold_pending_ids), now
+                )
                 stored = moved.intent.model_copy(
                     update={"provider_reference": result.reference, "hold_pending_ids": ()}
                 )
                 uow.intents.update(stored)
                 uow.jobs.finish_for(intent_job_key(intent_id))
-                self._intent_events(uow, moved, stored)
+                self._steps.intent_events(uow, moved, stored)
                 return finish(uow, idempotency, stored)
 
             return await ctx.storage.run(write)

@@ -52,7 +52,7 @@ from treasury_core.payments.card_differences import (
 )
 from treasury_core.payments.intents import IntentStatus, PaymentIntent
 from treasury_core.payments.records import Refund, RefundStatus
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import CardProvider, UnitOfWork
 from treasury_core.ports.card_provider import (
     CardProviderLookups,
     CardProviderResult,
@@ -61,18 +61,20 @@ from treasury_core.ports.card_provider import (
     answers_lookups,
     takes_keyed_calls,
 )
-from treasury_core.services.payments import PaymentService
 from treasury_core.services.payments.card_differences import (
     Found,
     note_difference,
     resolve_difference,
 )
-from treasury_core.services.payments.common import (
+from treasury_core.services.payments.charging import Charging
+from treasury_core.services.payments.intent_steps import IntentSteps
+from treasury_core.services.payments.provider_resolution import settle_refund_by_answer
+from treasury_core.services.payments.vocabulary import (
     charge_attempt_resource,
     refund_key,
     void_key,
 )
-from treasury_core.services.payments.provider_resolution import settle_refund_by_answer
+from treasury_core.services.support import TreasuryContext
 
 log = logging.getLogger("treasury.card_reconciliation")
 
@@ -110,13 +112,28 @@ class ReconciliationReport:
 
 
 class CardReconciliation:
-    """Compares the card provider's recent charges with our records (see the module)."""
+    """Compares the card provider's recent charges with our records (see the module).
+
+    ``provider`` is asked, ``charging`` records a charge found for an intent that waits for
+    one, under the intent locks of ``steps``; ``context`` gives storage, ids and the clock.
+    ``every`` is how often :meth:`run_if_due` runs (``None``: never), ``window`` how far back
+    a run looks.
+    """
 
     def __init__(
-        self, payments: PaymentService, *, every: timedelta | None, window: timedelta
+        self,
+        *,
+        context: TreasuryContext,
+        steps: IntentSteps,
+        provider: CardProvider,
+        charging: Charging,
+        every: timedelta | None,
+        window: timedelta,
     ) -> None:
-        self._payments = payments
-        self._ctx = payments._ctx
+        self._ctx = context
+        self._steps = steps
+        self._provider = provider
+        self._charging = charging
         self.every = every
         self.window = window
         # When this process next looks at the stored mark (business time): between looks,
@@ -125,7 +142,7 @@ class CardReconciliation:
 
     def supported(self) -> bool:
         """Whether the card provider can be asked (``lookups_supported``)."""
-        return answers_lookups(self._payments.provider)
+        return answers_lookups(self._provider)
 
     # --- when -------------------------------------------------------------------------------
 
@@ -183,7 +200,7 @@ class CardReconciliation:
     async def run(self) -> ReconciliationReport:
         """One run, now (see the module docstring)."""
         report = ReconciliationReport()
-        provider = self._payments.provider
+        provider = self._provider
         if not answers_lookups(provider):
             report.failed = "the card provider cannot be asked for its charges"
             return report
@@ -262,7 +279,7 @@ class CardReconciliation:
         failure = ""
         adopted = None
         try:
-            adopted = await self._payments.adopt_charge(
+            adopted = await self._charging.adopt_charge(
                 intent.company_id,
                 intent.id,
                 found,
@@ -315,7 +332,7 @@ class CardReconciliation:
     ) -> None:
         """The intent's hold was released here (its expiry, a cancel) but the provider still
         holds it (the release's call was lost for good): release it there too."""
-        provider = self._payments.provider
+        provider = self._provider
         failure = ""
         try:
             if takes_keyed_calls(provider):
@@ -417,10 +434,10 @@ class CardReconciliation:
         reference = intent.provider_reference
         if reference is None:
             return False
-        async with self._payments._lock(intent.id):
+        async with self._steps.lock(intent.id):
             found = await lookups.find_refund(reference, refund_key(intent, refund.id))
             settled = await self._ctx.storage.run(
-                lambda uow: settle_refund_by_answer(self._payments, uow, refund, found)
+                lambda uow: settle_refund_by_answer(self._steps, uow, refund, found)
             )
         return settled.outcome != "unchanged"
 
@@ -432,7 +449,7 @@ class CardReconciliation:
         found = await lookups.find_charge(key)
         how = "the provider made no charge"
         if found is not None and found.status in (_S.AUTHORIZED, _S.CAPTURED, _S.REQUIRES_ACTION):
-            adopted = await self._payments.adopt_charge(company, intent_id, found)
+            adopted = await self._charging.adopt_charge(company, intent_id, found)
             how = f"charge {found.reference} " + (
                 "recorded on the intent" if adopted is not None else "undone or already recorded"
             )

@@ -19,20 +19,38 @@ from treasury_core.payments.states import (
     Trigger,
     transition,
 )
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import CardProvider, UnitOfWork
 from treasury_core.ports.card_provider import (
     CardProviderResult,
 )
 from treasury_core.services.payments.charging import Charging
-from treasury_core.services.payments.common import (
+from treasury_core.services.payments.intent_steps import IntentSteps
+from treasury_core.services.payments.vocabulary import (
     AUTHENTICATION_INCOMPLETE,
     PaymentOutcome,
     unsupported,
 )
+from treasury_core.services.support import TreasuryContext
 
 
-class Challenges(Charging):
-    """3-D Secure completion (part of :class:`~treasury_core.services.payments.PaymentService`)."""
+class Challenges:
+    """3-D Secure completion (for :class:`~treasury_core.services.payments.PaymentService`).
+
+    A passed challenge is recorded by ``charging`` as any successful attempt is.
+    """
+
+    def __init__(
+        self,
+        *,
+        context: TreasuryContext,
+        steps: IntentSteps,
+        provider: CardProvider,
+        charging: Charging,
+    ) -> None:
+        self._ctx = context
+        self._steps = steps
+        self.provider = provider
+        self._charging = charging
 
     async def complete_challenge(self, lookup_id: str, *, passed: bool = True) -> PaymentOutcome:
         """Finish the intent's pending 3-D Secure attempt: ``passed`` authorizes or charges
@@ -43,9 +61,9 @@ class Challenges(Charging):
         waiting and :class:`InvalidRequestError` ``authentication_incomplete`` (400) is raised;
         a :class:`ProviderError` leaves it waiting too.
         """
-        intent = await self.get_by_lookup_id(None, lookup_id)
-        async with self._lock(intent.id):
-            intent = await self.get(intent.company_id, intent.id)
+        intent = await self._steps.get_by_lookup_id(None, lookup_id)
+        async with self._steps.lock(intent.id):
+            intent = await self._steps.get(intent.company_id, intent.id)
             check_link_open(intent, self._ctx.clock.now())
             txn = await self._pending_challenge(intent)
             assert txn.provider_reference is not None  # a requires_action attempt keeps one
@@ -59,7 +77,7 @@ class Challenges(Charging):
                 except CardError as exc:
                     failure = exc
             else:
-                await self._undo(txn.provider_reference, None)
+                await self._steps.undo(txn.provider_reference, None)
                 failure = CardError(
                     "The customer did not pass 3-D Secure", failure_reason="authentication_failed"
                 )
@@ -71,7 +89,7 @@ class Challenges(Charging):
                 )
             if failure is None and result is not None:
                 done = txn.model_copy(update={"action_url": None})
-                return await self._record_success(
+                return await self._charging.record_success(
                     intent, txn.type, result, txn.card_last4, None, pending=done
                 )
             assert failure is not None
@@ -80,16 +98,16 @@ class Challenges(Charging):
 
     async def waiting_challenge(self, intent: PaymentIntent) -> Transaction | None:
         """The intent's payment attempt waiting for 3-D Secure, if any (the hosted page asks)."""
-        return await self._waiting_challenge(intent)
+        return await self._charging.waiting_challenge(intent)
 
     async def _pending_challenge(self, intent: PaymentIntent) -> Transaction:
-        txn = await self._waiting_challenge(intent)
+        txn = await self._charging.waiting_challenge(intent)
         if txn is None:
             raise IllegalTransition(
                 "No 3-D Secure challenge is pending for this payment intent",
                 code="no_action_required",
             )
-        self._check_payable(intent)
+        self._steps.check_payable(intent)
         return txn
 
     async def _fail_challenge(
@@ -99,11 +117,11 @@ class Challenges(Charging):
         failed = txn.failed(failure.failure_reason, failure.message)
 
         def write(uow: UnitOfWork) -> None:
-            current = self._locked(uow, intent)
+            current = self._steps.locked(uow, intent)
             moved = transition(current, Trigger.PAY_DECLINED, now=now)
             uow.intents.update(moved.intent)
             uow.records.update(failed)
             self._ctx.event(uow, EventType.TRANSACTION_FAILED, failed)
-            self._intent_events(uow, moved)
+            self._steps.intent_events(uow, moved)
 
         await self._ctx.storage.run(write)

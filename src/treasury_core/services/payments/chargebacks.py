@@ -18,11 +18,12 @@ from treasury_core.payments.ledger import chargeback_legs
 from treasury_core.payments.records import Chargeback, ChargebackStatus
 from treasury_core.ports import UnitOfWork
 from treasury_core.ports.card_provider import ChargebackOutcome
-from treasury_core.services.payments import PAYOUT, PaymentService, intent_job_key, processing_share
+from treasury_core.services.payments.intent_steps import IntentSteps
+from treasury_core.services.payments.vocabulary import PAYOUT, intent_job_key, processing_share
 
 
 def apply_legs(
-    payments: PaymentService,
+    steps: IntentSteps,
     uow: UnitOfWork,
     company_id: int,
     legs: tuple[Leg, ...],
@@ -31,7 +32,7 @@ def apply_legs(
 ) -> str:
     """Write ``legs`` as one journal of operation ``op`` (for ``source_id``, shown on wallet
     transactions) in the caller's transaction; its id."""
-    ctx = payments._ctx
+    ctx = steps.context
     journal = Journal(
         ctx.ids.new_id("jr"), legs, operation=op, company_id=company_id, source_id=source_id
     )
@@ -40,7 +41,7 @@ def apply_legs(
 
 
 def open_chargeback(
-    payments: PaymentService,
+    steps: IntentSteps,
     uow: UnitOfWork,
     intent: PaymentIntent,
     amount: int,
@@ -56,7 +57,7 @@ def open_chargeback(
     disputed (so nothing is left over by rounding), else its share by the one rounding rule,
     differenced against what refunds and earlier chargebacks took.
     """
-    ctx = payments._ctx
+    ctx = steps.context
     taken = intent.processing_refunded + intent.processing_disputed
     if amount >= intent.amount_refundable:
         share = intent.processing_amount - taken
@@ -66,7 +67,7 @@ def open_chargeback(
     legs = chargeback_legs(
         intent.company_id, intent.processing_currency, share, intent.billing_currency, amount
     )
-    journal_id = apply_legs(payments, uow, intent.company_id, legs, "chargeback")
+    journal_id = apply_legs(steps, uow, intent.company_id, legs, "chargeback")
     chargeback = Chargeback(
         id=ctx.ids.new_id(Chargeback.prefix),
         company_id=intent.company_id,
@@ -94,7 +95,7 @@ def open_chargeback(
 
 
 def resolve_chargeback(
-    payments: PaymentService,
+    steps: IntentSteps,
     uow: UnitOfWork,
     intent: PaymentIntent,
     chargeback: Chargeback,
@@ -104,10 +105,10 @@ def resolve_chargeback(
     """Decide the open ``chargeback`` of ``intent``: ``won`` releases the hold (and schedules a
     payout at ``payout_due``, the released money being the company's again), ``lost`` posts it
     to the card network. The chargeback as stored."""
-    ctx = payments._ctx
+    ctx = steps.context
     if outcome == "won":
         legs: tuple[Leg, ...] = tuple(VoidPending(p) for p in chargeback.pending_ids)
-        apply_legs(payments, uow, chargeback.company_id, legs, "chargeback_won")
+        apply_legs(steps, uow, chargeback.company_id, legs, "chargeback_won")
         uow.intents.update(
             intent.model_copy(
                 update={
@@ -121,10 +122,10 @@ def resolve_chargeback(
         uow.records.update(done)
         ctx.event(uow, EventType.CHARGEBACK_COMPLETED, done)
         ctx.event(uow, EventType.CHARGEBACK_REVERSED, done)
-        payments._schedule(uow, PAYOUT, intent_job_key(intent.id), intent, payout_due)
+        steps.schedule(uow, PAYOUT, intent_job_key(intent.id), intent, payout_due)
         return done
     legs = tuple(PostPending(p) for p in chargeback.pending_ids)
-    apply_legs(payments, uow, chargeback.company_id, legs, "chargeback_lost")
+    apply_legs(steps, uow, chargeback.company_id, legs, "chargeback_lost")
     done = chargeback.model_copy(update={"status": ChargebackStatus.LOST})
     uow.records.update(done)
     ctx.event(uow, EventType.CHARGEBACK_FAILED, done)

@@ -37,7 +37,7 @@ from treasury_core.payments.states import (
     Trigger,
     transition,
 )
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import CardProvider, UnitOfWork
 from treasury_core.ports.card_provider import (
     CallOwner,
     CardData,
@@ -48,12 +48,17 @@ from treasury_core.ports.card_provider import (
     keeps_saved_cards,
     takes_keyed_calls,
 )
+from treasury_core.ports.hosted_pages import HostedPages
 from treasury_core.services.idempotency import bind, finish
-from treasury_core.services.payments.common import (
+from treasury_core.services.payments.intent_steps import IntentSteps
+from treasury_core.services.payments.links import schedule_link_expiry
+from treasury_core.services.payments.saved_cards import checked_card
+from treasury_core.services.payments.vocabulary import (
     ATTEMPT_IN_DOUBT,
     EXPIRE_AUTHORIZATION,
     RESOLVE_CHARGE,
     PaymentOutcome,
+    SavedCards,
     attempt_key,
     call_owner,
     charge_attempt_resource,
@@ -65,18 +70,39 @@ from treasury_core.services.payments.common import (
     new_lookup_id,
     owner_tag,
     safe_last4,
-    takes_attempt_keys,
-    takes_return_urls,
     unsupported,
 )
-from treasury_core.services.payments.core import PaymentCore
-from treasury_core.services.payments.links import schedule_link_expiry
-from treasury_core.services.payments.saved_cards import checked_card
+from treasury_core.services.support import TreasuryContext
 from treasury_core.validation import is_resource_id
 
 
-class Charging(PaymentCore):
-    """Create and pay (part of :class:`~treasury_core.services.payments.PaymentService`)."""
+class Charging:
+    """Create and pay, and record what a charge attempt did (for
+    :class:`~treasury_core.services.payments.PaymentService`).
+
+    ``context`` gives currencies, settings, FX quotes, storage, ids and the clock; ``steps``
+    the shared intent steps; ``provider`` is charged; ``saved_cards`` finds a ``card_token``'s
+    card (without it no token is known); ``hosted_pages`` says where the 3-D Secure page sends
+    the customer back.
+    """
+
+    def __init__(
+        self,
+        *,
+        context: TreasuryContext,
+        steps: IntentSteps,
+        provider: CardProvider,
+        hosted_pages: HostedPages,
+        saved_cards: SavedCards | None = None,
+    ) -> None:
+        self._ctx = context
+        self._steps = steps
+        self.provider = provider
+        self.hosted_pages = hosted_pages
+        self.saved_cards = saved_cards
+        # What a create has already checked, so the hot path skips two reads (see ``create``).
+        self._known_accounts: set[tuple[int, int]] = set()
+        self._known_settlements: set[str] = set()
 
     # --- create -------------------------------------------------------------------------------
 
@@ -108,7 +134,7 @@ class Charging(PaymentCore):
                 return resumed
         check_create_rules(request.payment_type, request.capture_method)
         if request.capture_method is CaptureMethod.MANUAL:
-            self._check_manual_capture(param="capture_method")
+            self._steps.check_manual_capture(param="capture_method")
         billing = ctx.currencies.get(request.billing_currency, param="billing_currency").code
         processing = billing
         if request.processing_currency is not None:
@@ -163,7 +189,7 @@ class Charging(PaymentCore):
             stored = uow.intents.add(draft)
             schedule_link_expiry(uow, ctx, stored)
             moved = transition(stored, Trigger.CREATE, now=now)
-            self._intent_events(uow, moved)
+            self._steps.intent_events(uow, moved)
             if card is not None:
                 # The charge follows outside this transaction; if its answer is lost, the
                 # client's retry with the same key resumes this intent (one charge, one key).
@@ -246,7 +272,7 @@ class Charging(PaymentCore):
         ``requires_action`` transaction; the intent moves once :meth:`complete_challenge` is
         called.
         """
-        intent = await self.get_by_lookup_id(None, lookup_id)
+        intent = await self._steps.get_by_lookup_id(None, lookup_id)
         # Checked before anything is recorded: a typo is the customer's to fix (400), not a
         # payment attempt the provider declined.
         card = checked_card(card, self._ctx.clock.now().date())
@@ -259,15 +285,15 @@ class Charging(PaymentCore):
         *,
         idempotency: IdempotencyTicket[PaymentIntent] | None = None,
     ) -> PaymentOutcome:
-        async with self._lock(intent.id):
-            intent = await self.get(intent.company_id, intent.id)
-            self._check_payable(intent)
+        async with self._steps.lock(intent.id):
+            intent = await self._steps.get(intent.company_id, intent.id)
+            self._steps.check_payable(intent)
             check_link_open(intent, self._ctx.clock.now())
             capture = intent.capture_method is CaptureMethod.AUTOMATIC
             if not capture:
                 # An intent made before the provider lost the capability: a hold nobody can
                 # capture would only wait for its expiry.
-                self._check_manual_capture()
+                self._steps.check_manual_capture()
             await self._abandon_challenge(intent)
             kind = TransactionType.SALE if capture else TransactionType.AUTHORIZATION
             key = attempt_key(intent)
@@ -286,7 +312,7 @@ class Charging(PaymentCore):
                         attempt_key=key,
                         **owner,
                     )
-                elif takes_attempt_keys(self.provider) or owner:
+                elif self.provider.attempt_keys_supported() or owner:
                     result = await self.provider.authorize(
                         card,
                         intent.billing_amount,
@@ -334,12 +360,12 @@ class Charging(PaymentCore):
                 if not self.provider.three_d_secure_supported():
                     # The provider broke its own contract; nothing here could finish the
                     # challenge (complete_action is not called on such a provider).
-                    await self._undo(result.reference, None)
+                    await self._steps.undo(result.reference, None)
                     raise ProviderError(
                         "The card provider asked for 3-D Secure, which it says it does not support"
                     )
                 return await self._record_challenge(intent, kind, result, card, idempotency)
-            return await self._record_success(intent, kind, result, card.last4, idempotency)
+            return await self.record_success(intent, kind, result, card.last4, idempotency)
 
     def _schedule_charge_resolution(self, uow: UnitOfWork, intent: PaymentIntent, key: str) -> None:
         """A job asking the provider what the attempt ``key`` on ``intent`` made (see
@@ -382,8 +408,8 @@ class Charging(PaymentCore):
         capture refunded, at the provider. The intent as stored when recorded (or already
         recorded with this reference), ``None`` when undone or there was nothing to do.
         """
-        async with self._lock(intent_id):
-            intent = await self.get(company_id, intent_id)
+        async with self._steps.lock(intent_id):
+            intent = await self._steps.get(company_id, intent_id)
             if owner is not None and owner.tag != owner_tag(intent):
                 log.warning(
                     "charge %s names payment intent %s of company %s but not its tag: another "
@@ -407,7 +433,7 @@ class Charging(PaymentCore):
         status = result.status
         if intent.provider_reference == result.reference:
             return None  # recorded already (by the call, an event or an earlier lookup)
-        waiting = await self._waiting_challenge(intent)
+        waiting = await self.waiting_challenge(intent)
         if waiting is not None and waiting.provider_reference == result.reference:
             return None  # the challenge this charge is waiting on is recorded
         expected = (
@@ -428,9 +454,9 @@ class Charging(PaymentCore):
             try:
                 if status is CardProviderStatus.REQUIRES_ACTION:
                     await self._abandon_challenge(intent)
-                    intent = await self.get(intent.company_id, intent.id)
+                    intent = await self._steps.get(intent.company_id, intent.id)
                     return await self._record_challenge(intent, kind, result, None, None)
-                return await self._record_success(intent, kind, result, result.last4, None)
+                return await self.record_success(intent, kind, result, result.last4, None)
             except IllegalTransition:
                 return None  # moved meanwhile; _record_success undid the charge
         log.warning(
@@ -441,9 +467,11 @@ class Charging(PaymentCore):
             intent.id,
         )
         if status in (CardProviderStatus.AUTHORIZED, CardProviderStatus.REQUIRES_ACTION):
-            await self._undo(result.reference, None)
+            await self._steps.undo(result.reference, None)
         elif status is CardProviderStatus.CAPTURED:
-            await self._undo(result.reference, intent.billing_amount if amount is None else amount)
+            await self._steps.undo(
+                result.reference, intent.billing_amount if amount is None else amount
+            )
         return None
 
     async def _record_decline(
@@ -454,17 +482,17 @@ class Charging(PaymentCore):
         card: CardData | SavedCardReference,
     ) -> None:
         now = self._ctx.clock.now()
-        txn = self._transaction(
+        txn = self._steps.transaction(
             intent, kind, TransactionStatus.FAILED, last4=safe_last4(card), error=declined
         )
 
         def write(uow: UnitOfWork) -> None:
-            current = self._locked(uow, intent)
+            current = self._steps.locked(uow, intent)
             moved = transition(current, Trigger.PAY_DECLINED, now=now)
             stored = moved.intent.model_copy(update={"latest_transaction_id": txn.id})
             uow.intents.update(stored)
-            self._transaction_events(uow, txn, EventType.TRANSACTION_FAILED)
-            self._intent_events(uow, moved, stored)
+            self._steps.transaction_events(uow, txn, EventType.TRANSACTION_FAILED)
+            self._steps.intent_events(uow, moved, stored)
 
         await self._ctx.storage.run(write)
 
@@ -476,7 +504,7 @@ class Charging(PaymentCore):
         card: CardData | SavedCardReference | None,
         idempotency: IdempotencyTicket[PaymentIntent] | None,
     ) -> PaymentOutcome:
-        txn = self._transaction(
+        txn = self._steps.transaction(
             intent,
             kind,
             TransactionStatus.REQUIRES_ACTION,
@@ -486,21 +514,21 @@ class Charging(PaymentCore):
         ).model_copy(update={"action_url": result.action_url})
 
         def write(uow: UnitOfWork) -> PaymentOutcome:
-            current = self._locked(uow, intent)
+            current = self._steps.locked(uow, intent)
             stored = current.model_copy(update={"latest_transaction_id": txn.id})
             uow.intents.update(stored)
-            self._transaction_events(uow, txn, EventType.TRANSACTION_REQUIRES_ACTION)
-            self._intent_event(uow, stored, EventType.PAYMENT_INTENT_PROCESSING)
+            self._steps.transaction_events(uow, txn, EventType.TRANSACTION_REQUIRES_ACTION)
+            self._steps.intent_event(uow, stored, EventType.PAYMENT_INTENT_PROCESSING)
             finish(uow, idempotency, stored)
             return PaymentOutcome(stored, txn)
 
         try:
             return await self._ctx.storage.run(write)
         except IllegalTransition:
-            await self._undo(result.reference, None)
+            await self._steps.undo(result.reference, None)
             raise
 
-    async def _record_success(
+    async def record_success(
         self,
         intent: PaymentIntent,
         kind: TransactionType,
@@ -510,6 +538,10 @@ class Charging(PaymentCore):
         *,
         pending: Transaction | None = None,
     ) -> PaymentOutcome:
+        """Record a charge ``result`` on ``intent`` (authorized, or captured for a sale): the
+        ledger legs, the attempt (``pending``, a 3-D Secure attempt finished, when given), the
+        events and the jobs. An intent that moved meanwhile gets the charge undone, unless the
+        provider's event about it recorded it already."""
         ctx = self._ctx
         now = ctx.clock.now()
         captured = kind is TransactionType.SALE
@@ -523,7 +555,7 @@ class Charging(PaymentCore):
         else:
             # The charge's reference is kept on the attempt: the provider's later events about
             # it (a dispute, a refund made at the provider) find the intent through it.
-            txn = self._transaction(
+            txn = self._steps.transaction(
                 intent,
                 kind,
                 TransactionStatus.COMPLETED,
@@ -533,7 +565,7 @@ class Charging(PaymentCore):
             )
 
         def write(uow: UnitOfWork) -> PaymentOutcome:
-            current = self._locked(uow, intent)
+            current = self._steps.locked(uow, intent)
             moved = transition(current, Trigger.PAY_SUCCEEDED, now=now)
             hold_until = None if captured else moved.intent.authorization_expires_at
             journal = Journal(
@@ -565,14 +597,14 @@ class Charging(PaymentCore):
                 uow.records.update(txn)
                 ctx.event(uow, EventType.TRANSACTION_COMPLETED, txn)
             else:
-                self._transaction_events(uow, txn, EventType.TRANSACTION_COMPLETED)
-            self._intent_events(uow, moved, stored)
+                self._steps.transaction_events(uow, txn, EventType.TRANSACTION_COMPLETED)
+            self._steps.intent_events(uow, moved, stored)
             key = intent_job_key(current.id)
             if captured:
-                self._after_capture(uow, stored, now)
+                self._steps.after_capture(uow, stored, now)
             else:
                 assert stored.authorization_expires_at is not None  # just authorized
-                self._schedule(
+                self._steps.schedule(
                     uow, EXPIRE_AUTHORIZATION, key, stored, stored.authorization_expires_at
                 )
             finish(uow, idempotency, stored)
@@ -581,24 +613,26 @@ class Charging(PaymentCore):
         try:
             return await ctx.storage.run(write)
         except IllegalTransition:
-            recorded = await self._recorded_elsewhere(intent, result.reference, captured=captured)
+            recorded = await self._steps.recorded_elsewhere(
+                intent, result.reference, captured=captured
+            )
             if recorded is not None:
                 # The provider's event about this very charge got there first: it is recorded.
                 return PaymentOutcome(recorded, txn)
             # Another process paid this intent meanwhile: give the customer's money back.
-            await self._undo(result.reference, intent.billing_amount if captured else None)
+            await self._steps.undo(result.reference, intent.billing_amount if captured else None)
             raise
 
     def _challenge_return(self, intent: PaymentIntent) -> dict[str, str]:
         """``return_url`` for ``authorize``, for a provider that takes it and a server that
         knows its public address (config ``public_url``); otherwise nothing."""
         base = self._ctx.config.public_url
-        if not base or not takes_return_urls(self.provider):
+        if not base or not self.provider.return_urls_supported():
             return {}
         path = self.hosted_pages.challenge_return_path(intent.payment_intent_lookup_id)
         return {"return_url": base.rstrip("/") + path}
 
-    async def _waiting_challenge(self, intent: PaymentIntent) -> Transaction | None:
+    async def waiting_challenge(self, intent: PaymentIntent) -> Transaction | None:
         """The intent's latest attempt if it waits for 3-D Secure."""
         txn_id = intent.latest_transaction_id
         if txn_id is None:
@@ -613,11 +647,11 @@ class Charging(PaymentCore):
     async def _abandon_challenge(self, intent: PaymentIntent) -> None:
         """A new attempt replaces one still waiting for 3-D Secure: release it at the provider
         and record it as failed, so no challenge is left open behind the customer's back."""
-        txn = await self._waiting_challenge(intent)
+        txn = await self.waiting_challenge(intent)
         if txn is None:
             return
         assert txn.provider_reference is not None  # a requires_action attempt keeps one
-        await self._undo(txn.provider_reference, None)
+        await self._steps.undo(txn.provider_reference, None)
         failed = txn.failed("superseded", "A newer payment attempt replaced this one")
 
         def write(uow: UnitOfWork) -> None:

@@ -23,19 +23,21 @@ from treasury_core.payments.intents import PaymentIntent
 from treasury_core.payments.records import Chargeback, ChargebackStatus
 from treasury_core.ports import UnitOfWork
 from treasury_core.services.idempotency import finish
-from treasury_core.services.payments import CAPABILITY_UNSUPPORTED, PaymentService
 from treasury_core.services.payments.chargebacks import resolve_chargeback
-from treasury_core.services.support import require_id
+from treasury_core.services.payments.intent_steps import IntentSteps
+from treasury_core.services.payments.vocabulary import CAPABILITY_UNSUPPORTED
+from treasury_core.services.support import TreasuryContext, require_id
 
 _PARAM = "chargeback_id"
 
 
 class DisputeService:
-    """Reads a company's chargebacks and takes the merchant's answer to them."""
+    """Reads a company's chargebacks and takes the merchant's answer to them (``context``:
+    storage, reads and the clock; ``steps``: the payments service's ledger and job steps)."""
 
-    def __init__(self, payments: PaymentService) -> None:
-        self._payments = payments
-        self._ctx = payments._ctx
+    def __init__(self, *, context: TreasuryContext, steps: IntentSteps) -> None:
+        self._ctx = context
+        self._steps = steps
 
     async def get(self, company_id: int, chargeback_id: str) -> Chargeback:
         """The company's chargeback, or :class:`NotFound`."""
@@ -88,7 +90,7 @@ class DisputeService:
 
         def change(uow: UnitOfWork, intent: PaymentIntent, chargeback: Chargeback) -> Chargeback:
             accepted = chargeback.model_copy(update={"accepted": True})
-            return resolve_chargeback(self._payments, uow, intent, accepted, "lost", now)
+            return resolve_chargeback(self._steps, uow, intent, accepted, "lost", now)
 
         return await self._ctx.storage.run(
             self._on_open(company_id, chargeback_id, change, idempotency)

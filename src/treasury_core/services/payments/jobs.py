@@ -22,23 +22,24 @@ from treasury_core.payments.intents import IntentStatus, PaymentIntent
 from treasury_core.payments.ledger import payout_legs, settlement_account
 from treasury_core.payments.records import Chargeback, ChargebackStatus, Payout, PayoutStatus
 from treasury_core.payments.states import Trigger, transition
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import CardProvider, UnitOfWork
 from treasury_core.services.movements.settlement import JobHandler, OutsideJobHandler
-from treasury_core.services.payments import (
+from treasury_core.services.payments.chargebacks import (
+    apply_legs,
+    open_chargeback,
+    resolve_chargeback,
+)
+from treasury_core.services.payments.intent_steps import IntentSteps
+from treasury_core.services.payments.provider_resolution import ProviderResolution
+from treasury_core.services.payments.vocabulary import (
     CHARGEBACK_OPEN,
     CHARGEBACK_RESOLVE,
     EXPIRE_AUTHORIZATION,
     PAYOUT,
     PAYOUT_APPLY,
     RELEASE_HOLD,
-    PaymentService,
 )
-from treasury_core.services.payments.chargebacks import (
-    apply_legs,
-    open_chargeback,
-    resolve_chargeback,
-)
-from treasury_core.services.payments.provider_resolution import ProviderResolution
+from treasury_core.services.support import TreasuryContext
 from treasury_core.wallets import Wallet
 
 _WALLET_PAGE = 100
@@ -55,13 +56,26 @@ MAX_RESOURCE_ID = 64
 
 
 class PaymentJobs:
-    """The handlers, bound to a payments service; :meth:`handlers` is what the runner needs."""
+    """The handlers of the payment jobs; :meth:`handlers` is what the runner needs.
 
-    def __init__(self, payments: PaymentService) -> None:
-        self._payments = payments
-        self._ctx = payments._ctx
+    ``context`` gives storage, ids, the clock and events; ``steps`` the payments service's
+    shared intent steps; ``provider`` releases holds and foretells chargebacks;
+    ``resolution`` runs the jobs asking the provider what a lost call did.
+    """
+
+    def __init__(
+        self,
+        *,
+        context: TreasuryContext,
+        steps: IntentSteps,
+        provider: CardProvider,
+        resolution: ProviderResolution,
+    ) -> None:
+        self._ctx = context
+        self._steps = steps
+        self._provider = provider
         #: The jobs asking the card provider what a call whose answer was lost did.
-        self.resolution = ProviderResolution(payments)
+        self.resolution = resolution
 
     def handlers(self) -> dict[str, JobHandler]:
         """Job kind → handler, for :meth:`SettlementService.register`."""
@@ -89,7 +103,7 @@ class PaymentJobs:
         op: str,
         source_id: str | None = None,
     ) -> str:
-        return apply_legs(self._payments, uow, company_id, legs, op, source_id)
+        return apply_legs(self._steps, uow, company_id, legs, op, source_id)
 
     def _claimed(self, uow: UnitOfWork, job: Job, work: Callable[[], None]) -> bool:
         if uow.jobs.claim(job.id) is None:
@@ -122,7 +136,7 @@ class PaymentJobs:
                 self._apply(uow, intent.company_id, legs, "authorization_expiry")
             stored = moved.intent.model_copy(update={"hold_pending_ids": ()})
             uow.intents.update(stored)
-            self._payments._intent_events(uow, moved, stored)
+            self._steps.intent_events(uow, moved, stored)
             if intent.provider_reference is not None:
                 self._schedule_release(uow, intent.company_id, intent.provider_reference, 0, now)
 
@@ -159,7 +173,7 @@ class PaymentJobs:
         attempt = int(attempt_text) if attempt_text.isdigit() else RELEASE_ATTEMPTS
         retry = False
         try:
-            await self._payments.provider.void(reference)
+            await self._provider.void(reference)
         except CardError as refused:
             log.error(
                 "could not release expired hold %s at the card provider (%s); check it there",
@@ -267,8 +281,8 @@ class PaymentJobs:
             )
             ctx.event(uow, EventType.PAYOUT_CREATED, payout)
             ctx.event(uow, EventType.PAYOUT_CONFIRMED, payout)
-            due = job.due_at + self._payments.delay(PAYOUT_APPLY)
-            self._payments._schedule(uow, PAYOUT_APPLY, payout.id, intent, due)
+            due = job.due_at + self._steps.delay(PAYOUT_APPLY)
+            self._steps.schedule(uow, PAYOUT_APPLY, payout.id, intent, due)
 
         return self._claimed(uow, job, work)
 
@@ -299,18 +313,16 @@ class PaymentJobs:
             if intent is None or intent.status is not IntentStatus.PROCESSED:
                 return
             reference = intent.provider_reference
-            outcome = (
-                None if reference is None else self._payments.provider.chargeback_outcome(reference)
-            )
+            outcome = None if reference is None else self._provider.chargeback_outcome(reference)
             amount = intent.amount_refundable
             if outcome is None or amount <= 0:
                 return
             # The evidence window: the merchant may answer until the dispute is decided.
-            due = job.due_at + self._payments.delay(CHARGEBACK_RESOLVE)
+            due = job.due_at + self._steps.delay(CHARGEBACK_RESOLVE)
             _, chargeback = open_chargeback(
-                self._payments, uow, intent, amount, outcome=outcome, evidence_due_by=due
+                self._steps, uow, intent, amount, outcome=outcome, evidence_due_by=due
             )
-            self._payments._schedule(uow, CHARGEBACK_RESOLVE, chargeback.id, intent, due)
+            self._steps.schedule(uow, CHARGEBACK_RESOLVE, chargeback.id, intent, due)
 
         return self._claimed(uow, job, work)
 
@@ -333,8 +345,6 @@ class PaymentJobs:
                 or chargeback.status is not (ChargebackStatus.OPEN)
             ):
                 return
-            resolve_chargeback(
-                self._payments, uow, intent, chargeback, chargeback.outcome, job.due_at
-            )
+            resolve_chargeback(self._steps, uow, intent, chargeback, chargeback.outcome, job.due_at)
 
         return self._claimed(uow, job, work)

@@ -8,7 +8,7 @@ neither operation here changes an intent's state, calls the card provider or tou
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from treasury_core.errors import NotFound
 from treasury_core.idempotency import IdempotencyTicket
@@ -22,10 +22,8 @@ from treasury_core.payments.requests import IntentActionRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.ports import UnitOfWork
 from treasury_core.services.idempotency import finish
+from treasury_core.services.payments.intent_steps import IntentSteps
 from treasury_core.services.support import TreasuryContext
-
-if TYPE_CHECKING:  # the payments service imports this module's scheduler
-    from treasury_core.services.payments import PaymentService
 
 #: The job that fires ``payment_intent.expired`` when a link reaches its ``expires_at``.
 LINK_EXPIRY: Final = "link_expiry"
@@ -57,11 +55,12 @@ def _not_found(intent_id: int) -> NotFound:
 
 
 class PaymentLinkService:
-    """Closing payment links and intents' metadata, bound to the payments service (its locks)."""
+    """Closing payment links and intents' metadata, under the payments service's intent locks
+    (``steps``); ``context`` gives storage, ids and the clock."""
 
-    def __init__(self, payments: PaymentService) -> None:
-        self._payments = payments
-        self._ctx: TreasuryContext = payments._ctx
+    def __init__(self, *, context: TreasuryContext, steps: IntentSteps) -> None:
+        self._ctx = context
+        self._steps = steps
 
     def _event(self, uow: UnitOfWork, intent: PaymentIntent) -> None:
         uow.outbox.add(
@@ -86,7 +85,7 @@ class PaymentLinkService:
         that is authorized or processed raises :class:`IllegalTransition`."""
         IntentActionRequest(payment_intent_id=intent_id)
         ctx = self._ctx
-        async with self._payments._lock(intent_id):
+        async with self._steps.lock(intent_id):
 
             def write(uow: UnitOfWork) -> PaymentIntent:
                 now = ctx.clock.now()
@@ -119,7 +118,7 @@ class PaymentLinkService:
     ) -> PaymentIntent:
         """Merge ``metadata`` into the intent's (``""`` deletes a key); no event fires."""
         ctx = self._ctx
-        async with self._payments._lock(intent_id):
+        async with self._steps.lock(intent_id):
 
             def write(uow: UnitOfWork) -> PaymentIntent:
                 intent = uow.intents.get(intent_id, company_id, for_update=True)

@@ -80,7 +80,7 @@ from treasury_core.payments.records import (
     provider_event_key,
 )
 from treasury_core.payments.states import IllegalTransition, check_capturable
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import CardProvider, UnitOfWork
 from treasury_core.ports.card_provider import (
     BadProviderEvent,
     CallOwner,
@@ -91,15 +91,20 @@ from treasury_core.ports.card_provider import (
     CardProviderStatus,
     ChargebackOutcome,
 )
-from treasury_core.services.payments import PaymentService
+from treasury_core.services.payments.capture import CaptureAndVoid
 from treasury_core.services.payments.card_differences import resolve_difference
+from treasury_core.services.payments.challenges import Challenges
 from treasury_core.services.payments.chargebacks import open_chargeback, resolve_chargeback
-from treasury_core.services.payments.common import owner_tag
+from treasury_core.services.payments.charging import Charging
+from treasury_core.services.payments.intent_steps import IntentSteps
 from treasury_core.services.payments.refund_outcomes import (
     refund_failed,
     refund_reversed,
     refund_succeeded,
 )
+from treasury_core.services.payments.refunds import Refunds
+from treasury_core.services.payments.vocabulary import owner_tag
+from treasury_core.services.support import TreasuryContext
 
 log = logging.getLogger("treasury.provider_events")
 
@@ -142,14 +147,28 @@ class EventOutcome:
 class ProviderEventService:
     """Verifies and applies the card provider's events (see the module docstring)."""
 
-    def __init__(self, payments: PaymentService) -> None:
-        self._payments = payments
-        self._ctx = payments._ctx
+    def __init__(
+        self,
+        *,
+        context: TreasuryContext,
+        steps: IntentSteps,
+        provider: CardProvider,
+        charging: Charging,
+        challenges: Challenges,
+        capture: CaptureAndVoid,
+        refunds: Refunds,
+    ) -> None:
+        self._ctx = context
+        self._steps = steps
+        self._provider = provider
+        self._charging = charging
+        self._challenges = challenges
+        self._capture = capture
+        self._refunds = refunds
 
     def supported(self) -> bool:
         """Whether the card provider sends events this service can verify."""
-        flag = getattr(self._payments.provider, "provider_events_supported", None)
-        return callable(flag) and flag() is True
+        return self._provider.provider_events_supported() is True
 
     async def receive(self, body: bytes, headers: Mapping[str, str]) -> EventOutcome:
         """Verify one delivery and apply its event.
@@ -157,7 +176,7 @@ class ProviderEventService:
         Raises :class:`BadProviderEvent` (400) for a delivery that is not authentic, and when
         the provider sends no events (``provider_events_unsupported``); nothing is changed.
         """
-        provider = self._payments.provider
+        provider = self._provider
         if not self.supported():
             raise BadProviderEvent(
                 "The card provider does not send events", code="provider_events_unsupported"
@@ -190,7 +209,7 @@ class ProviderEventService:
             return EventOutcome(EventResult.UNKNOWN_CHARGE)
         if txn.status is TransactionStatus.REQUIRES_ACTION and event.kind in _CHALLENGE_OUTCOMES:
             return await self._finish_challenge(event, txn, _CHALLENGE_OUTCOMES[event.kind])
-        async with self._payments._lock(txn.payment_intent_id):
+        async with self._steps.lock(txn.payment_intent_id):
             return await self._ctx.storage.run(lambda uow: self._apply(uow, event, txn))
 
     # --- charges whose answers were lost -------------------------------------------------------
@@ -214,7 +233,7 @@ class ProviderEventService:
         found = CardProviderResult(reference=reference, status=_HOLDING[cast(_K, event.kind)])
         # A ProviderError (undoing an orphan failed) propagates: no receipt, so the provider's
         # redelivery tries again.
-        adopted = await self._payments.adopt_charge(
+        adopted = await self._charging.adopt_charge(
             intent.company_id,
             intent.id,
             found,
@@ -250,10 +269,12 @@ class ProviderEventService:
         outcome = EventOutcome(EventResult.DUPLICATE, txn.payment_intent_id, txn.company_id)
         if await self._ctx.storage.run(lambda uow: _seen(uow, event), write=False):
             return outcome
-        intent = await self._payments.get(txn.company_id, txn.payment_intent_id)
+        intent = await self._steps.get(txn.company_id, txn.payment_intent_id)
         result = EventResult.APPLIED
         try:
-            await self._payments.complete_challenge(intent.payment_intent_lookup_id, passed=passed)
+            await self._challenges.complete_challenge(
+                intent.payment_intent_lookup_id, passed=passed
+            )
         except CardError:
             # The attempt failed and is recorded so: what this event asked for.
             pass
@@ -296,7 +317,7 @@ class ProviderEventService:
         if kind is _K.CANCELED:
             if intent.status is not IntentStatus.AUTHORIZED:
                 return False
-            self._payments.release_gone_hold(uow, intent, now)
+            self._capture.release_gone_hold(uow, intent, now)
             return True
         if kind is _K.DISPUTE_OPENED:
             return self._open_dispute(uow, event, intent) is not None
@@ -337,10 +358,9 @@ class ProviderEventService:
                 intent.id,
             )
             return False
-        payments = self._payments
-        txn = payments._transaction(intent, TransactionType.CAPTURE, TransactionStatus.COMPLETED)
+        txn = self._steps.transaction(intent, TransactionType.CAPTURE, TransactionStatus.COMPLETED)
         assert event.reference is not None  # checked before the intent was looked up
-        payments.record_capture(uow, intent, txn, event.reference, now)
+        self._capture.record_capture(uow, intent, txn, event.reference, now)
         return True
 
     def _dispute(self, uow: UnitOfWork, event: CardProviderEvent) -> Chargeback | None:
@@ -366,9 +386,7 @@ class ProviderEventService:
         if amount <= 0:
             log.warning("dispute %s on intent %d: nothing left to hold", event.dispute, intent.id)
             return None
-        return open_chargeback(
-            self._payments, uow, intent, amount, provider_reference=event.dispute
-        )
+        return open_chargeback(self._steps, uow, intent, amount, provider_reference=event.dispute)
 
     def _close_dispute(
         self, uow: UnitOfWork, event: CardProviderEvent, intent: PaymentIntent
@@ -385,7 +403,7 @@ class ProviderEventService:
             intent, chargeback = opened
         if chargeback.status is not ChargebackStatus.OPEN:
             return False
-        resolve_chargeback(self._payments, uow, intent, chargeback, outcome, self._ctx.clock.now())
+        resolve_chargeback(self._steps, uow, intent, chargeback, outcome, self._ctx.clock.now())
         return True
 
     def _refunded(self, uow: UnitOfWork, event: CardProviderEvent, intent: PaymentIntent) -> bool:
@@ -410,7 +428,7 @@ class ProviderEventService:
             # One the provider took as pending is in its total already, but may still fail:
             # it waits for the provider's event about it.
             if not waiting and refund.provider_reference is None and done + refund.amount <= total:
-                self._payments._refund_succeeded(refund, None)(uow)
+                self._refunds.refund_succeeded(refund, None)(uow)
                 done += refund.amount
                 changed = True
             else:
@@ -438,24 +456,24 @@ class ProviderEventService:
             intent.id,
         ):
             return False
-        payments = self._payments
+        steps = self._steps
         # Set when the refund's answer was lost: the reference by which later events find it.
         learnt = event.refund if found.provider_reference is None else None
         if event.kind is _K.REFUND_SUCCEEDED:
             if found.status is not RefundStatus.PENDING:
                 return False
-            refund_succeeded(payments, uow, found, learnt)
+            refund_succeeded(steps, uow, found, learnt)
             self._no_longer_in_doubt(uow, found, "refund succeeded (provider event)")
             return True
         reason = event.failure_reason or "refund_failed"
         if found.status is RefundStatus.PENDING:
-            failed = refund_failed(payments, uow, found, reason)
+            failed = refund_failed(steps, uow, found, reason)
             if learnt is not None and failed.status is RefundStatus.FAILED:
                 uow.records.update(failed.model_copy(update={"provider_reference": learnt}))
             self._no_longer_in_doubt(uow, found, "refund failed (provider event)")
             return True
         if found.status is RefundStatus.SUCCEEDED:
-            refund_reversed(payments, uow, found, reason)
+            refund_reversed(steps, uow, found, reason)
             return True
         return False
 
@@ -502,7 +520,7 @@ class ProviderEventService:
         if value <= 0:
             return False
         ids = self._ctx.ids
-        refund = self._payments.reserve_refund(
+        refund = self._refunds.reserve_refund(
             uow,
             intent,
             value,
@@ -511,7 +529,7 @@ class ProviderEventService:
             journal_id=ids.new_id("jr"),
             now=self._ctx.clock.now(),
         )
-        self._payments._refund_succeeded(refund, None)(uow)
+        self._refunds.refund_succeeded(refund, None)(uow)
         return True
 
     def _receipt(

@@ -43,7 +43,7 @@ from treasury_core.jobs import Job
 from treasury_core.payments.card_differences import CardDifferenceKind
 from treasury_core.payments.intents import PaymentIntent
 from treasury_core.payments.records import Refund, RefundStatus
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import CardProvider, UnitOfWork
 from treasury_core.ports.card_provider import (
     CardProviderLookups,
     CardProviderResult,
@@ -51,23 +51,25 @@ from treasury_core.ports.card_provider import (
     answers_lookups,
 )
 from treasury_core.services.movements.settlement import OutsideJobHandler
-from treasury_core.services.payments import PaymentService
 from treasury_core.services.payments.card_differences import (
     Found,
     note_difference,
     resolve_difference,
 )
-from treasury_core.services.payments.common import (
-    RESOLVE_CHARGE,
-    RESOLVE_REFUND,
-    charge_attempt_resource,
-    refund_key,
-)
+from treasury_core.services.payments.charging import Charging
+from treasury_core.services.payments.intent_steps import IntentSteps
 from treasury_core.services.payments.refund_outcomes import (
     refund_failed,
     refund_in_progress,
     refund_succeeded,
 )
+from treasury_core.services.payments.vocabulary import (
+    RESOLVE_CHARGE,
+    RESOLVE_REFUND,
+    charge_attempt_resource,
+    refund_key,
+)
+from treasury_core.services.support import TreasuryContext
 
 log = logging.getLogger("treasury.payments")
 
@@ -121,22 +123,22 @@ class Settled:
 
 
 def settle_refund_by_answer(
-    payments: PaymentService, uow: UnitOfWork, refund: Refund, found: CardProviderResult | None
+    steps: IntentSteps, uow: UnitOfWork, refund: Refund, found: CardProviderResult | None
 ) -> Settled:
     """Record what the provider answered about the pending ``refund`` (``find_refund``), in
     the caller's transaction, and resolve its ``refund_in_doubt`` difference if it has one."""
-    ctx = payments._ctx
+    ctx = steps.context
     if found is None:
-        stored = refund_failed(payments, uow, refund, NOT_MADE)
+        stored = refund_failed(steps, uow, refund, NOT_MADE)
         how = "the provider made no refund"
     elif found.status is _S.REFUNDED:
-        stored = refund_succeeded(payments, uow, refund, found.reference)
+        stored = refund_succeeded(steps, uow, refund, found.reference)
         how = f"refunded by the provider as {found.reference}"
     elif found.status is _S.REFUND_PENDING:
         stored = refund_in_progress(uow, refund, found.reference)
         how = f"pending at the provider as {found.reference}"
     elif found.status is _S.REFUND_FAILED:
-        stored = refund_failed(payments, uow, refund, FAILED_AT_PROVIDER)
+        stored = refund_failed(steps, uow, refund, FAILED_AT_PROVIDER)
         if stored.status is RefundStatus.FAILED and stored.provider_reference is None:
             # Kept so that the provider's later events about this refund find it.
             stored = stored.model_copy(update={"provider_reference": found.reference})
@@ -190,18 +192,29 @@ def _reason(exc: BaseException) -> str:
 
 
 class ProviderResolution:
-    """The resolution jobs, bound to a payments service (see the module docstring)."""
+    """The resolution jobs (see the module docstring): ``provider`` is asked, ``charging``
+    records a charge found, under the intent locks of ``steps``; ``context`` gives storage,
+    ids and the clock."""
 
-    def __init__(self, payments: PaymentService) -> None:
-        self._payments = payments
-        self._ctx = payments._ctx
+    def __init__(
+        self,
+        *,
+        context: TreasuryContext,
+        steps: IntentSteps,
+        provider: CardProvider,
+        charging: Charging,
+    ) -> None:
+        self._ctx = context
+        self._steps = steps
+        self._provider = provider
+        self._charging = charging
 
     def outside_handlers(self) -> dict[str, OutsideJobHandler]:
         """Job kind → handler, for :meth:`SettlementService.register_outside`."""
         return {RESOLVE_REFUND: self.resolve_refund, RESOLVE_CHARGE: self.resolve_charge}
 
     def _lookups(self) -> CardProviderLookups | None:
-        provider = self._payments.provider
+        provider = self._provider
         return provider if answers_lookups(provider) else None
 
     # --- finishing a job ----------------------------------------------------------------------
@@ -268,7 +281,6 @@ class ProviderResolution:
         """Ask what the refund whose answer was lost did, and settle it (job
         ``resolve_refund``; see the module docstring)."""
         ask, refund_id = split_resource(job.resource_id)
-        payments = self._payments
 
         def read(uow: UnitOfWork) -> tuple[Refund | None, PaymentIntent | None]:
             refund = uow.records.get(Refund, refund_id, job.company_id)
@@ -291,7 +303,7 @@ class ProviderResolution:
             return await self._finish(job, refund_in_doubt(refund, detail))
         # The intent's lock, as every path that changes it takes: a client's retry of the same
         # refund waits for this answer rather than crossing it.
-        async with payments._lock(intent.id):
+        async with self._steps.lock(intent.id):
             try:
                 found = await lookups.find_refund(charge, refund_key(intent, refund.id))
             except Exception as exc:
@@ -307,7 +319,7 @@ class ProviderResolution:
             def write(uow: UnitOfWork) -> bool:
                 if uow.jobs.claim(job.id) is None:
                     return False
-                settled = settle_refund_by_answer(payments, uow, refund, found)
+                settled = settle_refund_by_answer(self._steps, uow, refund, found)
                 log.info("refund %s resolved at the card provider: %s", refund.id, settled.outcome)
                 uow.jobs.finish(job.id)
                 return True
@@ -361,7 +373,7 @@ class ProviderResolution:
             )
             return await self._settled(job, resource, f"charge {found.reference} holds nothing")
         try:
-            adopted = await self._payments.adopt_charge(company, intent_id, found)
+            adopted = await self._charging.adopt_charge(company, intent_id, found)
         except ProviderError as exc:
             # Undoing an orphan at the provider failed: the charge is asked about again.
             keep, retry = self._retry_or_give_up(job, ask, exc, in_doubt)

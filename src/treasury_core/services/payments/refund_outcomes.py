@@ -21,21 +21,17 @@ settled it first, or the answer came twice).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from treasury_core.ledger import PostPending, VoidPending
 from treasury_core.notifications.events import EventType
 from treasury_core.payments.intents import PaymentIntent
 from treasury_core.payments.ledger import card_payment_legs
 from treasury_core.payments.records import Refund, RefundStatus
 from treasury_core.ports import UnitOfWork
-
-if TYPE_CHECKING:
-    from treasury_core.services.payments.core import PaymentCore
+from treasury_core.services.payments.intent_steps import IntentSteps
 
 
 def refund_succeeded(
-    payments: PaymentCore,
+    steps: IntentSteps,
     uow: UnitOfWork,
     refund: Refund,
     provider_reference: str | None = None,
@@ -46,13 +42,13 @@ def refund_succeeded(
     current = uow.records.get(Refund, refund.id, refund.company_id, for_update=True) or refund
     if current.status is not RefundStatus.PENDING:
         return current
-    payments._ledger(uow, current, (PostPending(p) for p in current.pending_ids))
+    steps.ledger(uow, current, (PostPending(p) for p in current.pending_ids))
     update: dict[str, object] = {"status": RefundStatus.SUCCEEDED}
     if provider_reference is not None:
         update["provider_reference"] = provider_reference
     done = current.model_copy(update=update)
     uow.records.update(done)
-    payments._ctx.event(uow, EventType.REFUND_UPDATED, done)
+    steps.event(uow, EventType.REFUND_UPDATED, done)
     return done
 
 
@@ -69,7 +65,7 @@ def refund_in_progress(uow: UnitOfWork, refund: Refund, provider_reference: str)
 
 
 def refund_failed(
-    payments: PaymentCore, uow: UnitOfWork, refund: Refund, reason: str | None
+    steps: IntentSteps, uow: UnitOfWork, refund: Refund, reason: str | None
 ) -> Refund:
     """Void the pending ``refund``'s reservation, give its amounts back to the intent and mark
     it ``failed`` for ``reason``; the refund as stored (unchanged when no longer pending)."""
@@ -78,12 +74,12 @@ def refund_failed(
     current = uow.records.get(Refund, refund.id, refund.company_id, for_update=True)
     if intent is None or current is None or current.status is not RefundStatus.PENDING:
         return current or refund
-    payments._ledger(uow, current, (VoidPending(p) for p in current.pending_ids))
-    return _failed(payments, uow, intent, current, reason)
+    steps.ledger(uow, current, (VoidPending(p) for p in current.pending_ids))
+    return _failed(steps, uow, intent, current, reason)
 
 
 def refund_reversed(
-    payments: PaymentCore, uow: UnitOfWork, refund: Refund, reason: str | None
+    steps: IntentSteps, uow: UnitOfWork, refund: Refund, reason: str | None
 ) -> Refund:
     """The ``succeeded`` ``refund`` failed at the provider after all: its money comes back
     from the card network into settlement, its amounts are given back to the intent, and it is
@@ -103,12 +99,12 @@ def refund_reversed(
         current.processing_amount,
         hold_until=None,
     )
-    payments._ledger(uow, current, legs, operation="refund_reversal")
-    return _failed(payments, uow, intent, current, reason)
+    steps.ledger(uow, current, legs, operation="refund_reversal")
+    return _failed(steps, uow, intent, current, reason)
 
 
 def _failed(
-    payments: PaymentCore,
+    steps: IntentSteps,
     uow: UnitOfWork,
     intent: PaymentIntent,
     refund: Refund,
@@ -125,5 +121,5 @@ def _failed(
     )
     failed = refund.model_copy(update={"status": RefundStatus.FAILED, "failure_reason": reason})
     uow.records.update(failed)
-    payments._ctx.event(uow, EventType.REFUND_UPDATED, failed)
+    steps.event(uow, EventType.REFUND_UPDATED, failed)
     return failed

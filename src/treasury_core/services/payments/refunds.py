@@ -29,7 +29,7 @@ from treasury_core.payments.requests import RefundRequest
 from treasury_core.payments.states import (
     check_refundable,
 )
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import CardProvider, UnitOfWork
 from treasury_core.ports.card_provider import (
     CardProviderLookups,
     CardProviderStatus,
@@ -37,7 +37,13 @@ from treasury_core.ports.card_provider import (
     takes_keyed_calls,
 )
 from treasury_core.services.idempotency import bind, finish
-from treasury_core.services.payments.common import (
+from treasury_core.services.payments.intent_steps import IntentSteps
+from treasury_core.services.payments.refund_outcomes import (
+    refund_failed,
+    refund_in_progress,
+    refund_succeeded,
+)
+from treasury_core.services.payments.vocabulary import (
     RESOLVE_REFUND,
     call_owner,
     log,
@@ -45,16 +51,19 @@ from treasury_core.services.payments.common import (
     refund_key,
     unsupported,
 )
-from treasury_core.services.payments.core import PaymentCore
-from treasury_core.services.payments.refund_outcomes import (
-    refund_failed,
-    refund_in_progress,
-    refund_succeeded,
-)
+from treasury_core.services.support import TreasuryContext
 
 
-class Refunds(PaymentCore):
-    """Refunds (part of :class:`~treasury_core.services.payments.PaymentService`)."""
+class Refunds:
+    """Refunds (for :class:`~treasury_core.services.payments.PaymentService`), and the
+    reservation and settling steps the provider's events share with them."""
+
+    def __init__(
+        self, *, context: TreasuryContext, steps: IntentSteps, provider: CardProvider
+    ) -> None:
+        self._ctx = context
+        self._steps = steps
+        self.provider = provider
 
     # --- refunds ------------------------------------------------------------------------------
 
@@ -84,7 +93,7 @@ class Refunds(PaymentCore):
         # The values a refund body would carry, checked as the HTTP app checks that body.
         RefundRequest(payment_intent_id=intent_id, amount=amount, reason=reason)
         ctx = self._ctx
-        async with self._lock(intent_id):
+        async with self._steps.lock(intent_id):
             if idempotency is not None and idempotency.resource is not None:
                 resumed = await self._resume_refund(company_id, intent_id, idempotency)
                 if resumed is not None:
@@ -145,7 +154,7 @@ class Refunds(PaymentCore):
             # Nothing happened at the provider: the refund fails now and gives its amount back,
             # and the key is unbound, so the retry is a refund of its own.
             def did_not_act(uow: UnitOfWork) -> None:
-                refund_failed(self, uow, refund, "provider_did_not_act")
+                refund_failed(self._steps, uow, refund, "provider_did_not_act")
                 bind(uow, idempotency, None)
 
             await ctx.storage.run(did_not_act)
@@ -162,7 +171,7 @@ class Refunds(PaymentCore):
                     uow, idempotency, refund_in_progress(uow, refund, result.reference)
                 )
             )
-        return await ctx.storage.run(self._refund_succeeded(refund, idempotency, result.reference))
+        return await ctx.storage.run(self.refund_succeeded(refund, idempotency, result.reference))
 
     def _schedule_resolution(self, uow: UnitOfWork, refund: Refund) -> None:
         """A job to ask the provider what became of ``refund`` (see :data:`RESOLVE_REFUND`);
@@ -206,7 +215,7 @@ class Refunds(PaymentCore):
             # Asking again without a key could refund twice: the pending refund is the answer,
             # settled later by the provider's events or the resolution job.
             return await ctx.storage.run(lambda uow: finish(uow, idempotency, refund))
-        intent = await self.get(company_id, intent_id)
+        intent = await self._steps.get(company_id, intent_id)
         if answers_lookups(self.provider):
             return await self._ask_about_refund(intent, refund, idempotency)
         # The same key as the first call: a provider that keeps keys answers with that refund.
@@ -245,7 +254,7 @@ class Refunds(PaymentCore):
             ).leaving("refund", refund.id, pending)
         if found.status is CardProviderStatus.REFUNDED:
             return await ctx.storage.run(
-                self._refund_succeeded(refund, idempotency, found.reference)
+                self.refund_succeeded(refund, idempotency, found.reference)
             )
         if found.status is CardProviderStatus.REFUND_PENDING:
             return await ctx.storage.run(
@@ -313,15 +322,18 @@ class Refunds(PaymentCore):
         ctx.event(uow, EventType.REFUND_CREATED, refund)
         return refund
 
-    def _refund_succeeded(
+    def refund_succeeded(
         self,
         refund: Refund,
         idempotency: IdempotencyTicket[Refund] | None,
         provider_reference: str | None = None,
     ) -> Callable[[UnitOfWork], Refund]:
+        """The write settling ``refund`` as made by the provider (answering ``idempotency``),
+        for the caller's transaction."""
+
         # The provider's refund event may have settled it meanwhile (another process).
         def write(uow: UnitOfWork) -> Refund:
-            settled = refund_succeeded(self, uow, refund, provider_reference)
+            settled = refund_succeeded(self._steps, uow, refund, provider_reference)
             if settled.status is RefundStatus.FAILED:
                 # Failed meanwhile (the resolution job, in another process, found no refund
                 # before this call made it): the provider paid what we record as failed. The
@@ -339,7 +351,7 @@ class Refunds(PaymentCore):
 
     def _refund_failed(self, refund: Refund, error: CardError) -> Callable[[UnitOfWork], None]:
         def write(uow: UnitOfWork) -> None:
-            refund_failed(self, uow, refund, error.failure_reason or error.code)
+            refund_failed(self._steps, uow, refund, error.failure_reason or error.code)
 
         return write
 
@@ -349,7 +361,7 @@ class Refunds(PaymentCore):
 
     async def refunds(self, company_id: int, intent_id: int) -> list[Refund]:
         """Every refund of the company's intent, newest first."""
-        intent = await self.get(company_id, intent_id)
+        intent = await self._steps.get(company_id, intent_id)
 
         def read(uow: UnitOfWork) -> list[Refund]:
             found = (uow.records.get(Refund, r, company_id) for r in reversed(intent.refund_ids))

@@ -89,22 +89,26 @@ class LinkedTokenIntent:
 
 
 class CardOnFileService:
-    """Payment method token intents, the vault and the saved cards they produce."""
+    """Payment method token intents, the vault and the saved cards they produce.
+
+    ``context`` gives storage, ids, the clock and the tokenization TTL setting; ``provider``
+    verifies cards (or keeps them, when it keeps saved cards); ``vault`` seals the others.
+    """
 
     def __init__(
         self,
-        ctx: TreasuryContext,
+        *,
+        context: TreasuryContext,
         provider: CardProvider,
         vault: Vault,
-        *,
         hosted_pages: HostedPages,
     ) -> None:
-        self._ctx = ctx
+        self._ctx = context
         self.provider = provider
         self.vault = vault
         #: Where a PMTI's hosted form and confirm endpoint live.
         self.hosted_pages = hosted_pages
-        self._ttl = timedelta(seconds=ctx.config.tokenization_ttl_seconds)
+        self._ttl = timedelta(seconds=context.config.tokenization_ttl_seconds)
 
     # --- create and read ------------------------------------------------------------------------
 

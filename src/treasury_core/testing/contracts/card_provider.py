@@ -98,6 +98,7 @@ import pytest
 
 from treasury_core.errors import CardError, ProviderError
 from treasury_core.ports.card_provider import (
+    CAPABILITIES,
     HOLD_GONE_FAILURE_REASON,
     BadProviderEvent,
     CallOwner,
@@ -150,17 +151,11 @@ def _run(call: Awaitable[T]) -> T:
     return asyncio.run(wrapped())
 
 
-def _flag(card_provider: CardProvider, name: str) -> bool:
-    """A capability flag outside the protocol (added after it): off when a provider lacks it."""
-    flag = getattr(card_provider, name, None)
-    return callable(flag) and flag() is True
-
-
 def _refund_answers(card_provider: CardProvider) -> set[CardProviderStatus]:
     """What a refund may answer: ``refunded``, or ``refund_pending`` from a provider whose
     events can tell later how it ended (nothing else would ever settle it)."""
     answers = {CardProviderStatus.REFUNDED}
-    if _flag(card_provider, "provider_events_supported"):
+    if card_provider.provider_events_supported():
         answers.add(CardProviderStatus.REFUND_PENDING)
     return answers
 
@@ -263,6 +258,17 @@ class CardProviderContract:
         return True
 
     # --- every provider --------------------------------------------------------------------
+
+    def test_every_capability_is_declared(self, card_provider: CardProvider) -> None:
+        """Every ``*_supported()`` flag of the port
+        (:data:`~treasury_core.ports.card_provider.CAPABILITIES`) is a method answering a
+        ``bool``: the services call each directly, never probing for it."""
+        for name in CAPABILITIES:
+            flag = getattr(card_provider, name, None)
+            assert callable(flag), f"{name}() is not declared"
+            assert isinstance(flag(), bool), f"{name}() does not answer a bool"
+        declared = {name for name in dir(CardProvider) if name.endswith("_supported")}
+        assert declared == set(CAPABILITIES), "CAPABILITIES lists every flag of the port"
 
     def test_a_sale_is_captured_with_brand_and_last4(
         self, card_provider: CardProvider, good_card: CardData
@@ -484,7 +490,7 @@ class CardProviderContract:
         # A provider whose challenge page is its own (return URLs) reads the verdict from the
         # charge, so it answers a charge that never asked for one with its state: the service
         # asks it only about attempts that waited for the challenge.
-        reads_verdicts = _flag(card_provider, "return_urls_supported")
+        reads_verdicts = card_provider.return_urls_supported()
         if not reads_verdicts:
             _refusal(card_provider.complete_action(sale.reference))  # nothing pending
 
@@ -543,7 +549,7 @@ class CardProviderContract:
     ) -> None:
         """On: ``authorize`` takes ``attempt_key``, and two attempts with different keys are two
         charges. Off: there is nothing to refuse (the services never pass a key), so skipped."""
-        if not _flag(card_provider, "attempt_keys_supported"):
+        if not card_provider.attempt_keys_supported():
             pytest.skip("attempt_keys_supported() is off: no attempt_key is ever passed")
         authorize: Callable[..., Awaitable[CardProviderResult]] = card_provider.authorize
         # Fresh keys: a real provider remembers keys for a while, across test runs.
@@ -564,10 +570,10 @@ class CardProviderContract:
         have is declined. (That a repeated ``key`` keeps one card is not checked, as with
         attempt keys: fakes of providers often ignore keys.) Off: the provider is not one that keeps
         saved cards (the services seal cards in the vault and never call either method)."""
-        if not _flag(card_provider, "saved_cards_supported"):
+        if not card_provider.saved_cards_supported():
             assert not keeps_saved_cards(card_provider)
             return
-        keeper: object = card_provider  # narrowed to the capability below, kept as a provider
+        keeper = card_provider  # narrowed to the capability below
         assert keeps_saved_cards(keeper)
         key = uuid.uuid4().hex
         saved = _run(keeper.save_card(good_card, customer_email="c@example.com", key=key))
@@ -594,12 +600,12 @@ class CardProviderContract:
         ``provider_events_unsupported``. Authentic deliveries are the provider's own format:
         test them with its signing scheme in your suite."""
         parse = getattr(card_provider, "parse_event", None)
-        if parse is None:  # written before the capability: the services never ask it
-            assert not _flag(card_provider, "provider_events_supported")
+        if parse is None:  # not a CardProviderBase: the services never ask it with the flag off
+            assert not card_provider.provider_events_supported()
             return
         with pytest.raises(BadProviderEvent) as refused:
             parse(b'{"id": "evt_1", "type": "charge.refunded"}', {})
-        if not _flag(card_provider, "provider_events_supported"):
+        if not card_provider.provider_events_supported():
             assert refused.value.code == "provider_events_unsupported"
 
     # --- keyed calls -----------------------------------------------------------------------
@@ -663,7 +669,7 @@ class CardProviderContract:
             )
             assert refund.status in _refund_answers(card_provider)
             assert refund.reference != sale.reference
-        keeper: object = card_provider
+        keeper = card_provider
         if keeps_saved_cards(keeper):
             saved = _run(keeper.save_card(good_card, customer_email="k@example.com", key=_key()))
             charged = _run(
@@ -723,7 +729,7 @@ class CardProviderContract:
 
     def lookups(self, card_provider: CardProvider) -> CardProviderLookups:
         """The provider as one that answers lookups; skip unless ``lookups_supported()``."""
-        asker: object = card_provider
+        asker = card_provider
         if not answers_lookups(asker):
             pytest.skip("lookups_supported() is off: the services never ask the provider")
         assert takes_keyed_calls(card_provider), (

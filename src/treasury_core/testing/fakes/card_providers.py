@@ -74,6 +74,52 @@ class SalesOnlyCardProvider(CardProviderBase):
     def _today(self) -> datetime:
         return self._clock.now() if self._clock is not None else datetime.now(UTC)
 
+    # --- capabilities: charges only, every flag off -------------------------------------------
+
+    def manual_capture_supported(self) -> bool:
+        """Off: every charge is captured when authorized."""
+        return False
+
+    def verification_supported(self) -> bool:
+        """Off: cards are saved unverified."""
+        return False
+
+    def three_d_secure_supported(self) -> bool:
+        """Off: a card that needs 3-D Secure is declined."""
+        return False
+
+    def refunds_supported(self) -> bool:
+        """Off."""
+        return False
+
+    def partial_refunds_supported(self) -> bool:
+        """Off."""
+        return False
+
+    def attempt_keys_supported(self) -> bool:
+        """Off."""
+        return False
+
+    def return_urls_supported(self) -> bool:
+        """Off."""
+        return False
+
+    def saved_cards_supported(self) -> bool:
+        """Off: saved cards are sealed in the treasury's vault."""
+        return False
+
+    def provider_events_supported(self) -> bool:
+        """Off."""
+        return False
+
+    def keyed_calls_supported(self) -> bool:
+        """Off."""
+        return False
+
+    def lookups_supported(self) -> bool:
+        """Off."""
+        return False
+
     async def authorize(
         self,
         card: CardData,
@@ -286,6 +332,18 @@ class FlakyCardProvider(CardProviderBase):
     def provider_events_supported(self) -> bool:
         """:meth:`parse_event` reads what :meth:`delivery` signed."""
         return True
+
+    def verification_supported(self) -> bool:
+        """Off: cards are saved unverified."""
+        return False
+
+    def return_urls_supported(self) -> bool:
+        """Off: its 3-D Secure verdict is given by the test, not read from a page."""
+        return False
+
+    def saved_cards_supported(self) -> bool:
+        """Off: saved cards are sealed in the treasury's vault."""
+        return False
 
     # --- faults ----------------------------------------------------------------------------
 

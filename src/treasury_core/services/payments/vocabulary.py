@@ -27,7 +27,6 @@ from treasury_core.payments.records import (
     Transaction,
 )
 from treasury_core.payments.requests import CreateIntentRequest
-from treasury_core.ports import CardProvider
 from treasury_core.ports.card_provider import (
     CallOwner,
     CardData,
@@ -230,17 +229,6 @@ def charge_attempt_resource(intent_id: int, key: str) -> str:
     return f"pi:{intent_id}:{key}"
 
 
-def takes_return_urls(provider: CardProvider) -> bool:
-    # Looked up, as the attempt keys' flag is: providers written before it take no return_url.
-    flag = getattr(provider, "return_urls_supported", None)
-    return callable(flag) and flag() is True
-
-
-def takes_attempt_keys(provider: CardProvider) -> bool:
-    # Looked up rather than part of the protocol: providers written before attempt keys
-    # existed neither have the flag nor take the keyword.
-    flag = getattr(provider, "attempt_keys_supported", None)
-    return callable(flag) and flag() is True
 
 
 #: What a lookup id can look like (the check runs before any query, on every poll).

@@ -1,11 +1,16 @@
-"""The base of the payments service: its state, reads, and the steps every operation shares
-(locking an intent, undoing a provider call, writing ledger journals, jobs and events)."""
+"""The steps every payment operation shares: reading and locking an intent, undoing a provider
+call, writing ledger journals, jobs and events.
+
+One :class:`IntentSteps` is handed to each collaborator of the payments service (charging,
+3-D Secure, capture and void, refunds) and to the services acting on intents from outside
+(jobs, provider events, links), so they all hold the same per-intent locks.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from treasury_core.errors import (
@@ -16,6 +21,7 @@ from treasury_core.errors import (
 )
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal, Leg
+from treasury_core.movements.records import TreasuryRecord
 from treasury_core.notifications.events import Event, EventType
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, Page, page_of
 from treasury_core.payments.intents import (
@@ -37,12 +43,10 @@ from treasury_core.payments.states import (
     Trigger,
 )
 from treasury_core.ports import CardProvider, UnitOfWork
-from treasury_core.ports.hosted_pages import HostedPages
-from treasury_core.services.payments.common import (
+from treasury_core.services.payments.vocabulary import (
     CHARGEBACK_OPEN,
     DEFAULT_DELAYS,
     PAYOUT,
-    SavedCards,
     intent_job_key,
     is_lookup_id,
     log,
@@ -51,35 +55,38 @@ from treasury_core.services.payments.common import (
 from treasury_core.services.support import TreasuryContext
 
 
-class PaymentCore:
-    """State and shared steps of :class:`~treasury_core.services.payments.PaymentService`."""
+class IntentSteps:
+    """Reads, the per-intent locks and the writing steps the payment services share.
+
+    ``context`` gives storage, ids, the clock and event writing; ``provider`` is asked to undo
+    what could not be recorded and whether a captured card will be disputed;
+    ``delays_seconds`` overrides :data:`DEFAULT_DELAYS` by job kind.
+    """
 
     def __init__(
         self,
-        ctx: TreasuryContext,
-        provider: CardProvider,
         *,
-        saved_cards: SavedCards | None = None,
-        delays_seconds: dict[str, float] | None = None,
-        hosted_pages: HostedPages,
+        context: TreasuryContext,
+        provider: CardProvider,
+        delays_seconds: Mapping[str, float] | None = None,
     ) -> None:
-        self._ctx = ctx
+        self._ctx = context
         self.provider = provider
-        #: Where the pages a customer is sent to live (the 3-D Secure return).
-        self.hosted_pages = hosted_pages
-        self.saved_cards = saved_cards
         delays = {**DEFAULT_DELAYS, **(delays_seconds or {})}
         self._delays = {kind: timedelta(seconds=s) for kind, s in delays.items()}
         self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
-        # What a create has already checked, so the hot path skips two reads (see ``create``).
-        self._known_accounts: set[tuple[int, int]] = set()
-        self._known_settlements: set[str] = set()
+
+    @property
+    def context(self) -> TreasuryContext:
+        """The storage, ids, clock and event writing these steps use."""
+        return self._ctx
 
     def delay(self, kind: str) -> timedelta:
         """How long after its cause a job of ``kind`` falls due."""
         return self._delays[kind]
 
-    def _lock(self, intent_id: int) -> asyncio.Lock:
+    def lock(self, intent_id: int) -> asyncio.Lock:
+        """The lock serializing this process's operations on one intent."""
         lock = self._locks.get(intent_id)
         if lock is None:
             lock = self._locks[intent_id] = asyncio.Lock()
@@ -132,7 +139,8 @@ class PaymentCore:
             lambda uow: uow.intents.count(company_id, filters), write=False
         )
 
-    def _check_manual_capture(self, param: str | None = None) -> None:
+    def check_manual_capture(self, param: str | None = None) -> None:
+        """Refuse (before any call) what needs holds captured later, unless the provider can."""
         if not self.provider.manual_capture_supported():
             raise unsupported(
                 "The card provider cannot capture a hold later, so capture_method manual is "
@@ -140,14 +148,15 @@ class PaymentCore:
                 param,
             )
 
-    def _check_payable(self, intent: PaymentIntent) -> None:
+    def check_payable(self, intent: PaymentIntent) -> None:
+        """Refuse paying an intent that cannot take a payment now."""
         if (intent.capture_method, intent.status, Trigger.PAY_SUCCEEDED) not in TRANSITIONS:
             raise IllegalTransition(
                 f"Payment intent {intent.id} is {intent.status.value} and cannot be paid",
                 code="payment_intent_unexpected_state",
             )
 
-    def _transaction(
+    def transaction(
         self,
         intent: PaymentIntent,
         kind: TransactionType,
@@ -158,6 +167,7 @@ class PaymentCore:
         error: CardError | None = None,
         reference: str | None = None,
     ) -> Transaction:
+        """A new attempt record of ``kind`` on ``intent``, stamped now (not yet written)."""
         ctx = self._ctx
         return Transaction(
             id=ctx.ids.new_id(Transaction.prefix),
@@ -175,7 +185,7 @@ class PaymentCore:
             provider_reference=reference,
         )
 
-    async def _recorded_elsewhere(
+    async def recorded_elsewhere(
         self, intent: PaymentIntent, reference: str, *, captured: bool
     ) -> PaymentIntent | None:
         """The intent, if what this call got from the provider was recorded meanwhile by
@@ -193,7 +203,7 @@ class PaymentCore:
 
     # --- shared -------------------------------------------------------------------------------
 
-    def _locked(self, uow: UnitOfWork, seen: PaymentIntent) -> PaymentIntent:
+    def locked(self, uow: UnitOfWork, seen: PaymentIntent) -> PaymentIntent:
         """The intent locked for this transaction, refused if it moved since ``seen`` was read
         (another process got there first)."""
         current = uow.intents.get(seen.id, seen.company_id, for_update=True)
@@ -211,7 +221,7 @@ class PaymentCore:
             )
         return current
 
-    async def _undo(self, reference: str, captured: int | None) -> None:
+    async def undo(self, reference: str, captured: int | None) -> None:
         """Best effort: release a hold (``captured`` ``None``) or refund a charge the service
         could not record. Logged, never raised: the caller is already failing."""
         try:
@@ -230,7 +240,7 @@ class PaymentCore:
         except TreasuryError:
             log.exception("could not undo provider charge %s after a lost race", reference)
 
-    def _ledger(
+    def ledger(
         self,
         uow: UnitOfWork,
         owner: PaymentIntent | Refund,
@@ -238,6 +248,8 @@ class PaymentCore:
         now: datetime | None = None,
         operation: str = "card",
     ) -> None:
+        """Apply ``legs`` (if any) as one journal of ``owner``'s company, in the caller's
+        transaction."""
         legs = tuple(legs)
         if legs:
             journal = Journal(
@@ -245,9 +257,10 @@ class PaymentCore:
             )
             uow.ledger.apply(journal, now or self._ctx.clock.now())
 
-    def _schedule(
+    def schedule(
         self, uow: UnitOfWork, kind: str, resource_id: str, owner: PaymentIntent, due: datetime
     ) -> None:
+        """Schedule a job of ``kind`` on ``resource_id``, due at ``due``, in ``uow``."""
         uow.jobs.schedule(
             Job(
                 id=self._ctx.ids.new_id("job"),
@@ -258,16 +271,17 @@ class PaymentCore:
             )
         )
 
-    def _after_capture(self, uow: UnitOfWork, intent: PaymentIntent, now: datetime) -> None:
+    def after_capture(self, uow: UnitOfWork, intent: PaymentIntent, now: datetime) -> None:
         """Captured money is paid out after the payout delay; a card the provider knows will
         be disputed opens its chargeback after the chargeback delay."""
         key = intent_job_key(intent.id)
-        self._schedule(uow, PAYOUT, key, intent, now + self.delay(PAYOUT))
+        self.schedule(uow, PAYOUT, key, intent, now + self.delay(PAYOUT))
         reference = intent.provider_reference
         if reference is not None and self.provider.chargeback_outcome(reference) is not None:
-            self._schedule(uow, CHARGEBACK_OPEN, key, intent, now + self.delay(CHARGEBACK_OPEN))
+            self.schedule(uow, CHARGEBACK_OPEN, key, intent, now + self.delay(CHARGEBACK_OPEN))
 
-    def _intent_event(self, uow: UnitOfWork, intent: PaymentIntent, type_: EventType) -> None:
+    def intent_event(self, uow: UnitOfWork, intent: PaymentIntent, type_: EventType) -> None:
+        """Write the intent's event ``type_`` to the outbox, in the caller's transaction."""
         uow.outbox.add(
             Event(
                 id=self._ctx.ids.new_id("evt"),
@@ -278,12 +292,18 @@ class PaymentCore:
             )
         )
 
-    def _intent_events(
+    def intent_events(
         self, uow: UnitOfWork, moved: Transition, stored: PaymentIntent | None = None
     ) -> None:
+        """The events of a transition, about ``stored`` (the intent as written) if given."""
         for type_ in moved.events:
-            self._intent_event(uow, stored or moved.intent, type_)
+            self.intent_event(uow, stored or moved.intent, type_)
 
-    def _transaction_events(self, uow: UnitOfWork, txn: Transaction, outcome: EventType) -> None:
+    def transaction_events(self, uow: UnitOfWork, txn: Transaction, outcome: EventType) -> None:
+        """Store the new attempt ``txn`` with ``transaction.created``, then its ``outcome``."""
         self._ctx.add_announced(uow, txn, EventType.TRANSACTION_CREATED)
         self._ctx.event(uow, outcome, txn)
+
+    def event(self, uow: UnitOfWork, type_: EventType, record: TreasuryRecord) -> None:
+        """Write ``type_`` for ``record`` to the outbox, in the caller's transaction."""
+        self._ctx.event(uow, type_, record)
