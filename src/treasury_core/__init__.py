@@ -41,6 +41,7 @@ from treasury_core.errors import (
     UnknownCurrency,
     ValidationFailed,
 )
+from treasury_core.interface.records import WalletRecord
 from treasury_core.interface.statuses import http_status
 from treasury_core.ledger import BalanceRecord
 from treasury_core.listing import RecordFilter
@@ -75,7 +76,7 @@ from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.services.companies import CreatedCompany
 from treasury_core.sync import BlockingTreasury
-from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
+from treasury_core.wallets import CreateWalletRequest, Wallet
 
 try:
     __version__ = version("treasury-core")
