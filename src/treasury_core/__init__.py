@@ -42,6 +42,7 @@ from treasury_core.errors import (
     ValidationFailed,
 )
 from treasury_core.interface.errors import error_body, http_status
+from treasury_core.interface.records import WalletRecord
 from treasury_core.ledger import BalanceRecord
 from treasury_core.listing import RecordFilter
 from treasury_core.money import convert, round_minor
@@ -75,7 +76,7 @@ from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.services.companies import CreatedCompany
 from treasury_core.sync import BlockingTreasury
-from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
+from treasury_core.wallets import CreateWalletRequest, Wallet
 
 try:
     __version__ = version("treasury-core")

@@ -16,6 +16,7 @@ import pluggy
 from treasury_core.config import TreasuryConfig
 from treasury_core.currency import CurrencyRegistry
 from treasury_core.errors import TreasuryError
+from treasury_core.interface.projections import event_object
 from treasury_core.interface.urls import INTERFACE_PATHS
 from treasury_core.plugins import collect_factories, make_plugin_manager
 from treasury_core.ports import (
@@ -31,6 +32,7 @@ from treasury_core.ports import (
 from treasury_core.ports.hosted_pages import HostedPages
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
 from treasury_core.services.dashboard_sessions import DashboardSessionService
+from treasury_core.services.events import EventFactory
 from treasury_core.services.movements.bank_accounts import BankAccountService, VirtualAccountService
 from treasury_core.services.movements.bank_files import BankFilesService
 from treasury_core.services.movements.deposits import DepositService
@@ -197,7 +199,8 @@ def bootstrap(
     def make_rail() -> BankRail:
         return chosen_rail or _build(pm, "bank_rail", config.bank_rail, config, clock)
 
-    context = TreasuryContext(config, currencies, storage, clock, ids, make_rail, fx)
+    events = EventFactory(ids, clock, event_object)
+    context = TreasuryContext(config, currencies, storage, clock, ids, make_rail, fx, events)
     context.open_system_accounts()
     settlement = SettlementService(context)
     provider = card_provider or _build(pm, "card_provider", config.card_provider, config, clock)

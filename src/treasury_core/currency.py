@@ -17,8 +17,6 @@ from decimal import Decimal
 from functools import cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from treasury_core.errors import UnknownCurrency
 
 # ISO 4217 minor units where CLDR's `digits` (what Babel reports) differs. CLDR rounds these for
@@ -159,28 +157,3 @@ class CurrencyRegistry:
 
     def __len__(self) -> int:
         return len(self._by_code)
-
-
-class CurrencyRecord(BaseModel):
-    """One item of ``GET /api/v1/currencies``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    code: str
-    name: str
-    symbol: str
-    currency_type: CurrencyType
-    decimal_places: int
-    can_vban: bool
-
-    @classmethod
-    def of(cls, currency: Currency) -> CurrencyRecord:
-        """The record of an enabled currency."""
-        return cls(
-            code=currency.code,
-            name=currency.name,
-            symbol=currency.symbol,
-            currency_type=currency.currency_type,
-            decimal_places=currency.decimal_places,
-            can_vban=currency.can_vban,
-        )

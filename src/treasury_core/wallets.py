@@ -1,4 +1,4 @@
-"""The wallet entity, its API record (part 2.3), and the create request.
+"""The wallet entity (part 2.3), the currency object its record shows, and the create request.
 
 A wallet is a company's balance in one currency. Its money lives in the ledger account with the
 same id; the wallet row holds only what describes it.
@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from treasury_core.currency import Currency
 from treasury_core.metadata import MetadataField, MetadataInput
-from treasury_core.serialization import Timestamp
 from treasury_core.validation import CurrencyCode, Description, Name, StrictRequest
 
 
@@ -56,36 +55,6 @@ class CurrencyObject(BaseModel):
             name=currency.name,
             currency_type=currency.currency_type,
             symbol=currency.symbol,
-        )
-
-
-class WalletRecord(BaseModel):
-    """A wallet as the interface returns it; ``company_id`` is a string there (part 2.3)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    name: str
-    description: str | None
-    company_id: str
-    currency: CurrencyObject
-    status: WalletStatus
-    created_at: Timestamp
-    #: Added after the interface's fields (issue 24).
-    metadata: MetadataField = {}
-
-    @classmethod
-    def of(cls, wallet: Wallet, currency: Currency) -> WalletRecord:
-        """The record of ``wallet`` whose currency is ``currency``."""
-        return cls(
-            id=wallet.id,
-            name=wallet.name,
-            description=wallet.description,
-            company_id=str(wallet.company_id),
-            currency=CurrencyObject.of(currency),
-            status=wallet.status,
-            created_at=wallet.created_at,
-            metadata=wallet.metadata,
         )
 
 

@@ -27,6 +27,7 @@ import treasury_ecb.fx
 from treasury_aiohttp import create_app
 from treasury_core import KeyKind, Treasury, TreasuryConfig, bootstrap
 from treasury_core.errors import ValidationFailed
+from treasury_core.interface.projections import record_dict
 from treasury_core.movements.requests import CreateDepositRequest, CreateTransferRequest
 from treasury_core.ports import FxQuote
 from treasury_core.testing import check_invariants
@@ -149,7 +150,7 @@ def test_selected_by_name_refreshed_from_the_url(
         # 0.85858 / 1.1476 → 0.7481526664; 1,000 cents → 748.15… pence, rounded once.
         assert str(transfer.exchange_rate_from_to) == "0.7481526664"
         assert transfer.to_amount == 748
-        assert transfer.api()["exchange_rate_date"] == "2025-04-22"
+        assert record_dict(transfer)["exchange_rate_date"] == "2025-04-22"
 
         # A same-currency transfer has no rate date.
         usd2 = await treasury.wallets.create(

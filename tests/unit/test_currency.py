@@ -1,7 +1,8 @@
 import pytest
 
-from treasury_core.currency import CurrencyRecord, CurrencyRegistry, iso_currency
+from treasury_core.currency import CurrencyRegistry, iso_currency
 from treasury_core.errors import UnknownCurrency
+from treasury_core.interface.records import CurrencyRecord
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,8 @@ import pytest
 from treasury_aiohttp import rendering
 from treasury_aiohttp.memo import InstanceMemo
 from treasury_aiohttp.rendering import intent_json
+from treasury_core.interface.projections import record_json
+from treasury_core.interface.records import PaymentIntentRecord
 from treasury_core.payments import IntentStatus, PaymentIntent
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -40,8 +42,8 @@ def intent(lookup_id: str = "pil_abcdefgh", **fields: object) -> PaymentIntent:
 
 def test_the_json_is_the_records_json() -> None:
     one = intent(merchant_reference="booking-17")
-    assert intent_json(one) == one.record().model_dump_json().encode()
-    assert one.record_json() == intent_json(one)
+    assert intent_json(one) == PaymentIntentRecord.of(one).model_dump_json().encode()
+    assert record_json(one) == intent_json(one)
     assert json.loads(intent_json(one))["merchant_reference"] == "booking-17"
 
 
@@ -74,4 +76,4 @@ def test_the_memo_is_bounded_and_stays_right() -> None:
 
 def test_the_core_remembers_no_rendering() -> None:
     one = intent()
-    assert one.record_json() is not one.record_json()
+    assert record_json(one) is not record_json(one)

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from treasury_core.errors import ErrorKind, InvalidRequestError, ValidationFailed
+from treasury_core.interface.projections import record_dict
 from treasury_core.notifications.events import EventType
 from treasury_core.payments import (
     AUTHORIZATION_HOLD,
@@ -411,7 +412,7 @@ def test_api_record() -> None:
     intent = in_state(M, AU).model_copy(
         update={"checkin_date": date(2026, 2, 3), "card_token": "pmt_1", "customer": "Ada"}
     )
-    body = intent.api()
+    body = record_dict(intent)
     assert body == {
         "id": 42,
         "object": "payment_intent",

@@ -121,13 +121,12 @@ def test_work_runs_on_the_hosted_loop_not_the_callers_thread(blocking: BlockingT
     assert thread.daemon
     assert loop is blocking.loop
     # Sync methods of the services run there too, and plain data comes back as it is.
-    record = blocking.wallets.record(
-        blocking.wallets.create(
-            blocking.companies.create_company("Acme").company.id,
-            CreateWalletRequest(name="A", currency_id="EUR"),
-        )
+    wallet = blocking.wallets.create(
+        blocking.companies.create_company("Acme").company.id,
+        CreateWalletRequest(name="A", currency_id="EUR"),
     )
-    assert record.currency.code == "EUR"
+    assert wallet.currency == "EUR"
+    assert {f.currency for f in blocking.bank_accounts.formats()} >= {"EUR"}
     assert blocking.config.sandbox is True
     assert blocking.sandbox.enabled is True
 

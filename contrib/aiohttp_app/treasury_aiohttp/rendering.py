@@ -10,6 +10,7 @@ answers the same reads over and over, pays for remembering.
 from __future__ import annotations
 
 from treasury_aiohttp.memo import InstanceMemo
+from treasury_core.interface.projections import record_json
 from treasury_core.ledger import BalanceRecord
 from treasury_core.payments import PaymentIntent
 
@@ -20,11 +21,12 @@ _INTENTS: InstanceMemo[PaymentIntent, bytes] = InstanceMemo()
 
 
 def intent_json(intent: PaymentIntent) -> bytes:
-    """The interface's record of ``intent`` as JSON (``PaymentIntent.record_json``), rendered
+    """The interface's record of ``intent`` as JSON (:func:`~treasury_core.interface.projections.
+    record_json`), rendered
     once per intent instance: an intent is frozen and holds only immutable values."""
     rendered = _INTENTS.get(intent)
     if rendered is None:
-        rendered = _INTENTS.put(intent, intent.record_json())
+        rendered = _INTENTS.put(intent, record_json(intent))
     return rendered
 
 

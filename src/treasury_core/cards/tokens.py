@@ -36,9 +36,7 @@ __all__ = [
     "CardSummary",
     "CreateTokenIntentRequest",
     "PaymentMethodToken",
-    "PaymentMethodTokenRecord",
     "TokenIntent",
-    "TokenIntentRecord",
     "TokenIntentStatus",
     "TokenIntentVersion",
     "TokenizationError",
@@ -90,32 +88,15 @@ class TokenIntentVersion(_Frozen):
     expires_at: Timestamp
 
 
-class TokenIntentRecord(_Frozen):
-    """A PMTI as the API returns it."""
-
-    id: str
-    object: Literal["payment_method_token_intent"] = "payment_method_token_intent"
-    account_id: int
-    payment_type: PaymentType
-    customer_email: str
-    customer_phone_number: str
-    callback_url: str | None
-    expiry_date: date | None
-    status: TokenIntentStatus
-    payment_method_token: str | None
-    card: CardSummary | None
-    error: TokenizationError | None
-    latest_version: TokenIntentVersion
-    created_at: Timestamp
-    metadata: MetadataField = {}
-
-
 class TokenIntent(TreasuryRecord):
-    """A stored PMTI: the record plus the salt its URL secrets are derived with."""
+    """A stored PMTI: what the API shows of it and the salt its URL secrets are derived with."""
 
     prefix: ClassVar[str] = "pmti"
-    record_model: ClassVar[type[BaseModel]] = TokenIntentRecord
 
+    id: str
+    company_id: int
+    created_at: Timestamp
+    metadata: MetadataField = Field(default_factory=dict)
     account_id: int
     payment_type: PaymentType = PaymentType.TOKENIZATION
     customer_email: str
@@ -128,38 +109,11 @@ class TokenIntent(TreasuryRecord):
     error: TokenizationError | None = None
     expires_at: Timestamp
     url_salt: str
-    metadata: MetadataField = Field(default_factory=dict)
 
     @property
     def is_open(self) -> bool:
         """Whether a card may still be submitted (expiry aside)."""
         return self.status is TokenIntentStatus.REQUIRES_PAYMENT_METHOD
-
-    def record(
-        self, *, tokenization_url: str | None = None, confirm_url: str | None = None
-    ) -> TokenIntentRecord:
-        """The API record, with the URLs when the caller has them (the service derives them)."""
-        return TokenIntentRecord(
-            id=self.id,
-            account_id=self.account_id,
-            payment_type=self.payment_type,
-            customer_email=self.customer_email,
-            customer_phone_number=self.customer_phone_number,
-            callback_url=self.callback_url,
-            expiry_date=self.expiry_date,
-            status=self.status,
-            payment_method_token=self.payment_method_token,
-            card=self.card,
-            error=self.error,
-            latest_version=TokenIntentVersion(
-                status=self.status,
-                provider_tokenization_url=tokenization_url,
-                confirm_endpoint_url=confirm_url,
-                expires_at=self.expires_at,
-            ),
-            created_at=self.created_at,
-            metadata=self.metadata,
-        )
 
     def result(self) -> TokenizationResult:
         """The tokenization result (decisions.md): the confirm answer and the callback body."""
@@ -194,8 +148,15 @@ class TokenizationResult(_Frozen):
         )
 
 
-class PaymentMethodTokenRecord(_Frozen):
-    """A saved-card token as the API shows it."""
+class PaymentMethodToken(TreasuryRecord):
+    """A stored saved-card token: the card sealed by the vault, its fingerprint, the name.
+
+    With a card provider that keeps saved cards itself, ``provider_reference`` is the card's
+    reference there (a Stripe PaymentMethod's ``pm_…``) and ``sealed_card`` is ``None``: the
+    treasury holds no card number, sealed or not. Exactly one of the two is set.
+    """
+
+    prefix: ClassVar[str] = "pmt"
 
     id: str
     object: Literal["payment_method_token"] = "payment_method_token"
@@ -205,19 +166,8 @@ class PaymentMethodTokenRecord(_Frozen):
     customer_email: str
     expiry_date: date | None
     created_at: Timestamp
-
-
-class PaymentMethodToken(TreasuryRecord, PaymentMethodTokenRecord):
-    """A stored saved-card token: the card sealed by the vault, its fingerprint, the name.
-
-    With a card provider that keeps saved cards itself, ``provider_reference`` is the card's
-    reference there (a Stripe PaymentMethod's ``pm_…``) and ``sealed_card`` is ``None``: the
-    treasury holds no card number, sealed or not. Exactly one of the two is set.
-    """
-
-    prefix: ClassVar[str] = "pmt"
-    record_model: ClassVar[type[BaseModel]] = PaymentMethodTokenRecord
-
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
     sealed_card: str | None = None
     provider_reference: str | None = None
     fingerprint: str

@@ -14,8 +14,9 @@ from datetime import date
 from enum import StrEnum
 from typing import ClassVar
 
-from pydantic import BaseModel, model_validator
+from pydantic import Field, model_validator
 
+from treasury_core.metadata import MetadataField
 from treasury_core.movements.records import TreasuryRecord, _Frozen
 from treasury_core.movements.safeguarding import BreakRecord
 from treasury_core.serialization import Timestamp
@@ -42,7 +43,9 @@ class BankExport(TreasuryRecord, BankExportRecord):
     known to be on disk."""
 
     prefix: ClassVar[str] = "bex"
-    record_model: ClassVar[type[BaseModel]] = BankExportRecord
+
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
 
     #: The file, as text (pain.001 is UTF-8 XML).
     content: str
@@ -94,9 +97,11 @@ class BankStatementLine(TreasuryRecord, StatementLineRecord):
     account, not to a company); its lookup key makes its identity unique per account."""
 
     prefix: ClassVar[str] = "bsl"
-    record_model: ClassVar[type[BaseModel]] = StatementLineRecord
     #: A unique index in SQL storage (migration 0010).
     unique_lookup_key: ClassVar[bool] = True
+
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
 
     @property
     def status_value(self) -> str:

@@ -27,9 +27,10 @@ from datetime import date
 from enum import StrEnum
 from typing import ClassVar
 
-from pydantic import BaseModel
+from pydantic import Field
 
 from treasury_core.ledger import Account, AccountKind
+from treasury_core.metadata import MetadataField
 from treasury_core.movements.records import TreasuryRecord, _Frozen
 from treasury_core.serialization import Timestamp
 
@@ -86,7 +87,9 @@ class BankMirror(TreasuryRecord, BankMirrorRecord):
     account apply one after another."""
 
     prefix: ClassVar[str] = "bkm"
-    record_model: ClassVar[type[BaseModel]] = BankMirrorRecord
+
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
 
     @staticmethod
     def id_for(account: str, currency: str) -> str:
@@ -126,7 +129,9 @@ class BankDay(TreasuryRecord, BankDayRecord):
     """A stored day: written in the transaction that posts its lines."""
 
     prefix: ClassVar[str] = "bkd"
-    record_model: ClassVar[type[BaseModel]] = BankDayRecord
+
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
 
     @staticmethod
     def id_for(account: str, currency: str, on: date) -> str:
@@ -157,7 +162,9 @@ class StatedBalance(TreasuryRecord, StatedBalanceRecord):
     balance was compared last for the first time wins (one imported again does not)."""
 
     prefix: ClassVar[str] = "bkc"
-    record_model: ClassVar[type[BaseModel]] = StatedBalanceRecord
+
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
 
     @staticmethod
     def id_for(account: str, currency: str, on: date) -> str:
@@ -215,7 +222,9 @@ class BankComparison(TreasuryRecord, BankComparisonRecord):
     statement balance imported again finds it with one read."""
 
     prefix: ClassVar[str] = "bkq"
-    record_model: ClassVar[type[BaseModel]] = BankComparisonRecord
+
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
 
     @staticmethod
     def id_for(key: str) -> str:
@@ -256,7 +265,9 @@ class BankBreak(TreasuryRecord, BreakRecord):
     """A stored break, announced by ``treasury.reconciliation.break``."""
 
     prefix: ClassVar[str] = "bkb"
-    record_model: ClassVar[type[BaseModel]] = BreakRecord
+
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
 
     @property
     def status_value(self) -> str:

@@ -20,11 +20,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from datetime import datetime
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, Field, WithJsonSchema
 
+from treasury_core.metadata import MetadataField
 from treasury_core.movements.records import TreasuryRecord
 from treasury_core.notifications.events import OPERATOR_EVENTS, EventType
 from treasury_core.serialization import Timestamp
@@ -122,28 +123,15 @@ class RotateWebhookSecretRequest(StrictRequest):
     )
 
 
-class WebhookEndpointRecord(BaseModel):
-    """A webhook endpoint as the API returns it; ``secret`` only when it was just created."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    object: Literal["webhook_endpoint"] = "webhook_endpoint"
-    url: str
-    events: list[EventType] | None
-    status: str
-    created_at: Timestamp
-    #: Until when the secret replaced by the last rotation still signs deliveries.
-    previous_secret_expires_at: Timestamp | None = None
-    secret: str | None = None
-
-
 class WebhookEndpoint(TreasuryRecord):
-    """A stored webhook endpoint: the record and the salt its secret is derived with."""
+    """A stored webhook endpoint: where events go and the salt its secret is derived with."""
 
     prefix: ClassVar[str] = "we"
-    record_model: ClassVar[type[BaseModel]] = WebhookEndpointRecord
 
+    id: str
+    company_id: int
+    created_at: Timestamp
+    metadata: MetadataField = Field(default_factory=dict)
     url: str
     events: tuple[EventType, ...] | None = None
     status: str = "enabled"
@@ -163,15 +151,3 @@ class WebhookEndpoint(TreasuryRecord):
         if self.previous_salt is None or until is None or now >= until:
             return (self.secret_salt,)
         return (self.secret_salt, self.previous_salt)
-
-    def record(self, *, secret: str | None = None) -> WebhookEndpointRecord:
-        """The API record (with ``secret`` at creation)."""
-        return WebhookEndpointRecord(
-            id=self.id,
-            url=self.url,
-            events=list(self.events) if self.events is not None else None,
-            status=self.status,
-            created_at=self.created_at,
-            previous_secret_expires_at=self.previous_secret_expires_at,
-            secret=secret,
-        )

@@ -1,4 +1,4 @@
-"""Payment intents: the entity, its interface record and its state machine (interface part 3.1).
+"""Payment intents: the entity and its state machine (interface part 3.1).
 
 Pure, like the ledger: time comes in as ``now`` and ids come in on the intent. The service that
 talks to the card provider and storage builds on :func:`transition`.
@@ -12,7 +12,6 @@ from treasury_core.payments.intents import (
     IntentFilter,
     IntentStatus,
     PaymentIntent,
-    PaymentIntentRecord,
     PaymentType,
     check_create_rules,
 )
@@ -51,7 +50,6 @@ __all__ = [  # noqa: RUF022
     "IntentStatus",
     "NOT_AUTHORIZED",
     "PaymentIntent",
-    "PaymentIntentRecord",
     "PaymentType",
     "REFUND_WHILE_AUTHORIZED",
     "Rule",

@@ -30,6 +30,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from treasury_core.metadata import MetadataField
 from treasury_core.movements.records import TreasuryRecord
 from treasury_core.serialization import Timestamp
 
@@ -105,7 +106,9 @@ class CardDifference(TreasuryRecord, CardDifferenceRecord):
     """A stored difference, announced by ``treasury.card.reconciliation.difference``."""
 
     prefix: ClassVar[str] = "ccd"
-    record_model: ClassVar[type[BaseModel]] = CardDifferenceRecord
+
+    company_id: int
+    metadata: MetadataField = {}
 
     @staticmethod
     def id_for(kind: CardDifferenceKind, subject: str) -> str:
@@ -128,7 +131,9 @@ class ReconciliationMark(TreasuryRecord, ReconciliationMarkView):
     one database run it once per period between them."""
 
     prefix: ClassVar[str] = "ccm"
-    record_model: ClassVar[type[BaseModel]] = ReconciliationMarkView
+
+    company_id: int
+    metadata: MetadataField = {}
 
     #: Its id: there is one.
     ID: ClassVar[str] = "ccm_card_reconciliation"

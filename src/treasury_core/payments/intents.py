@@ -1,4 +1,5 @@
-"""The payment intent (interface part 2.1): as the interface shows it, and as stored.
+"""The payment intent (interface part 2.1) as stored; the interface's record of it is
+:class:`treasury_core.interface.records.PaymentIntentRecord`.
 
 Rules:
 1. Amounts are ``int`` minor units: ``billing_amount`` of ``billing_currency``,
@@ -91,67 +92,6 @@ def check_create_rules(payment_type: PaymentType, capture_method: CaptureMethod)
         )
 
 
-def _without_default(schema: dict[str, Any]) -> None:
-    schema.pop("default", None)
-
-
-class PaymentIntentRecord(BaseModel):
-    """A payment intent as the interface shows it (part 2.1), and the ``data.object`` of its events.
-
-    ``api()`` of :class:`PaymentIntent` renders it as JSON: ``object`` is ``"payment_intent"``,
-    timestamps are ISO 8601 with ``+00:00``, ``checkin_date`` is ``YYYY-MM-DD``.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    id: int
-    object: Literal["payment_intent"] = "payment_intent"
-    company_id: int
-    account_id: int
-    status: IntentStatus = IntentStatus.INITIALIZED
-    billing_amount: int = Field(gt=0)
-    billing_currency: str = Field(pattern=r"^[A-Z]{3}$")
-    # Filled from the billing fields when not given (rule 1), so never None once validated: the
-    # schema shows no default, since a ``null`` one would contradict the field's own type.
-    processing_amount: int = Field(  # type: ignore[assignment]
-        default=None, gt=0, json_schema_extra=_without_default
-    )
-    processing_currency: str = Field(  # type: ignore[assignment]
-        default=None, pattern=r"^[A-Z]{3}$", json_schema_extra=_without_default
-    )
-    amount_refunded: int = Field(default=0, ge=0)
-    payment_type: PaymentType = PaymentType.CARD_PAYMENT
-    capture_method: CaptureMethod = CaptureMethod.AUTOMATIC
-    merchant_reference: str | None = None
-    checkin_date: date | None = None
-    card_token: str | None = None
-    callback_url: str | None = None
-    customer: str | None = None
-    customer_email: str | None = None
-    payment_intent_lookup_id: str
-    authorized_at: Timestamp | None = None
-    authorization_expires_at: Timestamp | None = None
-    cancellation_reason: CancellationReason | None = None
-    #: When the payment link closes (business time): from then on the intent cannot be paid
-    #: (decisions.md, "Stopping a payment link"). ``None``: it stays open.
-    expires_at: Timestamp | None = None
-    metadata: MetadataField = {}
-    created_at: Timestamp
-
-    @model_validator(mode="before")
-    @classmethod
-    def _processing_defaults_to_billing(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            data = dict(data)
-            if data.get("processing_currency") is None:
-                data["processing_currency"] = data.get("billing_currency")
-            if data.get("processing_amount") is None:
-                if data["processing_currency"] != data.get("billing_currency"):
-                    raise ValueError("processing_amount is required in another currency")
-                data["processing_amount"] = data.get("billing_amount")
-        return data
-
-
 @dataclass(frozen=True, slots=True)
 class IntentFilter:
     """The filters of the intent list and count (decisions.md); ``None`` means any.
@@ -180,7 +120,7 @@ class IntentFilter:
         }
         return {name: value for name, value in wanted.items() if value is not None}
 
-    def matches(self, intent: PaymentIntentRecord) -> bool:
+    def matches(self, intent: PaymentIntent) -> bool:
         """Whether ``intent`` passes every filter (what storage adapters must agree with)."""
         return (
             (self.status is None or intent.status is self.status)
@@ -197,16 +137,53 @@ def _aware(value: datetime | None, name: str) -> None:
         raise ValueError(f"{name} must be timezone-aware")
 
 
-class PaymentIntent(PaymentIntentRecord):
-    """A stored payment intent: the interface record plus the rules in this module's docstring.
+class PaymentIntent(BaseModel):
+    """A stored payment intent, holding the rules in this module's docstring.
 
     Frozen: a change is a new intent, made by :func:`treasury_core.payments.states.transition`
     (state) or ``model_copy`` by the payments service (the bookkeeping fields below).
 
-    Beyond the interface record it keeps what stays inside the service: the card provider's latest
-    reference for the charge, the ledger pending movements of the current authorization hold, the
-    refunded share of ``processing_amount``, and the latest payment attempt.
+    Its first fields are what the interface shows
+    (:class:`treasury_core.interface.records.PaymentIntentRecord`); the rest stays inside the
+    service: the card provider's latest reference for the charge, the ledger pending movements
+    of the current authorization hold, the refunded share of ``processing_amount``, and the
+    latest payment attempt.
     """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    object: Literal["payment_intent"] = "payment_intent"
+    company_id: int
+    account_id: int
+    status: IntentStatus = IntentStatus.INITIALIZED
+    billing_amount: int = Field(gt=0)
+    billing_currency: str = Field(pattern=r"^[A-Z]{3}$")
+    # Filled from the billing fields when not given (rule 1), so never None once validated.
+    processing_amount: int = Field(  # type: ignore[assignment]
+        default=None, gt=0
+    )
+    processing_currency: str = Field(  # type: ignore[assignment]
+        default=None, pattern=r"^[A-Z]{3}$"
+    )
+    amount_refunded: int = Field(default=0, ge=0)
+    payment_type: PaymentType = PaymentType.CARD_PAYMENT
+    capture_method: CaptureMethod = CaptureMethod.AUTOMATIC
+    merchant_reference: str | None = None
+    checkin_date: date | None = None
+    card_token: str | None = None
+    callback_url: str | None = None
+    customer: str | None = None
+    customer_email: str | None = None
+    payment_intent_lookup_id: str
+    authorized_at: Timestamp | None = None
+    authorization_expires_at: Timestamp | None = None
+    cancellation_reason: CancellationReason | None = None
+    #: When the payment link closes (business time): from then on the intent cannot be paid
+    #: (decisions.md, "Stopping a payment link"). ``None``: it stays open.
+    expires_at: Timestamp | None = None
+    metadata: MetadataField = {}
+    created_at: Timestamp
 
     provider_reference: str | None = None
     hold_pending_ids: tuple[str, ...] = ()
@@ -220,6 +197,19 @@ class PaymentIntent(PaymentIntentRecord):
     #: Every refund of this intent, oldest first (failed ones included).
     refund_ids: tuple[str, ...] = ()
     captured_at: Timestamp | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _processing_defaults_to_billing(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            if data.get("processing_currency") is None:
+                data["processing_currency"] = data.get("billing_currency")
+            if data.get("processing_amount") is None:
+                if data["processing_currency"] != data.get("billing_currency"):
+                    raise ValueError("processing_amount is required in another currency")
+                data["processing_amount"] = data.get("billing_amount")
+        return data
 
     @model_validator(mode="after")
     def _check_rules(self) -> PaymentIntent:
@@ -280,22 +270,3 @@ class PaymentIntent(PaymentIntentRecord):
             - self.processing_disputed
             - self.processing_paid_out
         )
-
-    def record(self) -> PaymentIntentRecord:
-        """The interface's record."""
-        # This intent was validated against every rule of the record and more, so its values
-        # are copied over without validating them again (this is on every response's path).
-        return PaymentIntentRecord.model_construct(
-            **{name: getattr(self, name) for name in PaymentIntentRecord.model_fields}
-        )
-
-    def record_json(self) -> bytes:
-        """The interface's record as JSON: the bytes ``record()`` serializes to, without
-        building the record (this is on every response's path)."""
-        # An intent is a PaymentIntentRecord, and pydantic serializes by the schema it is given,
-        # not by the instance's class: the record's serializer writes exactly its own fields.
-        return PaymentIntentRecord.__pydantic_serializer__.to_json(self)
-
-    def api(self) -> dict[str, Any]:
-        """The interface's record, JSON-ready (also the ``data.object`` of intent events)."""
-        return PaymentIntentRecord.__pydantic_serializer__.to_python(self, mode="json")  # type: ignore[no-any-return]

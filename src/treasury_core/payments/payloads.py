@@ -1,11 +1,10 @@
-"""What payment events carry: the webhook object (part 6.2) and the legacy callback (part 6.3).
+"""The legacy callback of payment events (part 6.3).
 
-Built here, in the core, so that every delivery path (webhooks, the legacy callback, the events
-API, in-process subscribers) renders one intent the same way.
+The webhook object (part 6.2) is the interface's
+(:func:`treasury_core.interface.projections.webhook_object`); the legacy callback is built here
+from the intent an event carries, so every delivery path renders it the same way.
 
 Rules:
-- A webhook's ``data.object`` for an intent event is the intent as the API returns it, except
-  that ``id`` is a string (part 2.1: "string in webhook payloads").
 - The legacy callback body is ``{"type", "status", "payment_intent"}`` with an integer ``id``,
   ``status`` as ``{"name": …}``, currencies as ``{"code": …}`` and a lower-case top-level
   ``status``; it exists for the five types of decisions.md and no others.
@@ -18,7 +17,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from treasury_core.notifications.events import EventType
-from treasury_core.payments.intents import PaymentIntentRecord
+from treasury_core.payments.intents import PaymentIntent
 
 #: Webhook event type → (legacy callback ``type``, lower-case ``status``), per decisions.md.
 LEGACY_CALLBACK_TYPES: Final[Mapping[EventType, tuple[str, str]]] = {
@@ -29,18 +28,8 @@ LEGACY_CALLBACK_TYPES: Final[Mapping[EventType, tuple[str, str]]] = {
     EventType.REFUND_CREATED: ("payment_intent.refunded", "refunded"),
 }
 
-_RECORD_FIELDS: Final[set[str]] = set(PaymentIntentRecord.model_fields)
-
 #: The path appended to an intent's ``callback_url`` (part 6.3).
 LEGACY_CALLBACK_PATH: Final = "/callback/payment/intent"
-
-
-def webhook_object(intent: PaymentIntentRecord) -> dict[str, Any]:
-    """``data.object`` of an intent event: the API's intent with ``id`` as a string."""
-    # A stored intent dumps the record's fields exactly as the record would.
-    body = intent.model_dump(mode="json", include=_RECORD_FIELDS)
-    body["id"] = str(intent.id)
-    return body
 
 
 def legacy_callback_url(callback_url: str) -> str:
@@ -56,9 +45,7 @@ def legacy_callback_url(callback_url: str) -> str:
     return urlunsplit(parts._replace(path=path, fragment=""))
 
 
-def legacy_callback_body(
-    event_type: EventType, intent: PaymentIntentRecord
-) -> dict[str, Any] | None:
+def legacy_callback_body(event_type: EventType, intent: PaymentIntent) -> dict[str, Any] | None:
     """The legacy callback body for ``event_type`` about ``intent``; ``None`` for a type the
     legacy callback does not have (it is then not sent)."""
     mapped = LEGACY_CALLBACK_TYPES.get(event_type)
@@ -82,6 +69,8 @@ def legacy_callback_body(
     }
 
 
-def intent_from_webhook_object(data: Mapping[str, Any]) -> PaymentIntentRecord:
-    """The intent an intent event carries (the inverse of :func:`webhook_object`)."""
-    return PaymentIntentRecord.model_validate({**data, "id": int(data["id"])})
+def intent_from_webhook_object(data: Mapping[str, Any]) -> PaymentIntent:
+    """The intent an intent event carries (the inverse of
+    :func:`treasury_core.interface.projections.webhook_object`): what the API shows of it, its
+    bookkeeping fields at their defaults."""
+    return PaymentIntent.model_validate({**data, "id": int(data["id"])})

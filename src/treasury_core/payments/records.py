@@ -1,9 +1,10 @@
 """The records around a payment intent: payment attempts, refunds, chargebacks and payouts.
 
 The interface names them only by their events (part 2.9); decisions.md fixes the refund's
-``re_`` prefix. Each ``*Record`` model is what the events carry as ``data.object`` (and what the
-API returns, for refunds); the stored model adds what stays inside (provider references, the
-ledger pending movements the record reserved).
+``re_`` prefix. Each stored model holds what the events carry as ``data.object`` (and what the
+API returns, for refunds) and what stays inside (provider references, the
+ledger pending movements the record reserved); :mod:`treasury_core.interface.records` projects
+them.
 
 Rules:
 - A transaction is one attempt at the card provider: ``authorization`` (a manual-capture payment:
@@ -25,8 +26,9 @@ import hashlib
 from enum import StrEnum
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from treasury_core.metadata import MetadataField
 from treasury_core.movements.records import MovementError, TreasuryRecord
 from treasury_core.payments.disputes import ChargebackEvidence
 from treasury_core.serialization import Timestamp
@@ -52,8 +54,24 @@ class TransactionStatus(StrEnum):
     FAILED = "failed"
 
 
-class TransactionRecord(_Frozen):
-    """A payment attempt as its events show it."""
+#: The longest provider reference a record can be found by (the storage's lookup-key column).
+MAX_LOOKUP_KEY = 64
+
+
+def _findable(reference: str | None) -> str | None:
+    return reference if reference is not None and len(reference) <= MAX_LOOKUP_KEY else None
+
+
+class Transaction(TreasuryRecord):
+    """A stored payment attempt and the provider's reference of its charge.
+
+    The reference is kept while 3-D Secure is pending and once the attempt completed, so that
+    the provider's events about the charge find the attempt (and through it the intent); a
+    failed attempt drops it, nothing being left to do at the provider. ``action_url`` is the
+    provider's page where the customer authenticates, while 3-D Secure waits, when it has one.
+    """
+
+    prefix: ClassVar[str] = "txn"
 
     id: str
     object: Literal["transaction"] = "transaction"
@@ -67,28 +85,8 @@ class TransactionRecord(_Frozen):
     failure_reason: str | None
     failure_message: str | None
     created_at: Timestamp
-
-
-#: The longest provider reference a record can be found by (the storage's lookup-key column).
-MAX_LOOKUP_KEY = 64
-
-
-def _findable(reference: str | None) -> str | None:
-    return reference if reference is not None and len(reference) <= MAX_LOOKUP_KEY else None
-
-
-class Transaction(TreasuryRecord, TransactionRecord):
-    """A stored payment attempt and the provider's reference of its charge.
-
-    The reference is kept while 3-D Secure is pending and once the attempt completed, so that
-    the provider's events about the charge find the attempt (and through it the intent); a
-    failed attempt drops it, nothing being left to do at the provider. ``action_url`` is the
-    provider's page where the customer authenticates, while 3-D Secure waits, when it has one.
-    """
-
-    prefix: ClassVar[str] = "txn"
-    record_model: ClassVar[type[BaseModel]] = TransactionRecord
-
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
     provider_reference: str | None = None
     action_url: str | None = None
 
@@ -118,31 +116,25 @@ class RefundStatus(StrEnum):
     FAILED = "failed"
 
 
-class RefundRecord(_Frozen):
-    """A refund as the API returns it and ``refund.created`` carries it.
+class Refund(TreasuryRecord):
+    """A stored refund: its share of ``processing_amount``, its ledger reservations and the
+    provider's reference of it (``None`` until the provider answered), by which the provider's
+    later events about it find it."""
 
-    ``amount`` is in minor units of the intent's billing currency (what goes back to the card).
-    """
+    prefix: ClassVar[str] = "re"
 
     id: str
     object: Literal["refund"] = "refund"
     payment_intent_id: int
+    #: In minor units of the intent's billing currency (what goes back to the card).
     amount: int
     currency: str
     reason: str | None
     status: RefundStatus
     failure_reason: str | None
     created_at: Timestamp
-
-
-class Refund(TreasuryRecord, RefundRecord):
-    """A stored refund: its share of ``processing_amount``, its ledger reservations and the
-    provider's reference of it (``None`` until the provider answered), by which the provider's
-    later events about it find it."""
-
-    prefix: ClassVar[str] = "re"
-    record_model: ClassVar[type[BaseModel]] = RefundRecord
-
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
     processing_amount: int = 0
     pending_ids: tuple[str, ...] = ()
     provider_reference: str | None = None
@@ -161,14 +153,16 @@ class ChargebackStatus(StrEnum):
     LOST = "lost"
 
 
-class ChargebackRecord(_Frozen):
-    """A chargeback as its events show it; ``amount`` in the billing currency.
+class Chargeback(TreasuryRecord):
+    """A stored chargeback: its processing-currency share, its hold on settlement, its outcome.
 
-    ``evidence_due_by``: until when evidence is taken (business time; ``None`` for a
-    provider's dispute, which the provider's dashboard handles); ``evidence``: what the
-    merchant submitted (``None`` before), at ``evidence_submitted_at``; ``accepted``: the
-    merchant accepted the chargeback (it is then ``lost``).
+    ``amount`` is in the billing currency. ``evidence_due_by``: until when evidence is taken
+    (business time; ``None`` for a provider's dispute, which the provider's dashboard handles);
+    ``evidence``: what the merchant submitted (``None`` before), at ``evidence_submitted_at``;
+    ``accepted``: the merchant accepted the chargeback (it is then ``lost``).
     """
+
+    prefix: ClassVar[str] = "cb"
 
     id: str
     object: Literal["chargeback"] = "chargeback"
@@ -181,14 +175,8 @@ class ChargebackRecord(_Frozen):
     evidence: ChargebackEvidence | None = None
     evidence_submitted_at: Timestamp | None = None
     accepted: bool = False
-
-
-class Chargeback(TreasuryRecord, ChargebackRecord):
-    """A stored chargeback: its processing-currency share, its hold on settlement, its outcome."""
-
-    prefix: ClassVar[str] = "cb"
-    record_model: ClassVar[type[BaseModel]] = ChargebackRecord
-
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
     processing_amount: int = 0
     pending_ids: tuple[str, ...] = ()
     #: How a simulated dispute ends (known in advance); a provider's dispute is decided by its
@@ -211,8 +199,10 @@ class PayoutStatus(StrEnum):
     FAILED = "failed"
 
 
-class PayoutRecord(_Frozen):
-    """A payout of settled card funds into the company's wallet, as its events show it."""
+class Payout(TreasuryRecord):
+    """A stored payout and its reservation on the settlement balance."""
+
+    prefix: ClassVar[str] = "po"
 
     id: str
     object: Literal["payout"] = "payout"
@@ -223,14 +213,8 @@ class PayoutRecord(_Frozen):
     status: PayoutStatus
     error: MovementError | None
     created_at: Timestamp
-
-
-class Payout(TreasuryRecord, PayoutRecord):
-    """A stored payout and its reservation on the settlement balance."""
-
-    prefix: ClassVar[str] = "po"
-    record_model: ClassVar[type[BaseModel]] = PayoutRecord
-
+    company_id: int
+    metadata: MetadataField = Field(default_factory=dict)
     pending_ids: tuple[str, ...] = ()
 
 
@@ -253,7 +237,9 @@ class ProviderEventReceipt(TreasuryRecord, ProviderEventView):
     """
 
     prefix: ClassVar[str] = "pev"
-    record_model: ClassVar[type[BaseModel]] = ProviderEventView
+
+    company_id: int
+    metadata: MetadataField = {}
 
     @property
     def status_value(self) -> str:

@@ -18,6 +18,7 @@ from treasury_core.notifications.events import Event, EventType
 from treasury_core.pagination import Page, PageRequest, checked_page, page_of
 from treasury_core.ports import BankRail, Clock, FxRates, IdSource, Storage, UnitOfWork
 from treasury_core.ports.storage import R
+from treasury_core.services.events import EventFactory
 from treasury_core.services.movements.safeguarding import open_mirrors
 from treasury_core.validation import is_resource_id
 from treasury_core.wallets import Wallet
@@ -41,6 +42,8 @@ class TreasuryContext:
     ids: IdSource
     rail_factory: Callable[[], BankRail]
     fx: FxRates
+    #: Builds every event the services write (its payload is the interface's projection).
+    events: EventFactory
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -189,13 +192,7 @@ class TreasuryContext:
 
     def new_event(self, type_: EventType, record: TreasuryRecord) -> Event:
         """The event ``type_`` for ``record``, stamped now, not yet written."""
-        return Event(
-            id=self.ids.new_id("evt"),
-            type=type_,
-            company_id=record.company_id,
-            created_at=self.clock.now(),
-            data={"object": record.api()},
-        )
+        return self.events.event(type_, record)
 
     def event(self, uow: UnitOfWork, type_: EventType, record: TreasuryRecord) -> None:
         """Write ``type_`` for ``record`` to the outbox, in the caller's transaction."""

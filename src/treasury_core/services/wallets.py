@@ -15,7 +15,7 @@ from treasury_core.pagination import Page, PageRequest, checked_page, page_of
 from treasury_core.ports import Clock, IdSource, Storage, UnitOfWork
 from treasury_core.services.idempotency import finish
 from treasury_core.validation import is_resource_id
-from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord, WalletStatus
+from treasury_core.wallets import CreateWalletRequest, Wallet, WalletStatus
 
 WALLET_ID_PREFIX = "wal"
 T = TypeVar("T")
@@ -172,10 +172,6 @@ class WalletService:
 
         accounts = await self._storage.run(read, write=False, snapshot=True)
         return [BalanceRecord.of(a) for a in accounts]
-
-    def record(self, wallet: Wallet) -> WalletRecord:
-        """The interface's record of ``wallet``."""
-        return WalletRecord.of(wallet, self._currencies.describe(wallet.currency))
 
 
 #: How many wallets one read of :meth:`WalletService.all` takes.

@@ -23,10 +23,9 @@ from treasury_aiohttp.routing import Auth, Route, route_of
 from treasury_core.cards.tokens import (
     CardSubmission,
     CreateTokenIntentRequest,
-    PaymentMethodTokenRecord,
-    TokenIntentRecord,
     TokenizationResult,
 )
+from treasury_core.interface.records import PaymentMethodTokenRecord, TokenIntentRecord
 from treasury_core.services.payments.saved_cards import LinkedTokenIntent
 
 _CREATE_PATH = "/api/v1/payment_method_token_intent"
@@ -43,7 +42,8 @@ def base_url(request: web.Request) -> str:
 
 def _with_urls(request: web.Request, linked: LinkedTokenIntent) -> TokenIntentRecord:
     base = base_url(request)
-    return linked.intent.record(
+    return TokenIntentRecord.of(
+        linked.intent,
         tokenization_url=base + linked.tokenization_path,
         confirm_url=base + linked.confirm_path,
     )
@@ -59,7 +59,7 @@ async def create_token_intent(request: web.Request) -> web.StreamResponse:
     responder: Responder[LinkedTokenIntent] = Responder(
         request,
         lambda linked: _with_urls(request, linked),
-        render_stored=lambda linked: linked.intent.record(),
+        render_stored=lambda linked: TokenIntentRecord.of(linked.intent),
     )
     created = await treasury(request).cards.create_intent(
         principal(request).company_id, body, idempotency=responder.ticket()
@@ -109,7 +109,7 @@ async def get_payment_method_token(request: web.Request) -> web.StreamResponse:
     token = await treasury(request).cards.get_token(
         principal(request).company_id, request.match_info["token_id"]
     )
-    return json_response(token.record())
+    return json_response(PaymentMethodTokenRecord.of(token))
 
 
 _CARDS = ("Card on file",)

@@ -8,10 +8,11 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
-from treasury_aiohttp.io import Responder, parse_body, principal, treasury
+from treasury_aiohttp.api.shapes import act
+from treasury_aiohttp.io import treasury
 from treasury_aiohttp.routing import Route
+from treasury_core.interface.records import ChargebackRecord
 from treasury_core.payments.disputes import ChargebackEvidence
-from treasury_core.payments.records import Chargeback, ChargebackRecord
 from treasury_core.services.payments.disputes import DisputeService
 
 
@@ -27,27 +28,26 @@ def _disputes(request: web.Request) -> DisputeService:
 
 async def submit_chargeback_evidence(request: web.Request) -> web.StreamResponse:
     """Submit (or amend) evidence against an open chargeback before ``evidence_due_by``."""
-    body = await parse_body(request, ChargebackEvidence)
-    responder: Responder[Chargeback] = Responder(request, lambda c: c.record())
-    updated = await _disputes(request).submit_evidence(
-        principal(request).company_id,
-        request.match_info["chargeback_id"],
-        body,
-        idempotency=responder.ticket(),
+    disputes, chargeback_id = _disputes(request), request.match_info["chargeback_id"]
+    return await act(
+        request,
+        ChargebackEvidence,
+        ChargebackRecord.of,
+        lambda company, body, ticket: disputes.submit_evidence(
+            company, chargeback_id, body, idempotency=ticket
+        ),
     )
-    return responder.respond(updated)
 
 
 async def accept_chargeback(request: web.Request) -> web.StreamResponse:
     """Accept an open chargeback: it is lost now (``chargeback.failed``)."""
-    await parse_body(request, NoFields)
-    responder: Responder[Chargeback] = Responder(request, lambda c: c.record())
-    accepted = await _disputes(request).accept(
-        principal(request).company_id,
-        request.match_info["chargeback_id"],
-        idempotency=responder.ticket(),
+    disputes, chargeback_id = _disputes(request), request.match_info["chargeback_id"]
+    return await act(
+        request,
+        NoFields,
+        ChargebackRecord.of,
+        lambda company, _body, ticket: disputes.accept(company, chargeback_id, idempotency=ticket),
     )
-    return responder.respond(accepted)
 
 
 _PAYMENTS = ("Payments",)

@@ -8,11 +8,11 @@ from aiohttp import web
 from treasury_aiohttp.api.notifications import _replay_endpoint
 from treasury_aiohttp.io import Responder, parse_body, principal, treasury
 from treasury_aiohttp.routing import Route
+from treasury_core.interface.records import WebhookEndpointRecord
 from treasury_core.notifications.endpoints import (
     RotateWebhookSecretRequest,
     UpdateWebhookEndpointRequest,
     WebhookEndpoint,
-    WebhookEndpointRecord,
 )
 from treasury_core.services.notifications.endpoints import rotate_secret, update_endpoint
 from treasury_core.services.notifications.service import CreatedEndpoint
@@ -21,7 +21,7 @@ from treasury_core.services.notifications.service import CreatedEndpoint
 async def update_webhook_endpoint(request: web.Request) -> web.StreamResponse:
     """Change an endpoint's ``url``, ``events`` or ``enabled``; the fields left out stay."""
     body = await parse_body(request, UpdateWebhookEndpointRequest)
-    responder: Responder[WebhookEndpoint] = Responder(request, lambda e: e.record())
+    responder: Responder[WebhookEndpoint] = Responder(request, WebhookEndpointRecord.of)
     updated = await update_endpoint(
         treasury(request).notifications,
         principal(request).company_id,
@@ -39,8 +39,8 @@ async def rotate_webhook_secret(request: web.Request) -> web.StreamResponse:
     # As on create: the stored copy leaves the secret out; a replay derives it again.
     responder: Responder[CreatedEndpoint] = Responder(
         request,
-        lambda rotated: rotated.endpoint.record(secret=rotated.secret),
-        render_stored=lambda rotated: rotated.endpoint.record(),
+        lambda rotated: WebhookEndpointRecord.of(rotated.endpoint, secret=rotated.secret),
+        render_stored=lambda rotated: WebhookEndpointRecord.of(rotated.endpoint),
     )
     rotated = await rotate_secret(
         treasury(request).notifications,

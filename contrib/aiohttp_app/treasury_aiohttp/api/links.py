@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from treasury_aiohttp.io import Responder, parse_body, principal, treasury
+from treasury_aiohttp.api.shapes import act
+from treasury_aiohttp.io import treasury
 from treasury_aiohttp.rendering import intent_json
 from treasury_aiohttp.routing import Route
 from treasury_core.errors import NotFound
-from treasury_core.payments import PaymentIntent, PaymentIntentRecord
+from treasury_core.interface.records import PaymentIntentRecord
+from treasury_core.payments import PaymentIntent
 from treasury_core.payments.requests import IntentActionRequest, MetadataUpdateRequest
 from treasury_core.validation import whole_number
 
@@ -34,23 +36,29 @@ def path_intent_id(request: web.Request) -> int:
 
 async def expire_intent(request: web.Request) -> web.StreamResponse:
     """Close the intent's payment link now (it can no longer be paid)."""
-    body = await parse_body(request, IntentActionRequest)
-    responder: Responder[PaymentIntent] = Responder(request, _intent_record)
-    intent = await treasury(request).payment_links.expire(
-        principal(request).company_id, body.payment_intent_id, idempotency=responder.ticket()
+    links = treasury(request).payment_links
+    return await act(
+        request,
+        IntentActionRequest,
+        _intent_record,
+        lambda company, body, ticket: links.expire(
+            company, body.payment_intent_id, idempotency=ticket
+        ),
     )
-    return responder.respond(intent)
 
 
 async def update_intent_metadata(request: web.Request) -> web.StreamResponse:
     """Merge pairs into the intent's metadata; an empty value deletes its key."""
     intent_id = path_intent_id(request)
-    body = await parse_body(request, MetadataUpdateRequest)
-    responder: Responder[PaymentIntent] = Responder(request, _intent_record)
-    intent = await treasury(request).payment_links.update_metadata(
-        principal(request).company_id, intent_id, body.metadata, idempotency=responder.ticket()
+    links = treasury(request).payment_links
+    return await act(
+        request,
+        MetadataUpdateRequest,
+        _intent_record,
+        lambda company, body, ticket: links.update_metadata(
+            company, intent_id, body.metadata, idempotency=ticket
+        ),
     )
-    return responder.respond(intent)
 
 
 _PAYMENTS = ("Payments",)

@@ -8,51 +8,58 @@ must not; ``GET`` the PMTI for them). Payment intents have theirs in :mod:`link_
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 from pydantic import BaseModel
 
-from treasury_aiohttp.io import Responder, parse_body, principal, treasury
+from treasury_aiohttp.api.shapes import act
+from treasury_aiohttp.api.wallets import wallet_renderer
+from treasury_aiohttp.io import treasury
 from treasury_aiohttp.routing import Handler, Route
-from treasury_core.cards.tokens import TokenIntent, TokenIntentRecord
+from treasury_core.cards.tokens import TokenIntent
+from treasury_core.interface.projections import record_json
+from treasury_core.interface.records import (
+    BankAccountRecord,
+    DepositRecord,
+    TokenIntentRecord,
+    TransferRecord,
+    VirtualAccountRecord,
+    WalletRecord,
+    WithdrawalRecord,
+)
 from treasury_core.movements.records import (
     BankAccount,
-    BankAccountRecord,
     Deposit,
-    DepositRecord,
     Transfer,
-    TransferRecord,
     TreasuryRecord,
     VirtualAccount,
-    VirtualAccountRecord,
     Withdrawal,
-    WithdrawalRecord,
 )
 from treasury_core.payments.requests import MetadataUpdateRequest
 from treasury_core.services.record_metadata import update_record_metadata
-from treasury_core.wallets import Wallet, WalletRecord
 
 
 def _record_of(item: TreasuryRecord) -> bytes:
-    return item.record_json()
+    return record_json(item)
 
 
 def _metadata_handler(kind: type[TreasuryRecord], noun: str, param: str) -> Handler:
     async def handler(request: web.Request) -> web.StreamResponse:
-        body = await parse_body(request, MetadataUpdateRequest)
-        responder: Responder[Any] = Responder(request, _record_of)
-        record = await update_record_metadata(
-            treasury(request).context,
-            kind,
-            principal(request).company_id,
-            request.match_info[param],
-            body.metadata,
-            noun=noun,
-            param=param,
-            idempotency=responder.ticket(),
+        context, record_id = treasury(request).context, request.match_info[param]
+        return await act(
+            request,
+            MetadataUpdateRequest,
+            _record_of,
+            lambda company, body, ticket: update_record_metadata(
+                context,
+                kind,
+                company,
+                record_id,
+                body.metadata,
+                noun=noun,
+                param=param,
+                idempotency=ticket,
+            ),
         )
-        return responder.respond(record)
 
     handler.__name__ = f"update_{kind.__name__.lower()}_metadata"
     handler.__doc__ = f"Merge pairs into a {noun}'s metadata; an empty value deletes its key."
@@ -61,16 +68,15 @@ def _metadata_handler(kind: type[TreasuryRecord], noun: str, param: str) -> Hand
 
 async def update_wallet_metadata(request: web.Request) -> web.StreamResponse:
     """Merge pairs into a wallet's metadata; an empty value deletes its key."""
-    body = await parse_body(request, MetadataUpdateRequest)
-    service = treasury(request).wallets
-    responder: Responder[Wallet] = Responder(request, service.record)
-    wallet = await service.update_metadata(
-        principal(request).company_id,
-        request.match_info["wallet_id"],
-        body.metadata,
-        idempotency=responder.ticket(),
+    service, wallet_id = treasury(request).wallets, request.match_info["wallet_id"]
+    return await act(
+        request,
+        MetadataUpdateRequest,
+        wallet_renderer(request),
+        lambda company, body, ticket: service.update_metadata(
+            company, wallet_id, body.metadata, idempotency=ticket
+        ),
     )
-    return responder.respond(wallet)
 
 
 #: (path, kind, noun, path parameter, its description, response model)

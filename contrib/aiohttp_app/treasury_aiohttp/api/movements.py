@@ -8,30 +8,29 @@ from typing import Any, Literal, TypeVar
 from aiohttp import web
 from pydantic import BaseModel
 
+from treasury_aiohttp.api.shapes import create_one, get_one, list_records
 from treasury_aiohttp.io import (
-    Responder,
-    json_response,
-    list_response,
-    page_request,
-    parse_body,
-    principal,
     treasury,
 )
-from treasury_aiohttp.query import filters, record_filter
+from treasury_aiohttp.query import filters
 from treasury_aiohttp.routing import Param, Route
+from treasury_core.interface.projections import record_json
+from treasury_core.interface.projections import record_of as record_model
+from treasury_core.interface.records import (
+    BankAccountRecord,
+    DepositRecord,
+    TransferRecord,
+    VirtualAccountRecord,
+    WithdrawalRecord,
+)
 from treasury_core.movements.records import (
     BankAccount,
-    BankAccountRecord,
     Deposit,
-    DepositRecord,
     MovementStatus,
     Transfer,
-    TransferRecord,
     TreasuryRecord,
     VirtualAccount,
-    VirtualAccountRecord,
     Withdrawal,
-    WithdrawalRecord,
 )
 from treasury_core.movements.requests import (
     CreateDepositRequest,
@@ -86,20 +85,19 @@ class BankNamesRecord(BaseModel):
 
 def record_of(item: TreasuryRecord) -> bytes:
     """The interface's record of a treasury record as JSON (what responses and replays carry)."""
-    return item.record_json()
+    return record_json(item)
 
 
 async def _create(
     request: web.Request, body_model: type[BaseModel], create: Callable[..., Any]
 ) -> web.StreamResponse:
-    body = await parse_body(request, body_model)
-    responder: Responder[Any] = Responder(request, record_of)
-    result = await create(principal(request).company_id, body, idempotency=responder.ticket())
-    return responder.respond(result)
+    return await create_one(request, body_model, create, record_of)
 
 
-def _list(request: web.Request, items: Any, model: type[BaseModel]) -> web.StreamResponse:
-    return list_response(request, [i.record() for i in items.items], items, model, lambda r: r.id)
+async def _list(
+    request: web.Request, kind: type[TreasuryRecord], model: type[BaseModel]
+) -> web.StreamResponse:
+    return await list_records(request, kind, model, record_model)
 
 
 async def create_deposit(request: web.Request) -> web.StreamResponse:
@@ -109,10 +107,7 @@ async def create_deposit(request: web.Request) -> web.StreamResponse:
 
 async def get_deposit(request: web.Request) -> web.StreamResponse:
     """One deposit."""
-    deposit = await treasury(request).deposits.get(
-        principal(request).company_id, request.match_info["deposit_id"]
-    )
-    return json_response(deposit.record_json())
+    return await get_one(request, treasury(request).deposits.get, "deposit_id", record_of)
 
 
 async def register_bank_account(request: web.Request) -> web.StreamResponse:
@@ -151,18 +146,12 @@ async def create_withdrawal(request: web.Request) -> web.StreamResponse:
 
 async def get_withdrawal(request: web.Request) -> web.StreamResponse:
     """One withdrawal."""
-    withdrawal = await treasury(request).withdrawals.get(
-        principal(request).company_id, request.match_info["withdraw_id"]
-    )
-    return json_response(withdrawal.record_json())
+    return await get_one(request, treasury(request).withdrawals.get, "withdraw_id", record_of)
 
 
 async def list_withdrawals(request: web.Request) -> web.StreamResponse:
     """The company's withdrawals, newest first."""
-    page = await treasury(request).records.list(
-        Withdrawal, principal(request).company_id, record_filter(request), page_request(request)
-    )
-    return _list(request, page, WithdrawalRecord)
+    return await _list(request, Withdrawal, WithdrawalRecord)
 
 
 async def create_transfer(request: web.Request) -> web.StreamResponse:
@@ -172,18 +161,12 @@ async def create_transfer(request: web.Request) -> web.StreamResponse:
 
 async def get_transfer(request: web.Request) -> web.StreamResponse:
     """One transfer."""
-    transfer = await treasury(request).transfers.get(
-        principal(request).company_id, request.match_info["transfer_id"]
-    )
-    return json_response(transfer.record_json())
+    return await get_one(request, treasury(request).transfers.get, "transfer_id", record_of)
 
 
 async def list_transfers(request: web.Request) -> web.StreamResponse:
     """The company's transfers, newest first."""
-    page = await treasury(request).records.list(
-        Transfer, principal(request).company_id, record_filter(request), page_request(request)
-    )
-    return _list(request, page, TransferRecord)
+    return await _list(request, Transfer, TransferRecord)
 
 
 async def create_virtual_account(request: web.Request) -> web.StreamResponse:
@@ -195,10 +178,7 @@ async def create_virtual_account(request: web.Request) -> web.StreamResponse:
 
 async def list_virtual_accounts(request: web.Request) -> web.StreamResponse:
     """The company's virtual accounts, newest first."""
-    page = await treasury(request).records.list(
-        VirtualAccount, principal(request).company_id, record_filter(request), page_request(request)
-    )
-    return _list(request, page, VirtualAccountRecord)
+    return await _list(request, VirtualAccount, VirtualAccountRecord)
 
 
 _TREASURY = ("Treasury",)

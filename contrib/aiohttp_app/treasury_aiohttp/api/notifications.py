@@ -23,11 +23,9 @@ from treasury_aiohttp.io import (
 )
 from treasury_aiohttp.routing import Param, Route
 from treasury_core.errors import ValidationFailed
+from treasury_core.interface.records import WebhookEndpointRecord
 from treasury_core.notifications.deliveries import Delivery
-from treasury_core.notifications.endpoints import (
-    CreateWebhookEndpointRequest,
-    WebhookEndpointRecord,
-)
+from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
 from treasury_core.notifications.events import Event, EventType
 from treasury_core.serialization import Timestamp
 from treasury_core.services.notifications.service import CreatedEndpoint
@@ -89,8 +87,8 @@ async def create_endpoint(request: web.Request) -> web.StreamResponse:
     # The stored copy (for idempotent replays) leaves the secret out; a replay derives it again.
     responder: Responder[CreatedEndpoint] = Responder(
         request,
-        lambda created: created.endpoint.record(secret=created.secret),
-        render_stored=lambda created: created.endpoint.record(),
+        lambda created: WebhookEndpointRecord.of(created.endpoint, secret=created.secret),
+        render_stored=lambda created: WebhookEndpointRecord.of(created.endpoint),
     )
     created = await treasury(request).notifications.create_endpoint(
         principal(request).company_id, body, idempotency=responder.ticket()
@@ -108,7 +106,9 @@ async def _replay_endpoint(request: web.Request, stored: bytes) -> bytes:
 async def list_endpoints(request: web.Request) -> web.StreamResponse:
     """The company's webhook endpoints, newest first."""
     endpoints = await treasury(request).notifications.endpoints(principal(request).company_id)
-    return web.json_response([e.record().model_dump(mode="json") for e in endpoints])
+    return web.json_response(
+        [WebhookEndpointRecord.of(e).model_dump(mode="json") for e in endpoints]
+    )
 
 
 async def delete_endpoint(request: web.Request) -> web.StreamResponse:
@@ -116,7 +116,7 @@ async def delete_endpoint(request: web.Request) -> web.StreamResponse:
     deleted = await treasury(request).notifications.delete_endpoint(
         principal(request).company_id, request.match_info["endpoint_id"]
     )
-    return json_response(deleted.record())
+    return json_response(WebhookEndpointRecord.of(deleted))
 
 
 async def list_events(request: web.Request) -> web.StreamResponse:

@@ -15,6 +15,7 @@ from aiohttp import web
 from pydantic import BaseModel, Field, StringConstraints
 
 from treasury_aiohttp.api.records import render_refund
+from treasury_aiohttp.api.shapes import act
 from treasury_aiohttp.hosted import pages as hosted_pages
 from treasury_aiohttp.hosted.forms import CARD_INT_FIELDS, is_form, json_or_form, wants_html
 from treasury_aiohttp.hosted.security import check_same_origin
@@ -33,9 +34,9 @@ from treasury_aiohttp.rendering import intent_json
 from treasury_aiohttp.routing import Auth, Param, Route
 from treasury_core.companies import Principal
 from treasury_core.errors import ValidationFailed
+from treasury_core.interface.records import PaymentIntentRecord, RefundRecord, TransactionRecord
 from treasury_core.metadata import metadata_filter
-from treasury_core.payments import IntentFilter, IntentStatus, PaymentIntent, PaymentIntentRecord
-from treasury_core.payments.records import Refund, RefundRecord, TransactionRecord
+from treasury_core.payments import IntentFilter, IntentStatus, PaymentIntent
 from treasury_core.payments.requests import (
     ChallengeRequest,
     CreateIntentRequest,
@@ -121,36 +122,45 @@ async def get_intent(request: web.Request) -> web.StreamResponse:
 
 async def capture_intent(request: web.Request) -> web.StreamResponse:
     """Capture the full authorized amount: the intent becomes ``PROCESSED``."""
-    body = await parse_body(request, IntentActionRequest)
-    responder: Responder[PaymentIntent] = Responder(request, _intent_record)
-    intent = await treasury(request).payments.capture(
-        principal(request).company_id, body.payment_intent_id, idempotency=responder.ticket()
+    payments = treasury(request).payments
+    return await act(
+        request,
+        IntentActionRequest,
+        _intent_record,
+        lambda company, body, ticket: payments.capture(
+            company, body.payment_intent_id, idempotency=ticket
+        ),
     )
-    return responder.respond(intent)
 
 
 async def cancel_authorization(request: web.Request) -> web.StreamResponse:
     """Release the hold: the intent becomes ``CANCELLED`` with reason ``voided``."""
-    body = await parse_body(request, IntentActionRequest)
-    responder: Responder[PaymentIntent] = Responder(request, _intent_record)
-    intent = await treasury(request).payments.cancel(
-        principal(request).company_id, body.payment_intent_id, idempotency=responder.ticket()
+    payments = treasury(request).payments
+    return await act(
+        request,
+        IntentActionRequest,
+        _intent_record,
+        lambda company, body, ticket: payments.cancel(
+            company, body.payment_intent_id, idempotency=ticket
+        ),
     )
-    return responder.respond(intent)
 
 
 async def refund_intent(request: web.Request) -> web.StreamResponse:
     """Refund part or all of what remains of a ``PROCESSED`` intent."""
-    body = await parse_body(request, RefundRequest)
-    responder: Responder[Refund] = Responder(request, render_refund)
-    refund = await treasury(request).payments.refund(
-        principal(request).company_id,
-        body.payment_intent_id,
-        amount=body.amount,
-        reason=body.reason,
-        idempotency=responder.ticket(),
+    payments = treasury(request).payments
+    return await act(
+        request,
+        RefundRequest,
+        render_refund,
+        lambda company, body, ticket: payments.refund(
+            company,
+            body.payment_intent_id,
+            amount=body.amount,
+            reason=body.reason,
+            idempotency=ticket,
+        ),
     )
-    return responder.respond(refund)
 
 
 def _positive_int(request: web.Request, name: str, maximum: int = _MAX_INTENT_ID) -> int | None:
@@ -187,7 +197,7 @@ async def list_intents(request: web.Request) -> web.StreamResponse:
         limit=limit,
         starting_after=_positive_int(request, "starting_after"),
     )
-    records = [i.record() for i in page.items]
+    records = [PaymentIntentRecord.of(i) for i in page.items]
     return list_response(request, records, page, PaymentIntentRecord, lambda r: str(r.id))
 
 
@@ -207,7 +217,7 @@ def _attempt(request: web.Request, outcome: PaymentOutcome) -> web.Response:
         PaymentAttemptRecord(
             status=outcome.intent.status,
             payment_intent_lookup_id=lookup_id,
-            transaction=TransactionRecord.model_validate(txn.record().model_dump()),
+            transaction=TransactionRecord.of(txn),
             next_action=action,
         )
     )

@@ -16,30 +16,35 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel
 
+from treasury_aiohttp.api.shapes import get_one, list_records
 from treasury_aiohttp.io import json_response, list_response, page_request, principal, treasury
-from treasury_aiohttp.query import filters, record_filter, text
+from treasury_aiohttp.query import filters, text
 from treasury_aiohttp.rendering import intent_json
 from treasury_aiohttp.routing import Param, Route
-from treasury_core.cards.tokens import PaymentMethodToken, PaymentMethodTokenRecord
+from treasury_core.cards.tokens import PaymentMethodToken
 from treasury_core.errors import NotFound, ValidationFailed
+from treasury_core.interface.projections import record_of
+from treasury_core.interface.records import (
+    BankAccountRecord,
+    ChargebackRecord,
+    DepositRecord,
+    PaymentIntentRecord,
+    PaymentMethodTokenRecord,
+    PayoutRecord,
+    RefundRecord,
+)
 from treasury_core.movements.records import (
     BankAccount,
-    BankAccountRecord,
     Deposit,
-    DepositRecord,
     MovementStatus,
     TreasuryRecord,
 )
-from treasury_core.payments import PaymentIntentRecord
 from treasury_core.payments.records import (
     Chargeback,
-    ChargebackRecord,
     ChargebackStatus,
     Payout,
-    PayoutRecord,
     PayoutStatus,
     Refund,
-    RefundRecord,
     RefundStatus,
 )
 from treasury_core.validation import Email, whole_number
@@ -50,17 +55,17 @@ from treasury_core.validation import Email, whole_number
 def render_refund(refund: Refund) -> BaseModel:
     """The API's record of a refund: the answer of the refund call, of its ``GET`` and of the
     list alike (a field the refund gains is added here, once)."""
-    return refund.record()
+    return RefundRecord.of(refund)
 
 
 def render_chargeback(chargeback: Chargeback) -> BaseModel:
     """The API's record of a chargeback: its ``GET`` and the list alike (a field the chargeback
     gains is added here, once)."""
-    return chargeback.record()
+    return ChargebackRecord.of(chargeback)
 
 
 def _render(record: TreasuryRecord) -> BaseModel:
-    return record.record()
+    return record_of(record)
 
 
 #: Per kind: its renderer and its API model (what lists and the OpenAPI document show).
@@ -78,10 +83,8 @@ def _getter(kind: type[TreasuryRecord], param: str) -> Callable[[web.Request], A
     render, _ = RENDERERS[kind]
 
     async def get(request: web.Request) -> web.StreamResponse:
-        record = await treasury(request).records.get(
-            kind, principal(request).company_id, request.match_info[param]
-        )
-        return json_response(render(record))
+        records = treasury(request).records
+        return await get_one(request, lambda c, i: records.get(kind, c, i), param, render)
 
     return get
 
@@ -90,11 +93,7 @@ def _lister(kind: type[TreasuryRecord]) -> Callable[[web.Request], Any]:
     render, model = RENDERERS[kind]
 
     async def list_(request: web.Request) -> web.StreamResponse:
-        page = await treasury(request).records.list(
-            kind, principal(request).company_id, record_filter(request), page_request(request)
-        )
-        items = [render(r) for r in page.items]
-        return list_response(request, items, page, model, lambda r: r.id)
+        return await list_records(request, kind, model, render)
 
     return list_
 
@@ -141,7 +140,7 @@ async def delete_bank_account(request: web.Request) -> web.StreamResponse:
     deleted = await treasury(request).records.delete_bank_account(
         principal(request).company_id, request.match_info["bank_account_id"]
     )
-    return json_response(deleted.record())
+    return json_response(BankAccountRecord.of(deleted))
 
 
 async def get_intent_by_id(request: web.Request) -> web.StreamResponse:
@@ -169,7 +168,7 @@ async def list_payment_method_tokens(request: web.Request) -> web.StreamResponse
     page = await treasury(request).records.tokens(
         principal(request).company_id, email, page_request(request)
     )
-    items = [t.record() for t in page.items]
+    items = [PaymentMethodTokenRecord.of(t) for t in page.items]
     return list_response(request, items, page, PaymentMethodTokenRecord, lambda r: r.id)
 
 
@@ -180,7 +179,7 @@ async def delete_payment_method_token(request: web.Request) -> web.StreamRespons
     forgotten = await treasury(request).records.forget_token(
         principal(request).company_id, request.match_info["token_id"]
     )
-    return json_response(forgotten.record())
+    return json_response(PaymentMethodTokenRecord.of(forgotten))
 
 
 _PAYMENTS = ("Payments",)

@@ -11,15 +11,10 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from treasury_aiohttp.api.movements import record_of
-from treasury_aiohttp.io import Responder, json_response, parse_body, principal, treasury
+from treasury_aiohttp.api.shapes import act
+from treasury_aiohttp.io import json_response, parse_body, treasury
 from treasury_aiohttp.routing import Handler, Route
-from treasury_core.movements.records import (
-    Deposit,
-    DepositRecord,
-    TransferRecord,
-    TreasuryRecord,
-    WithdrawalRecord,
-)
+from treasury_core.interface.records import DepositRecord, TransferRecord, WithdrawalRecord
 from treasury_core.movements.requests import (
     ClockAdvanceRequest,
     SandboxCompleteRequest,
@@ -62,16 +57,16 @@ def _settle(noun: str, action: str, param: str, body_model: type[BaseModel], doc
     """
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        body = await parse_body(request, body_model)
-        responder: Responder[TreasuryRecord] = Responder(request, record_of)
-        service = getattr(treasury(request), f"{noun}s")
-        result = await getattr(service, action)(
-            principal(request).company_id,
-            request.match_info[param],
-            idempotency=responder.ticket(),
-            **_extra(body),
+        settle = getattr(getattr(treasury(request), f"{noun}s"), action)
+        record_id = request.match_info[param]
+        return await act(
+            request,
+            body_model,
+            record_of,
+            lambda company, body, ticket: settle(
+                company, record_id, idempotency=ticket, **_extra(body)
+            ),
         )
-        return responder.respond(result)
 
     handler.__name__ = handler.__qualname__ = f"{action}_{noun}"
     handler.__doc__ = doc
@@ -120,16 +115,16 @@ fail_transfer = _settle(
 
 async def virtual_account_incoming(request: web.Request) -> web.StreamResponse:
     """Funds arrive at a virtual account: a completed deposit credits its wallet."""
-    body = await parse_body(request, SandboxIncomingRequest)
-    responder: Responder[Deposit] = Responder(request, record_of)
-    result = await treasury(request).virtual_accounts.incoming(
-        principal(request).company_id,
-        request.match_info["virtual_account_id"],
-        body.amount,
-        body.reference,
-        idempotency=responder.ticket(),
+    incoming = treasury(request).virtual_accounts.incoming
+    account_id = request.match_info["virtual_account_id"]
+    return await act(
+        request,
+        SandboxIncomingRequest,
+        record_of,
+        lambda company, body, ticket: incoming(
+            company, account_id, body.amount, body.reference, idempotency=ticket
+        ),
     )
-    return responder.respond(result)
 
 
 def _reason(body: SandboxFailRequest) -> dict[str, str]:

@@ -2,42 +2,47 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import web
 
+from treasury_aiohttp.api.shapes import create_one, get_one
 from treasury_aiohttp.io import (
-    Responder,
     json_response,
     list_response,
     page_request,
-    parse_body,
     principal,
     treasury,
 )
 from treasury_aiohttp.rendering import balance_json
 from treasury_aiohttp.routing import METADATA_QUERY, Auth, Route
-from treasury_core.currency import CurrencyRecord
+from treasury_core.interface.records import CurrencyRecord, WalletRecord
 from treasury_core.ledger import BalanceRecord
 from treasury_core.metadata import metadata_filter
 from treasury_core.pagination import Page
-from treasury_core.wallets import CreateWalletRequest, Wallet, WalletRecord
+from treasury_core.wallets import CreateWalletRequest, Wallet
+
+
+def wallet_renderer(request: web.Request) -> Callable[[Wallet], WalletRecord]:
+    """How this app renders a wallet: its record, with its currency described."""
+    currencies = treasury(request).currencies
+
+    def render(wallet: Wallet) -> WalletRecord:
+        return WalletRecord.of(wallet, currencies.describe(wallet.currency))
+
+    return render
 
 
 async def create_wallet(request: web.Request) -> web.StreamResponse:
     """Create a wallet in an enabled currency."""
-    body = await parse_body(request, CreateWalletRequest)
-    service = treasury(request).wallets
-    responder: Responder[Wallet] = Responder(request, service.record)
-    wallet = await service.create(
-        principal(request).company_id, body, idempotency=responder.ticket()
-    )
-    return responder.respond(wallet)
+    create = treasury(request).wallets.create
+    return await create_one(request, CreateWalletRequest, create, wallet_renderer(request))
 
 
 async def get_wallet(request: web.Request) -> web.StreamResponse:
     """One wallet of the caller's company."""
-    service = treasury(request).wallets
-    wallet = await service.get(principal(request).company_id, request.match_info["wallet_id"])
-    return json_response(service.record(wallet))
+    read = treasury(request).wallets.get
+    return await get_one(request, read, "wallet_id", wallet_renderer(request))
 
 
 async def get_wallet_balance(request: web.Request) -> web.StreamResponse:
@@ -58,13 +63,14 @@ async def list_wallets(request: web.Request) -> web.StreamResponse:
     service = treasury(request).wallets
     company_id = principal(request).company_id
     metadata = metadata_filter(request.query)
+    render = wallet_renderer(request)
     if not _paged(request):
         wallets = await service.all(company_id, metadata=metadata)
         return list_response(
-            request, [service.record(w) for w in wallets], Page(wallets, False), WalletRecord, str
+            request, [render(w) for w in wallets], Page(wallets, False), WalletRecord, str
         )
     page = await service.list(company_id, page_request(request), metadata=metadata)
-    records = [service.record(w) for w in page.items]
+    records = [render(w) for w in page.items]
     return list_response(request, records, page, WalletRecord, lambda w: w.id)
 
 

@@ -37,6 +37,7 @@ from treasury_aiohttp.io import page_request, treasury
 from treasury_aiohttp.keys import TREASURY_KEY
 from treasury_core.config import TreasuryConfig
 from treasury_core.errors import NotFound, ValidationFailed
+from treasury_core.interface.projections import record_of
 from treasury_core.listing import RecordFilter
 from treasury_core.movements.records import Deposit, Transfer, VirtualAccount, Withdrawal
 from treasury_core.pagination import PageRequest
@@ -132,7 +133,7 @@ async def _records(
     request: web.Request, kind: type[Any], company: int, filters: RecordFilter
 ) -> list[Any]:
     page = await treasury(request).records.list(kind, company, filters, PageRequest(limit=50))
-    return [item.record() for item in page.items]
+    return [record_of(item) for item in page.items]
 
 
 def _seconds(raw: Any) -> int:

@@ -34,6 +34,7 @@ from treasury_aiohttp.query import intent_status
 from treasury_core.companies import KeyKind
 from treasury_core.errors import InvalidRequestError, NotFound, ValidationFailed
 from treasury_core.interface.idempotency import StoredResponse, fingerprint
+from treasury_core.interface.records import DepositRecord, TransferRecord, WithdrawalRecord
 from treasury_core.ledger.balance import BalanceRecord
 from treasury_core.listing import RecordFilter
 from treasury_core.movements.records import Deposit, Transfer, Withdrawal
@@ -525,9 +526,9 @@ async def wallet(request: web.Request, session: Session) -> web.StreamResponse:
         wallet=named, balance=balance, transactions=statement.items, money=money, req=request,
         chart=chart,
         first_point=points[0] if points else None, last_point=points[-1] if points else None,
-        deposits=[d.record() for d in deposits.items],
-        withdrawals=[w.record() for w in withdrawals.items],
-        transfers=[tr.record() for tr in transfers.items], next_query=next_query,
+        deposits=[DepositRecord.of(d) for d in deposits.items],
+        withdrawals=[WithdrawalRecord.of(w) for w in withdrawals.items],
+        transfers=[TransferRecord.of(tr) for tr in transfers.items], next_query=next_query,
     )  # fmt: skip
 
 

@@ -327,7 +327,7 @@ class NotificationService:
             intent = None
             if event.type is EventType.REFUND_CREATED:
                 stored = uow.intents.get(int(obj["payment_intent_id"]), event.company_id)
-                intent = stored.record() if stored is not None else None
+                intent = stored
             elif obj.get("callback_url"):  # most intents have none: nothing to rebuild
                 intent = intent_from_webhook_object(obj)
             legacy = legacy_callback_body(event.type, intent) if intent is not None else None

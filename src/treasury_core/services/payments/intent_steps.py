@@ -22,14 +22,13 @@ from treasury_core.errors import (
 from treasury_core.jobs import Job
 from treasury_core.ledger import Journal, Leg
 from treasury_core.movements.records import TreasuryRecord
-from treasury_core.notifications.events import Event, EventType
+from treasury_core.notifications.events import EventType
 from treasury_core.pagination import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, Page, page_of
 from treasury_core.payments.intents import (
     IntentFilter,
     IntentStatus,
     PaymentIntent,
 )
-from treasury_core.payments.payloads import webhook_object
 from treasury_core.payments.records import (
     Refund,
     Transaction,
@@ -282,15 +281,7 @@ class IntentSteps:
 
     def intent_event(self, uow: UnitOfWork, intent: PaymentIntent, type_: EventType) -> None:
         """Write the intent's event ``type_`` to the outbox, in the caller's transaction."""
-        uow.outbox.add(
-            Event(
-                id=self._ctx.ids.new_id("evt"),
-                type=type_,
-                company_id=intent.company_id,
-                created_at=self._ctx.clock.now(),
-                data={"object": webhook_object(intent)},
-            )
-        )
+        uow.outbox.add(self._ctx.events.event(type_, intent))
 
     def intent_events(
         self, uow: UnitOfWork, moved: Transition, stored: PaymentIntent | None = None

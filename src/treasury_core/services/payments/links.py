@@ -14,10 +14,9 @@ from treasury_core.errors import NotFound
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.jobs import Job
 from treasury_core.metadata import merged_metadata
-from treasury_core.notifications.events import Event, EventType
+from treasury_core.notifications.events import EventType
 from treasury_core.payments.expiry import OPEN_STATES, is_expired
 from treasury_core.payments.intents import PaymentIntent
-from treasury_core.payments.payloads import webhook_object
 from treasury_core.payments.requests import IntentActionRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.ports import UnitOfWork
@@ -63,15 +62,7 @@ class PaymentLinkService:
         self._steps = steps
 
     def _event(self, uow: UnitOfWork, intent: PaymentIntent) -> None:
-        uow.outbox.add(
-            Event(
-                id=self._ctx.ids.new_id("evt"),
-                type=EventType.PAYMENT_INTENT_EXPIRED,
-                company_id=intent.company_id,
-                created_at=self._ctx.clock.now(),
-                data={"object": webhook_object(intent)},
-            )
-        )
+        uow.outbox.add(self._ctx.events.event(EventType.PAYMENT_INTENT_EXPIRED, intent))
 
     async def expire(
         self,

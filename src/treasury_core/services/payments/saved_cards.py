@@ -38,7 +38,7 @@ from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.listing import DELETED
 from treasury_core.metadata import checked_metadata
 from treasury_core.movements.records import TreasuryRecord
-from treasury_core.notifications.events import Event, EventType
+from treasury_core.notifications.events import EventType
 from treasury_core.payments.intents import PaymentType
 from treasury_core.ports import CardProvider, SealedCard, UnitOfWork, Vault
 from treasury_core.ports.card_provider import CardData, SavedCardReference, keeps_saved_cards
@@ -301,14 +301,7 @@ class CardOnFileService:
             if token is not None:
                 uow.records.add(token)
             uow.records.update(finished)
-            event = Event(
-                id=ctx.ids.new_id("evt"),
-                type=event_type,
-                company_id=finished.company_id,
-                created_at=ctx.clock.now(),
-                data={"object": finished.record().model_dump(mode="json")},
-            )
-            uow.outbox.add(event)
+            uow.outbox.add(ctx.events.event(event_type, finished))
 
         await ctx.storage.run(write)
         return finished

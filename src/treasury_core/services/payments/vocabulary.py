@@ -229,8 +229,6 @@ def charge_attempt_resource(intent_id: int, key: str) -> str:
     return f"pi:{intent_id}:{key}"
 
 
-
-
 #: What a lookup id can look like (the check runs before any query, on every poll).
 _LOOKUP_ID = re.compile(r"pil_[A-Za-z0-9_-]{4,60}")
 

@@ -61,6 +61,7 @@ import hypothesis
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
+from treasury_core.interface.projections import event_object
 from treasury_core.ledger.invariants import (
     LedgerSnapshot,
     check_history,
@@ -542,9 +543,9 @@ class TreasuryMachine(TreasuryOperations):
             # Events fire on reaching a final state, so they show the record as it is now.
             record = records[str(event.data["object"]["id"])]
             assert event.company_id == record.company_id, f"{event} is not {record.company_id}'s"
-            assert event.data["object"] == record.api(), (
+            assert event.data["object"] == event_object(record), (
                 f"{event.type.value} {event.id} shows {event.data['object']}, "
-                f"the record is {record.api()}"
+                f"the record is {event_object(record)}"
             )
         assert sorted(jobs) == self.model.pending(), (
             f"pending jobs for {sorted(jobs)}, pending movements {self.model.pending()}"
