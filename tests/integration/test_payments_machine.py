@@ -118,7 +118,7 @@ def _with_service(service: type[PaymentService]) -> type[PaymentsMachine]:
     class Machine(PaymentsMachine):
         def make_treasury(self, config: TreasuryConfig) -> Treasury:
             treasury = super().make_treasury(config)
-            treasury.payments = service(treasury.context, treasury.payments.provider)
+            treasury.payments = service(treasury.adapters, treasury.payments.provider)
             return treasury
 
     return Machine

@@ -217,7 +217,7 @@ class TreasuryServer:
         return await self._loop.run_async(_await(awaitable))
 
     async def _due(self) -> None:
-        await self.treasury.settlement.run_all_due()
+        await self.treasury.jobs.run_all_due()
         await self.treasury.notifications.run_due()
 
     def run_due(self) -> None:

@@ -17,9 +17,8 @@ from typing import Protocol, runtime_checkable
 from treasury_core.errors import NotFound, ValidationFailed
 from treasury_core.movements.requests import ClockAdvanceRequest
 from treasury_core.ports import Clock, Storage, UnitOfWork
-from treasury_core.services.movements.settlement import SettlementService
+from treasury_core.services.jobs import JobRunner
 from treasury_core.services.notifications.service import NotificationService
-from treasury_core.services.support import TreasuryContext
 
 _LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
@@ -67,25 +66,31 @@ class SandboxService:
 
     def __init__(
         self,
-        ctx: TreasuryContext,
-        settlement: SettlementService,
+        *,
+        storage: Storage,
+        clock: Clock,
+        sandbox: bool,
+        jobs: JobRunner,
         notifications: NotificationService | None = None,
     ) -> None:
-        self._ctx = ctx
-        self._settlement = settlement
+        """``sandbox``: whether sandbox controls are on (the configuration's sandbox mode)."""
+        self._storage = storage
+        self._clock = clock
+        self._sandbox = sandbox
+        self._jobs = jobs
         self._notifications = notifications
 
     @property
     def enabled(self) -> bool:
         """Whether sandbox controls are on (sandbox mode)."""
-        return self._ctx.config.sandbox
+        return self._sandbox
 
     async def sync_clock(self) -> None:
         """Take the clock offset storage keeps, which another process may have advanced
         (the background loop calls this before each pass). A no-op for other clocks."""
-        clock = self._ctx.clock
+        clock = self._clock
         if isinstance(clock, SharedOffsetClock):
-            offset = await self._ctx.storage.run(lambda uow: uow.clock_offset.get(), write=False)
+            offset = await self._storage.run(lambda uow: uow.clock_offset.get(), write=False)
             clock.catch_up(offset)
 
     async def now(self) -> datetime:
@@ -94,7 +99,7 @@ class SandboxService:
         if not self.enabled:
             raise NotFound("Sandbox controls are off", code="sandbox_disabled")
         await self.sync_clock()
-        return self._ctx.clock.now()
+        return self._clock.now()
 
     async def advance(self, seconds: int) -> datetime:
         """Advance the clock by ``seconds`` and run every job due by then; the new now.
@@ -109,7 +114,7 @@ class SandboxService:
         against what is stored), then this process's clock takes it.
         """
         ClockAdvanceRequest(seconds=seconds)  # positive, at most ten years: the HTTP body's rule
-        clock = self._ctx.clock
+        clock = self._clock
         shared = isinstance(clock, SharedOffsetClock)
         if not self.enabled or not (shared or isinstance(clock, AdvanceableClock)):
             raise NotFound("Sandbox controls are off", code="sandbox_disabled")
@@ -126,7 +131,7 @@ class SandboxService:
             else:
                 assert isinstance(clock, AdvanceableClock)  # checked above
                 clock.advance(seconds)
-            await self._settlement.run_all_due()
+            await self._jobs.run_all_due()
             if notifications is not None:
                 try:
                     await notifications.dispatch_all()
@@ -144,7 +149,7 @@ class SandboxService:
                 raise _too_far()  # rolls the advance back
             return offset
 
-        clock.catch_up(await self._ctx.storage.run(write))
+        clock.catch_up(await self._storage.run(write))
 
 
 def _too_far() -> ValidationFailed:

@@ -43,7 +43,7 @@ def _metadata_handler(kind: type[TreasuryRecord], noun: str, param: str) -> Hand
         body = await parse_body(request, MetadataUpdateRequest)
         responder: Responder[Any] = Responder(request, _record_of)
         record = await update_record_metadata(
-            treasury(request).context,
+            treasury(request).storage,
             kind,
             principal(request).company_id,
             request.match_info[param],

@@ -51,7 +51,7 @@ async def update_endpoint(
     """Change the fields ``request`` sets (``url``, ``events``, ``enabled``; a ``null`` ``url``
     or ``enabled`` leaves it as it is); the endpoint as stored. Deliveries already made keep
     the URL they were made for."""
-    ctx = service._ctx
+    ctx = service._adapters
     given = request.model_fields_set
     if request.url is not None:
         refusal = destination_refusal(
@@ -87,7 +87,7 @@ async def rotate_secret(
 ) -> CreatedEndpoint:
     """Give the endpoint a new secret (answered this once); the old one keeps signing beside
     it for ``request.overlap_seconds`` of business time."""
-    ctx = service._ctx
+    ctx = service._adapters
     now = ctx.clock.now()
     salt = ctx.ids.new_id("salt")
 

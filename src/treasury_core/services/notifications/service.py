@@ -73,8 +73,8 @@ from treasury_core.payments.payloads import (
 )
 from treasury_core.plugins.subscribers import event_subscribers
 from treasury_core.ports import Clock, DeliveryFailed, UnitOfWork, Vault, WebhookSender
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.idempotency import finish
-from treasury_core.services.support import TreasuryContext
 from treasury_core.validation import is_resource_id
 
 log = logging.getLogger("treasury.notifications")
@@ -171,20 +171,21 @@ class NotificationService:
 
     def __init__(
         self,
-        ctx: TreasuryContext,
+        *,
+        adapters: Adapters,
         vault: Vault,
         wall_clock: Clock,
         plugins: pluggy.PluginManager | None = None,
         sender: WebhookSender | None = None,
     ) -> None:
-        self._ctx = ctx
+        self._adapters = adapters
         self._vault = vault
         self._wall = wall_clock
         self._plugins = plugins
         self.sender = sender
-        self._retention = timedelta(days=ctx.config.event_retention_days)
+        self._retention = timedelta(days=adapters.config.event_retention_days)
         #: How long a worker holds a claimed delivery (real time): longer than a send can take.
-        self.lease = timedelta(seconds=ctx.config.delivery_lease_seconds)
+        self.lease = timedelta(seconds=adapters.config.delivery_lease_seconds)
         # One per event loop: an asyncio.Lock belongs to the loop it first waits on, and a
         # treasury may be driven from more than one loop over its life (asyncio.run per call).
         self._pass_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -219,7 +220,7 @@ class NotificationService:
         idempotency: IdempotencyTicket[CreatedEndpoint] | None = None,
     ) -> CreatedEndpoint:
         """A new endpoint taking ``request.events`` (all types when ``None``)."""
-        ctx = self._ctx
+        ctx = self._adapters
         refusal = destination_refusal(
             urlsplit(request.url).hostname or "",
             allow_private=ctx.config.private_destinations_allowed,
@@ -244,7 +245,7 @@ class NotificationService:
 
     async def endpoints(self, company_id: int) -> list[WebhookEndpoint]:
         """The company's endpoints, newest first (deleted ones left out, disabled ones in)."""
-        found = await self._ctx.storage.run(
+        found = await self._adapters.storage.run(
             lambda uow: self._all_endpoints(uow, company_id), write=False
         )
         return found
@@ -264,7 +265,7 @@ class NotificationService:
         """One of the company's endpoints (deleted ones too), or :class:`NotFound`."""
         found = None
         if is_resource_id(endpoint_id, WebhookEndpoint.prefix):
-            found = await self._ctx.storage.run(
+            found = await self._adapters.storage.run(
                 lambda uow: uow.records.get(WebhookEndpoint, endpoint_id, company_id),
                 write=False,
             )
@@ -285,7 +286,7 @@ class NotificationService:
             uow.records.update(deleted)
             return deleted
 
-        return await self._ctx.storage.run(write)
+        return await self._adapters.storage.run(write)
 
     # --- fan-out ------------------------------------------------------------------------------
 
@@ -297,7 +298,7 @@ class NotificationService:
     ) -> Iterable[Delivery]:
         """The deliveries ``event`` makes; ``endpoints`` caches each company's endpoints for
         one batch (one query per company, not per event)."""
-        ctx = self._ctx
+        ctx = self._adapters
         now = ctx.clock.now()
 
         def delivery(kind: DeliveryKind, url: str, payload: str, endpoint: str | None) -> Delivery:
@@ -396,7 +397,7 @@ class NotificationService:
             uow.outbox.mark_dispatched([h.id for h in heads], self._wall.now())
             return len(heads), events, added
 
-        dispatched, events, added = await self._ctx.storage.run(write)
+        dispatched, events, added = await self._adapters.storage.run(write)
         if added:
             self._due_bell.ring()  # the delivery loop need not wait for its poll
         # Each subscriber on its own: one that raises must not silence the others.
@@ -448,7 +449,7 @@ class NotificationService:
 
         Batches in flight when ``stop`` is set finish (and are recorded) before this returns.
         """
-        poll = self._ctx.config.job_poll_seconds
+        poll = self._adapters.config.job_poll_seconds
         try:
             while not stop.is_set():
                 try:
@@ -476,7 +477,7 @@ class NotificationService:
             await asyncio.gather(*mine, return_exceptions=True)
 
     async def _claim(self, limit: int | None) -> list[Delivery]:
-        config = self._ctx.config
+        config = self._adapters.config
         if self.sender is None:
             return []
         size = min(
@@ -487,8 +488,8 @@ class NotificationService:
             return []
         per_destination = config.delivery_concurrency_per_destination
         room = {d: per_destination - n for d, n in self._sending_to.items()}
-        now, wall = self._ctx.clock.now(), self._wall.now()
-        claimed = await self._ctx.storage.run(
+        now, wall = self._adapters.clock.now(), self._wall.now()
+        claimed = await self._adapters.storage.run(
             lambda uow: uow.deliveries.claim_batch(
                 now, wall, wall + self.lease, size, per_destination=per_destination, room=room
             )
@@ -504,7 +505,7 @@ class NotificationService:
         # batch, sending need not. The delivery loop is woken when half of a destination's
         # (or all) slots are free, not at every answer: a claim per answer would make batches
         # of one.
-        config = self._ctx.config
+        config = self._adapters.config
         self._sending -= 1
         left = self._sending_to[delivery.destination] - 1
         if left:
@@ -527,7 +528,7 @@ class NotificationService:
             attempts = await asyncio.gather(
                 *(self._attempt(sender, d, signers, pending) for d in batch)
             )
-            await self._ctx.storage.run(lambda uow: self._record(uow, batch, attempts))
+            await self._adapters.storage.run(lambda uow: self._record(uow, batch, attempts))
         except Exception:
             # Storage trouble: the leases run out and the deliveries are tried again.
             log.exception("a batch of %d deliveries could not be sent or recorded", len(batch))
@@ -557,8 +558,8 @@ class NotificationService:
                 got = (uow.records.get(WebhookEndpoint, e, c) for e, c in endpoints)
                 return [e for e in got if e is not None]
 
-            found = await self._ctx.storage.run(read, write=False)
-        now = self._ctx.clock.now()
+            found = await self._adapters.storage.run(read, write=False)
+        now = self._adapters.clock.now()
         signers: dict[tuple[str, str | int], _Signers] = {
             ("endpoint", e.id): tuple(
                 Webhook(self.endpoint_secret(e, salt)) for salt in e.signing_salts(now)
@@ -634,7 +635,7 @@ class NotificationService:
         Decided on the claimed copies, written where the stored delivery is still as the claim
         left it (the common case, in one statement); the others are decided again on what
         is stored now."""
-        now = self._ctx.clock.now()
+        now = self._adapters.clock.now()
 
         def after(delivery: Delivery, attempt: DeliveryAttempt) -> Delivery:
             failed = attempt.error is not None
@@ -718,13 +719,13 @@ class NotificationService:
         One read-only transaction over the unfinished rows (see :class:`PipelineStatus`); the
         rate counts deliveries attempted in the last :data:`RATE_WINDOW_SECONDS` of real time.
         """
-        now, wall = self._ctx.clock.now(), self._wall.now()
+        now, wall = self._adapters.clock.now(), self._wall.now()
         since = wall - timedelta(seconds=RATE_WINDOW_SECONDS)
 
         def read(uow: UnitOfWork) -> tuple[OutboxBacklog, DeliveryBacklog]:
             return uow.outbox.backlog(), uow.deliveries.backlog(now, since)
 
-        events, deliveries = await self._ctx.storage.run(read, write=False)
+        events, deliveries = await self._adapters.storage.run(read, write=False)
         waiting = [t for t in (events.oldest_created_at, deliveries.oldest_event_created_at) if t]
         return PipelineStatus(
             as_of=now,
@@ -740,12 +741,12 @@ class NotificationService:
     async def purge_expired(self) -> int:
         """Forget events past the retention window (and their finished deliveries)."""
         before = self._oldest_kept()
-        return await self._ctx.storage.run(lambda uow: uow.outbox.purge(before))
+        return await self._adapters.storage.run(lambda uow: uow.outbox.purge(before))
 
     # --- the events API -------------------------------------------------------------------------
 
     def _oldest_kept(self) -> datetime:
-        return self._ctx.clock.now() - self._retention
+        return self._adapters.clock.now() - self._retention
 
     async def events(
         self,
@@ -766,7 +767,7 @@ class NotificationService:
         checked_page(PageRequest(limit=limit))
         oldest = self._oldest_kept()
         since = max(created_gte, oldest) if created_gte is not None else oldest
-        rows = await self._ctx.storage.run(
+        rows = await self._adapters.storage.run(
             lambda uow: uow.outbox.page(
                 company_id,
                 type_=type_,
@@ -782,7 +783,7 @@ class NotificationService:
         """One of the company's events (within the retention window), or :class:`NotFound`."""
         found = None
         if is_resource_id(event_id, "evt"):
-            found = await self._ctx.storage.run(
+            found = await self._adapters.storage.run(
                 lambda uow: uow.outbox.get(event_id, company_id), write=False
             )
         if found is None or found.created_at < self._oldest_kept():
@@ -799,11 +800,11 @@ class NotificationService:
                 uow.deliveries.add(delivery)
             return made
 
-        return await self._ctx.storage.run(write)
+        return await self._adapters.storage.run(write)
 
     async def deliveries_of(self, company_id: int, event_id: str) -> list[Delivery]:
         """The deliveries of one of the company's events, oldest first."""
         await self.event(company_id, event_id)
-        return await self._ctx.storage.run(
+        return await self._adapters.storage.run(
             lambda uow: uow.deliveries.for_event(event_id), write=False
         )

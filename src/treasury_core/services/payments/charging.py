@@ -48,6 +48,7 @@ from treasury_core.ports.card_provider import (
     keeps_saved_cards,
     takes_keyed_calls,
 )
+from treasury_core.services.amount_limits import check_amount
 from treasury_core.services.idempotency import bind, finish
 from treasury_core.services.payments.common import (
     ATTEMPT_IN_DOUBT,
@@ -116,11 +117,13 @@ class Charging(PaymentCore):
             processing = ctx.currencies.get(
                 request.processing_currency, param="processing_currency"
             ).code
-        ctx.check_amount(request.billing_amount, "billing_amount")
+        check_amount(request.billing_amount, "billing_amount", ctx.config.max_amount)
         check_min_amount(request.billing_amount, billing, ctx.config.min_amounts)
         card = await self._saved_card(company_id, request.card_token)
         try:
-            _, processing_amount = await ctx.quote(billing, processing, request.billing_amount)
+            _, processing_amount = await self._quotes.quote(
+                billing, processing, request.billing_amount
+            )
         except ValidationFailed as exc:
             raise ValidationFailed(exc.message, code=exc.code, param="billing_amount") from None
         now = ctx.clock.now()

@@ -37,6 +37,8 @@ from treasury_core.payments.states import (
     Trigger,
 )
 from treasury_core.ports import CardProvider, UnitOfWork
+from treasury_core.services.adapters import Adapters
+from treasury_core.services.movements.fx_quotes import FxQuotes
 from treasury_core.services.payments.common import (
     CHARGEBACK_OPEN,
     DEFAULT_DELAYS,
@@ -47,7 +49,6 @@ from treasury_core.services.payments.common import (
     log,
     unsupported,
 )
-from treasury_core.services.support import TreasuryContext
 
 
 class PaymentCore:
@@ -55,13 +56,19 @@ class PaymentCore:
 
     def __init__(
         self,
-        ctx: TreasuryContext,
+        ctx: Adapters,
         provider: CardProvider,
         *,
         saved_cards: SavedCards | None = None,
         delays_seconds: dict[str, float] | None = None,
     ) -> None:
         self._ctx = ctx
+        self._quotes = FxQuotes(
+            fx=ctx.fx,
+            clock=ctx.clock,
+            currencies=ctx.currencies,
+            max_age_seconds=ctx.config.fx_max_age_seconds,
+        )
         self.provider = provider
         self.saved_cards = saved_cards
         delays = {**DEFAULT_DELAYS, **(delays_seconds or {})}

@@ -25,7 +25,7 @@ from treasury_core.ports import UnitOfWork
 from treasury_core.services.idempotency import finish
 from treasury_core.services.payments import CAPABILITY_UNSUPPORTED, PaymentService
 from treasury_core.services.payments.chargebacks import resolve_chargeback
-from treasury_core.services.support import require_id
+from treasury_core.services.record_reads import read_record, require_id
 
 _PARAM = "chargeback_id"
 
@@ -39,8 +39,8 @@ class DisputeService:
 
     async def get(self, company_id: int, chargeback_id: str) -> Chargeback:
         """The company's chargeback, or :class:`NotFound`."""
-        return await self._ctx.read_record(
-            Chargeback, company_id, chargeback_id, "chargeback", _PARAM
+        return await read_record(
+            self._ctx.storage, Chargeback, company_id, chargeback_id, "chargeback", _PARAM
         )
 
     async def submit_evidence(

@@ -23,7 +23,7 @@ from treasury_core.payments.ledger import payout_legs, settlement_account
 from treasury_core.payments.records import Chargeback, ChargebackStatus, Payout, PayoutStatus
 from treasury_core.payments.states import Trigger, transition
 from treasury_core.ports import UnitOfWork
-from treasury_core.services.movements.settlement import JobHandler, OutsideJobHandler
+from treasury_core.services.jobs import JobHandler, OutsideJobHandler
 from treasury_core.services.payments import (
     CHARGEBACK_OPEN,
     CHARGEBACK_RESOLVE,

@@ -21,8 +21,8 @@ from treasury_core.payments.payloads import webhook_object
 from treasury_core.payments.requests import IntentActionRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.ports import UnitOfWork
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.idempotency import finish
-from treasury_core.services.support import TreasuryContext
 
 if TYPE_CHECKING:  # the payments service imports this module's scheduler
     from treasury_core.services.payments import PaymentService
@@ -37,7 +37,7 @@ def link_job_key(intent_id: int) -> str:
     return f"link:{intent_id}"
 
 
-def schedule_link_expiry(uow: UnitOfWork, ctx: TreasuryContext, intent: PaymentIntent) -> None:
+def schedule_link_expiry(uow: UnitOfWork, ctx: Adapters, intent: PaymentIntent) -> None:
     """In the create's transaction: the job announcing the link's expiry, if it has one."""
     if intent.expires_at is None:
         return
@@ -61,7 +61,7 @@ class PaymentLinkService:
 
     def __init__(self, payments: PaymentService) -> None:
         self._payments = payments
-        self._ctx: TreasuryContext = payments._ctx
+        self._ctx: Adapters = payments._ctx
 
     def _event(self, uow: UnitOfWork, intent: PaymentIntent) -> None:
         uow.outbox.add(

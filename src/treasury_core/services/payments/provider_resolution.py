@@ -50,7 +50,7 @@ from treasury_core.ports.card_provider import (
     CardProviderStatus,
     answers_lookups,
 )
-from treasury_core.services.movements.settlement import OutsideJobHandler
+from treasury_core.services.jobs import OutsideJobHandler
 from treasury_core.services.payments import PaymentService
 from treasury_core.services.payments.card_differences import (
     Found,

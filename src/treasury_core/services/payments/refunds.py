@@ -51,6 +51,7 @@ from treasury_core.services.payments.refund_outcomes import (
     refund_in_progress,
     refund_succeeded,
 )
+from treasury_core.services.record_reads import read_record
 
 
 class Refunds(PaymentCore):
@@ -345,7 +346,9 @@ class Refunds(PaymentCore):
 
     async def get_refund(self, company_id: int, refund_id: str) -> Refund:
         """The company's refund, or :class:`NotFound`."""
-        return await self._ctx.read_record(Refund, company_id, refund_id, "refund", "refund_id")
+        return await read_record(
+            self._ctx.storage, Refund, company_id, refund_id, "refund", "refund_id"
+        )
 
     async def refunds(self, company_id: int, intent_id: int) -> list[Refund]:
         """Every refund of the company's intent, newest first."""

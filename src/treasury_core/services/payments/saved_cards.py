@@ -42,8 +42,8 @@ from treasury_core.notifications.events import Event, EventType
 from treasury_core.payments.intents import PaymentType
 from treasury_core.ports import CardProvider, SealedCard, UnitOfWork, Vault
 from treasury_core.ports.card_provider import CardData, SavedCardReference, keeps_saved_cards
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.idempotency import finish
-from treasury_core.services.support import TreasuryContext
 from treasury_core.validation import is_resource_id
 
 R = TypeVar("R", bound=TreasuryRecord)
@@ -97,7 +97,7 @@ class CardOnFileService:
 
     def __init__(
         self,
-        ctx: TreasuryContext,
+        ctx: Adapters,
         provider: CardProvider,
         vault: Vault,
     ) -> None:
