@@ -223,7 +223,14 @@ def bootstrap(
     if sender is None and config.webhook_sender is not None:
         sender = _build(pm, "notifier", config.webhook_sender, config)
     notifications = NotificationService(
-        adapters=context, vault=card_vault, wall_clock=real_time, plugins=pm, sender=sender
+        storage=storage,
+        clock=clock,
+        ids=ids,
+        config=config,
+        vault=card_vault,
+        wall_clock=real_time,
+        plugins=pm,
+        sender=sender,
     )
     payments = PaymentService(
         context,

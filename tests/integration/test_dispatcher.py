@@ -122,7 +122,10 @@ async def test_a_dead_workers_deliveries_go_once_its_lease_runs_out(
         real_time = FakeClock()
         sender = CountingSender()
         service = NotificationService(
-            adapters=treasury.adapters,
+            storage=treasury.storage,
+            clock=treasury.clock,
+            ids=treasury.ids,
+            config=treasury.config,
             vault=treasury.cards.vault,
             wall_clock=real_time,
             plugins=treasury.plugins,
@@ -392,14 +395,20 @@ async def test_a_worker_that_lost_its_lease_decides_nothing(
         real_time = FakeClock()
         slow, fast = GatedSender(500), CountingSender()
         stuck = NotificationService(
-            adapters=treasury.adapters,
+            storage=treasury.storage,
+            clock=treasury.clock,
+            ids=treasury.ids,
+            config=treasury.config,
             vault=treasury.cards.vault,
             wall_clock=real_time,
             plugins=treasury.plugins,
             sender=slow,
         )
         other = NotificationService(
-            adapters=treasury.adapters,
+            storage=treasury.storage,
+            clock=treasury.clock,
+            ids=treasury.ids,
+            config=treasury.config,
             vault=treasury.cards.vault,
             wall_clock=real_time,
             plugins=treasury.plugins,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from aiohttp import web
 
     from treasury_core import Treasury
-    from treasury_core.services.notifications.service import CreatedEndpoint
+    from treasury_core.services.notifications.endpoints import CreatedEndpoint
     from treasury_core.testing import FakeClock
     from treasury_pytest.receiver import WebhookReceiver
 
