@@ -347,7 +347,7 @@ class Reads:
 
 def reads(storage: SqlStorage, history: History, loop: asyncio.AbstractEventLoop) -> Reads:
     """Check the seeded history through the service, then the timed reads over it."""
-    service = WalletStatementService(storage)
+    service = WalletStatementService(storage=storage)
     account = storage.run_sync(lambda uow: uow.ledger.get_account(WALLET.id), write=False)
     balance = account.balance if account else None
     newest = loop.run_until_complete(service.transactions(COMPANY, WALLET.id, PageRequest(PAGE)))

@@ -83,7 +83,7 @@ class World:
         return await self.treasury.payments.get_refund(refund.company_id, refund.id)
 
     async def run_jobs(self) -> int:
-        return await self.treasury.settlement.run_all_due()
+        return await self.treasury.jobs.run_all_due()
 
     async def pending_jobs(self, kind: str | None = None) -> list[Job]:
         later = self.clock.now() + timedelta(days=365)

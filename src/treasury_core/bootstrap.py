@@ -31,14 +31,18 @@ from treasury_core.ports import (
 )
 from treasury_core.ports.hosted_pages import HostedPages
 from treasury_core.services import CompanyService, IdempotencyService, WalletService
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.dashboard_sessions import DashboardSessionService
 from treasury_core.services.events import EventFactory
+from treasury_core.services.jobs import JobRunner
 from treasury_core.services.movements.bank_accounts import BankAccountService, VirtualAccountService
 from treasury_core.services.movements.bank_files import BankFilesService
 from treasury_core.services.movements.deposits import DepositService
+from treasury_core.services.movements.fx_quotes import FxQuotes
 from treasury_core.services.movements.safeguarding import SafeguardingService
 from treasury_core.services.movements.settlement import SettlementService
 from treasury_core.services.movements.statements import WalletStatementService
+from treasury_core.services.movements.system_accounts import open_system_accounts
 from treasury_core.services.movements.transfers import TransferService
 from treasury_core.services.movements.withdrawals import WithdrawalService
 from treasury_core.services.notifications.service import NotificationService
@@ -57,7 +61,7 @@ from treasury_core.services.payments.refunds import Refunds
 from treasury_core.services.payments.saved_cards import CardOnFileService
 from treasury_core.services.record_reads import RecordService
 from treasury_core.services.sandbox import SandboxService, load_clock_offset
-from treasury_core.services.support import TreasuryContext
+from treasury_core.services.wallets import WalletCurrencies
 
 
 class AdapterNotFound(TreasuryError):
@@ -77,12 +81,20 @@ class Treasury:
     companies: CompanyService
     wallets: WalletService
     idempotency: IdempotencyService
-    context: TreasuryContext
+    #: The configuration, currencies and ports the services share.
+    adapters: Adapters
+    #: FX quotes: fresh rates and converted amounts.
+    quotes: FxQuotes
+    #: The currencies of the wallets this process has read.
+    wallet_currencies: WalletCurrencies
+    #: Runs the jobs that fall due on the clock (settlements, expiries, payouts, ...).
+    jobs: JobRunner
     deposits: DepositService
     withdrawals: WithdrawalService
     transfers: TransferService
     bank_accounts: BankAccountService
     virtual_accounts: VirtualAccountService
+    #: Settles movements whose rail delay is up (its handlers run under :attr:`jobs`).
     settlement: SettlementService
     sandbox: SandboxService
     payments: PaymentService
@@ -112,7 +124,7 @@ class Treasury:
         adapter's when they have a ``close()`` (the Stripe provider's worker threads, the ECB
         adapter's fetching thread)."""
         # Not part of the ports: only an adapter that holds resources has one.
-        for adapter in (self.payments.provider, self.context.fx):
+        for adapter in (self.payments.provider, self.adapters.fx):
             close_adapter = getattr(adapter, "close", None)
             if callable(close_adapter):
                 close_adapter()
@@ -200,22 +212,47 @@ def bootstrap(
         return chosen_rail or _build(pm, "bank_rail", config.bank_rail, config, clock)
 
     events = EventFactory(ids, clock, event_object)
-    context = TreasuryContext(config, currencies, storage, clock, ids, make_rail, fx, events)
-    context.open_system_accounts()
-    settlement = SettlementService(context)
+    context = Adapters(
+        config=config,
+        currencies=currencies,
+        storage=storage,
+        clock=clock,
+        ids=ids,
+        rail_factory=make_rail,
+        fx=fx,
+        events=events,
+    )
+    open_system_accounts(storage, config, currencies, clock.now())
+    quotes = FxQuotes(
+        fx=fx, clock=clock, currencies=currencies, max_age_seconds=config.fx_max_age_seconds
+    )
+    wallet_currencies = WalletCurrencies(storage=storage)
+    jobs = JobRunner(storage=storage, clock=clock)
+    settlement = SettlementService(adapters=context)
+    jobs.register_all(settlement.handlers())
     provider = card_provider or _build(pm, "card_provider", config.card_provider, config, clock)
     card_vault = vault or _build(pm, "vault", config.vault, config)
-    wall = wall_clock or _build(pm, "clock", "system", config)
     pages = hosted_pages or INTERFACE_PATHS
+    # Real time, always: receivers compare webhook-timestamp with their own clocks, and leases
+    # must expire while business time stands still. Built once; ``wall_clock`` overrides it
+    # for idempotency leases, retention and dashboard sessions only.
+    real_time = _build(pm, "clock", "system", config)
+    wall = wall_clock or real_time
     cards = CardOnFileService(
         context=context, provider=provider, vault=card_vault, hosted_pages=pages
     )
-    # Real time, always: receivers compare webhook-timestamp with their own clocks, and leases
-    # must expire while business time stands still.
-    real_time = _build(pm, "clock", "system", config)
     if sender is None and config.webhook_sender is not None:
         sender = _build(pm, "notifier", config.webhook_sender, config)
-    notifications = NotificationService(context, card_vault, real_time, pm, sender)
+    notifications = NotificationService(
+        storage=storage,
+        clock=clock,
+        ids=ids,
+        config=config,
+        vault=card_vault,
+        wall_clock=real_time,
+        plugins=pm,
+        sender=sender,
+    )
     steps = IntentSteps(
         context=context, provider=provider, delays_seconds=config.payment_delays_seconds
     )
@@ -239,12 +276,11 @@ def bootstrap(
         context=context, steps=steps, provider=provider, resolution=resolution
     )
     payment_links = PaymentLinkService(context=context, steps=steps)
-    settlement.register(LINK_EXPIRY, payment_links.link_expiry)
-    for kind, handler in payment_jobs.handlers().items():
-        settlement.register(kind, handler)
+    jobs.register(LINK_EXPIRY, payment_links.link_expiry)
+    jobs.register_all(payment_jobs.handlers())
     for kind, outside in payment_jobs.outside_handlers().items():
-        settlement.register_outside(kind, outside)
-    statements = WalletStatementService(storage)
+        jobs.register_outside(kind, outside)
+    statements = WalletStatementService(storage=storage)
     every = config.card_reconciliation_seconds
     card_reconciliation = CardReconciliation(
         context=context,
@@ -262,9 +298,9 @@ def bootstrap(
         ids=ids,
         plugins=pm,
         companies=CompanyService(
-            storage, clock, ids, key_cache_seconds=config.api_key_cache_seconds
+            storage=storage, clock=clock, ids=ids, key_cache_seconds=config.api_key_cache_seconds
         ),
-        wallets=WalletService(storage, clock, ids, currencies),
+        wallets=WalletService(storage=storage, clock=clock, ids=ids, currencies=currencies),
         idempotency=IdempotencyService(
             storage,
             wall,
@@ -272,14 +308,23 @@ def bootstrap(
             config.idempotency_ttl_seconds,
             config.idempotency_lease_seconds,
         ),
-        context=context,
-        deposits=DepositService(context),
-        withdrawals=WithdrawalService(context),
-        transfers=TransferService(context),
-        bank_accounts=BankAccountService(context),
-        virtual_accounts=VirtualAccountService(context),
+        adapters=context,
+        quotes=quotes,
+        wallet_currencies=wallet_currencies,
+        jobs=jobs,
+        deposits=DepositService(adapters=context, quotes=quotes, wallets=wallet_currencies),
+        withdrawals=WithdrawalService(adapters=context, quotes=quotes),
+        transfers=TransferService(adapters=context, quotes=quotes, wallets=wallet_currencies),
+        bank_accounts=BankAccountService(adapters=context),
+        virtual_accounts=VirtualAccountService(adapters=context, quotes=quotes),
         settlement=settlement,
-        sandbox=SandboxService(context, settlement, notifications),
+        sandbox=SandboxService(
+            storage=storage,
+            clock=clock,
+            sandbox=config.sandbox,
+            jobs=jobs,
+            notifications=notifications,
+        ),
         payments=payments,
         payment_links=payment_links,
         cards=cards,
@@ -294,12 +339,15 @@ def bootstrap(
             refunds=refunds,
         ),
         disputes=DisputeService(context=context, steps=steps),
-        records=RecordService(context),
+        records=RecordService(storage=storage),
         statements=statements,
-        bank=BankFilesService(context, statements),
-        safeguarding=SafeguardingService(context),
+        bank=BankFilesService(adapters=context, quotes=quotes, statements=statements),
+        safeguarding=SafeguardingService(adapters=context),
         card_reconciliation=card_reconciliation,
         dashboard_sessions=DashboardSessionService(
-            storage, wall, ids, idle_seconds=config.dashboard_idle_timeout_seconds
+            storage=storage,
+            wall_clock=wall,
+            ids=ids,
+            idle_seconds=config.dashboard_idle_timeout_seconds,
         ),
     )

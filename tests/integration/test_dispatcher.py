@@ -122,11 +122,14 @@ async def test_a_dead_workers_deliveries_go_once_its_lease_runs_out(
         real_time = FakeClock()
         sender = CountingSender()
         service = NotificationService(
-            treasury.context,
-            treasury.cards.vault,
-            real_time,
-            treasury.plugins,
-            sender,
+            storage=treasury.storage,
+            clock=treasury.clock,
+            ids=treasury.ids,
+            config=treasury.config,
+            vault=treasury.cards.vault,
+            wall_clock=real_time,
+            plugins=treasury.plugins,
+            sender=sender,
         )
         # A worker claims everything, then dies before sending or recording anything.
         now, wall = clock.now(), real_time.now()
@@ -392,10 +395,24 @@ async def test_a_worker_that_lost_its_lease_decides_nothing(
         real_time = FakeClock()
         slow, fast = GatedSender(500), CountingSender()
         stuck = NotificationService(
-            treasury.context, treasury.cards.vault, real_time, treasury.plugins, slow
+            storage=treasury.storage,
+            clock=treasury.clock,
+            ids=treasury.ids,
+            config=treasury.config,
+            vault=treasury.cards.vault,
+            wall_clock=real_time,
+            plugins=treasury.plugins,
+            sender=slow,
         )
         other = NotificationService(
-            treasury.context, treasury.cards.vault, real_time, treasury.plugins, fast
+            storage=treasury.storage,
+            clock=treasury.clock,
+            ids=treasury.ids,
+            config=treasury.config,
+            vault=treasury.cards.vault,
+            wall_clock=real_time,
+            plugins=treasury.plugins,
+            sender=fast,
         )
         task = asyncio.create_task(stuck.deliver_due())
         await slow.started.wait()

@@ -46,10 +46,10 @@ async def test_run_all_due_ends_after_the_batch_in_progress_once_stopping() -> N
     treasury = _treasury(clock)
     await _captured_intents(treasury, 3)
     clock.advance(30 * 24 * 3600)
-    assert await treasury.settlement.run_all_due(batch=1, stopping=lambda: True) == 1
+    assert await treasury.jobs.run_all_due(batch=1, stopping=lambda: True) == 1
     # The rest is still due, and runs on the next pass.
-    assert await treasury.settlement.run_all_due(batch=1) >= 2
-    assert await treasury.settlement.run_all_due(batch=1) == 0
+    assert await treasury.jobs.run_all_due(batch=1) >= 2
+    assert await treasury.jobs.run_all_due(batch=1) == 0
 
 
 async def test_notifications_run_due_ends_after_the_batch_in_progress_once_stopping() -> None:

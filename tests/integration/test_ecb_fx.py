@@ -287,7 +287,7 @@ def test_ecb_on_with_the_ecbs_daily_file_current_fx_transfers_move(
         treasury.close()
     assert server.hits == ["/eurofxref-daily.xml"]
     # Merged over the shipped history, not instead of it.
-    table = asyncio.run(treasury.context.fx.table())  # type: ignore[attr-defined]
+    table = asyncio.run(treasury.adapters.fx.table())  # type: ignore[attr-defined]
     assert table.days[SHIPPED.latest] == SHIPPED.days[SHIPPED.latest]
     check_invariants(treasury.storage)
 

@@ -113,7 +113,7 @@ def test_one_job_that_cannot_run_does_not_hold_up_the_others() -> None:
 
         treasury.storage.run_sync(plant)  # type: ignore[arg-type]
         clock.advance(25 * 3600)
-        await treasury.settlement.run_all_due()
+        await treasury.jobs.run_all_due()
         settled = await treasury.deposits.get(company, good.id)
         stuck = await treasury.deposits.get(company, broken.id)
         assert settled.status is MovementStatus.COMPLETED

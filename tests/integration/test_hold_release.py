@@ -75,7 +75,7 @@ def _pending_jobs(treasury: Treasury) -> list[Job]:
 
 def _expire(treasury: Treasury, clock: FakeClock, intent: Any) -> Any:
     clock.advance(PAST_EXPIRY)
-    asyncio.run(treasury.settlement.run_all_due())
+    asyncio.run(treasury.jobs.run_all_due())
     expired = asyncio.run(treasury.payments.get(intent.company_id, intent.id))
     assert expired.status is IntentStatus.CANCELLED
     assert expired.cancellation_reason is CancellationReason.EXPIRED
@@ -119,13 +119,13 @@ def test_an_expired_sandbox_hold_is_voided_once_the_expiry_ran() -> None:
     treasury = _sandbox(provider, clock)
     intent = _hold(treasury)
     clock.advance(PAST_EXPIRY - 2)
-    asyncio.run(treasury.settlement.run_all_due())
+    asyncio.run(treasury.jobs.run_all_due())
     assert provider.voids == []  # not yet expired: nothing released
     _expire(treasury, clock, intent)
     assert provider.voids == [intent.provider_reference]
     assert _pending_jobs(treasury) == []
     # Running the jobs again voids nothing more.
-    asyncio.run(treasury.settlement.run_all_due())
+    asyncio.run(treasury.jobs.run_all_due())
     assert provider.voids == [intent.provider_reference]
     check_invariants(treasury.storage)
 
@@ -146,15 +146,15 @@ def test_a_failed_release_is_retried_later_and_the_expiry_stands(
     assert retry.kind == RELEASE_HOLD
     assert retry.due_at == clock.now() + RELEASE_FIRST_RETRY
     # Not before it is due; then it fails again and waits twice as long.
-    asyncio.run(treasury.settlement.run_all_due())
+    asyncio.run(treasury.jobs.run_all_due())
     assert len(provider.voids) == 1
     clock.advance(RELEASE_FIRST_RETRY.total_seconds())
-    asyncio.run(treasury.settlement.run_all_due())
+    asyncio.run(treasury.jobs.run_all_due())
     assert len(provider.voids) == 2
     [retry] = _pending_jobs(treasury)
     assert retry.due_at == clock.now() + 2 * RELEASE_FIRST_RETRY
     clock.advance(2 * RELEASE_FIRST_RETRY.total_seconds())
-    asyncio.run(treasury.settlement.run_all_due())
+    asyncio.run(treasury.jobs.run_all_due())
     assert provider.voids == [intent.provider_reference] * 3
     assert _pending_jobs(treasury) == []
     assert asyncio.run(treasury.payments.get(intent.company_id, intent.id)).status is (

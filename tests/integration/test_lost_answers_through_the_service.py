@@ -162,7 +162,7 @@ async def test_a_same_key_retry_never_crosses_the_resolution_job(storage: Storag
 
     with pytest.raises(ProviderError):
         await attempt()
-    await worker.settlement.run_all_due()  # first ask: nothing found yet
+    await worker.jobs.run_all_due()  # first ask: nothing found yet
     with pytest.raises(ProviderError) as asked:
         await attempt()  # the retry asks too, and acts on nothing
     assert asked.value.resource is not None
@@ -172,7 +172,7 @@ async def test_a_same_key_retry_never_crosses_the_resolution_job(storage: Storag
     assert world.provider.calls.count(Call.FIND_REFUND) == 2
     for minutes in (1, 2, 4):
         world.clock.advance(minutes * 60)
-        await worker.settlement.run_all_due()
+        await worker.jobs.run_all_due()
     [failed] = await web.payments.refunds(world.company, intent.id)
     assert failed.status is RefundStatus.FAILED
     made = await attempt()

@@ -26,6 +26,7 @@ from tests.conftest import (
 from treasury_core.bootstrap import Treasury, bootstrap
 from treasury_core.config import TreasuryConfig
 from treasury_core.errors import NotFound
+from treasury_core.interface.urls import INTERFACE_PATHS
 from treasury_core.ledger import Leg, PostPending
 from treasury_core.memory.storage import MemoryStorage
 from treasury_core.notifications.events import EventType
@@ -126,9 +127,11 @@ def _with_steps(broken: type[IntentSteps]) -> type[PaymentsMachine]:
     class Machine(PaymentsMachine):
         def make_treasury(self, config: TreasuryConfig) -> Treasury:
             treasury = super().make_treasury(config)
-            context, provider = treasury.context, treasury.payments.provider
+            context, provider = treasury.adapters, treasury.payments.provider
             steps = broken(context=context, provider=provider)
-            charging = Charging(context=context, steps=steps, provider=provider)
+            charging = Charging(
+                context=context, steps=steps, provider=provider, hosted_pages=INTERFACE_PATHS
+            )
             treasury.payments = PaymentService(
                 steps=steps,
                 charging=charging,

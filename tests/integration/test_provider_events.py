@@ -166,7 +166,7 @@ async def test_a_hold_released_after_its_deadline_expires(world: World) -> None:
     )
     assert pending is not None and pending.status is PendingStatus.EXPIRED
     # The job finds nothing left to do.
-    await world.treasury.settlement.run_due()
+    await world.treasury.jobs.run_due()
     assert await world.get(intent) == now
 
 

@@ -204,7 +204,7 @@ async def locked_while_paused(
 
 def settling(s: Setup, kind: type[Deposit | Withdrawal], record_id: str) -> Callable[[Any], Any]:
     """The settlement service's own transaction function for completing ``record_id``."""
-    return settle(s.treasury.context, kind, record_id, param="id")
+    return settle(s.treasury.adapters, kind, record_id, param="id")
 
 
 KINDS = pytest.mark.parametrize("kind", [Deposit, Withdrawal], ids=["deposit", "withdrawal"])

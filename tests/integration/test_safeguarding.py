@@ -600,7 +600,7 @@ async def test_an_unchecked_amount_is_an_error_not_a_figure(treasury: Treasury) 
     )
 
     def run(uow: UnitOfWork) -> None:
-        safeguarding.reconcile_statement(uow, treasury.context, bad, ())
+        safeguarding.reconcile_statement(uow, treasury.adapters, bad, ())
 
     with pytest.raises(RuntimeError, match=r"1\.001 EUR reached the mirror without being checked"):
         await treasury.storage.run(run)

@@ -345,10 +345,10 @@ async def test_a_call_whose_every_try_fails_is_retried_to_agreement(
             # Nothing found at Stripe yet: the refund stays pending, named again.
             assert status == 502, retried
             assert retried["error"]["resource"] == left, retried
-            await bed.treasury.settlement.run_all_due()
+            await bed.treasury.jobs.run_all_due()
             for minutes in ASKING_WINDOW:
                 bed.clock.advance(minutes * 60)
-                await bed.treasury.settlement.run_all_due()
+                await bed.treasury.jobs.run_all_due()
             bed.proxy.wait_idle()
             [never_made] = await _refunds(bed, (await _intents(bed))[0])
             assert (never_made.status, never_made.failure_reason) == (
@@ -361,7 +361,7 @@ async def test_a_call_whose_every_try_fails_is_retried_to_agreement(
         if left is not None and "id" in retried:
             # The retry resumed the record the 502 named, unless that record had ended.
             assert (retried["id"] == left["id"]) is not ended, (left, retried)
-    await bed.treasury.settlement.run_all_due()
+    await bed.treasury.jobs.run_all_due()
     bed.proxy.wait_idle()
     await assert_agreement(bed)
 

@@ -148,14 +148,14 @@ def test_repeated_same_currency_transfers_complete_with_right_balances(
     t = treasury
     w = _run(loop, _setup(t))
     # usd was read when it was funded; usd2 has not been seen yet.
-    assert t.context.known_currency(w.company, w.usd) == "USD"
-    assert t.context.known_currency(w.company, w.usd2) is None
+    assert t.wallet_currencies.known_currency(w.company, w.usd) == "USD"
+    assert t.wallet_currencies.known_currency(w.company, w.usd2) is None
     made: list[Transfer] = []
     for amount in (100, 250, 400, 1):
         made.append(_run(loop, t.transfers.create(w.company, _transfer(w.usd, w.usd2, amount))))
         # After the first, both currencies are known: the rest are one transaction each.
-        assert t.context.known_currency(w.company, w.usd) == "USD"
-        assert t.context.known_currency(w.company, w.usd2) == "USD"
+        assert t.wallet_currencies.known_currency(w.company, w.usd) == "USD"
+        assert t.wallet_currencies.known_currency(w.company, w.usd2) == "USD"
     # ...and back the other way, usd2 -> usd, also known.
     made.append(_run(loop, t.transfers.create(w.company, _transfer(w.usd2, w.usd, 51))))
 
@@ -181,7 +181,7 @@ def test_repeated_cross_currency_transfers_reserve_then_settle(
         _run(loop, t.transfers.create(w.company, _transfer(w.usd, w.eur, amount)))
         for amount in (1_000, 1_000, 2_000)
     ]
-    assert t.context.known_currency(w.company, w.eur) == "EUR"
+    assert t.wallet_currencies.known_currency(w.company, w.eur) == "EUR"
     assert [tr.status for tr in made] == [MovementStatus.PENDING] * 3
     assert all((tr.from_currency_id, tr.to_currency_id) == ("USD", "EUR") for tr in made)
     # The same quote for the same amount, whether the currencies were read or remembered.
@@ -213,8 +213,8 @@ def test_another_companys_wallet_is_not_found_even_once_it_is_known(
     # B transfers from its wallet (its currency now known, for B), A from its own.
     _run(loop, t.transfers.create(w.other_company, _transfer(w.other_usd, w.other_usd2, 10)))
     _run(loop, t.transfers.create(w.company, _transfer(w.usd, w.usd2, 10)))
-    assert t.context.known_currency(w.other_company, w.other_usd) == "USD"
-    assert t.context.known_currency(w.company, w.other_usd) is None
+    assert t.wallet_currencies.known_currency(w.other_company, w.other_usd) == "USD"
+    assert t.wallet_currencies.known_currency(w.company, w.other_usd) is None
     before = _run(loop, _balances(t, w))
     transfers_before = _run(loop, _transfer_ids(t, w.company))
     events_before = _completed_events(t, w.company)
@@ -228,7 +228,7 @@ def test_another_companys_wallet_is_not_found_even_once_it_is_known(
         with pytest.raises(NotFound) as refused:
             _run(loop, t.transfers.create(w.company, request))
         assert refused.value.param == side
-        assert t.context.known_currency(w.company, w.other_usd) is None
+        assert t.wallet_currencies.known_currency(w.company, w.other_usd) is None
 
     assert _run(loop, _balances(t, w)) == before
     assert _run(loop, _transfer_ids(t, w.company)) == transfers_before
@@ -250,7 +250,7 @@ def test_an_unknown_wallet_is_not_found_and_nothing_moves(
     with pytest.raises(NotFound) as refused:
         _run(loop, t.transfers.create(w.company, request))
     assert refused.value.param == side
-    assert t.context.known_currency(w.company, missing) is None
+    assert t.wallet_currencies.known_currency(w.company, missing) is None
     assert _run(loop, _balances(t, w)) == before
     assert _run(loop, _transfer_ids(t, w.company)) == transfers_before
 
@@ -263,7 +263,7 @@ def test_insufficient_funds_once_the_currencies_are_known(
     w = _run(loop, _setup(t))
     target = w.eur if cross else w.usd2
     first = _run(loop, t.transfers.create(w.company, _transfer(w.usd, target, 100)))
-    assert t.context.known_currency(w.company, target) is not None
+    assert t.wallet_currencies.known_currency(w.company, target) is not None
     before = _run(loop, _balances(t, w))
     transfers_before = _run(loop, _transfer_ids(t, w.company))
     events_before = _completed_events(t, w.company)
@@ -287,12 +287,12 @@ def test_deposits_into_a_known_wallet_quote_from_its_remembered_currency(
 ) -> None:
     t = treasury
     w = _run(loop, _setup(t))
-    assert t.context.known_currency(w.company, w.eur) is None
+    assert t.wallet_currencies.known_currency(w.company, w.eur) is None
     made = []
     for amount in (1_000, 1_000):
         request = CreateDepositRequest(wallet_id=w.eur, from_amount=amount, from_currency_id="USD")
         made.append(_run(loop, t.deposits.create(w.company, request)))
-        assert t.context.known_currency(w.company, w.eur) == "EUR"
+        assert t.wallet_currencies.known_currency(w.company, w.eur) == "EUR"
     # The second was quoted from the remembered currency, and is the same deposit as the first.
     assert [(d.to_currency_id, d.to_amount) for d in made] == [("EUR", made[0].to_amount)] * 2
     assert made[0].exchange_rate_from_to == made[1].exchange_rate_from_to
@@ -310,11 +310,11 @@ def test_a_deposit_into_another_companys_known_wallet_is_not_found(
     w = _run(loop, _setup(t))
     known = CreateDepositRequest(wallet_id=w.other_usd, from_amount=10, from_currency_id="USD")
     _run(loop, t.deposits.create(w.other_company, known))
-    assert t.context.known_currency(w.other_company, w.other_usd) == "USD"
+    assert t.wallet_currencies.known_currency(w.other_company, w.other_usd) == "USD"
     before = _run(loop, _balances(t, w))
     for _ in range(2):  # the refusal teaches the cache nothing either
         with pytest.raises(NotFound) as refused:
             _run(loop, t.deposits.create(w.company, known))
         assert refused.value.param == "wallet_id"
-        assert t.context.known_currency(w.company, w.other_usd) is None
+        assert t.wallet_currencies.known_currency(w.company, w.other_usd) is None
     assert _run(loop, _balances(t, w)) == before

@@ -323,7 +323,7 @@ async def test_concurrent_transfers_conserve_every_currency(
     # Settle what is still pending the way production does: the clock passes, the jobs run.
     still_pending = {tr.id for tr in cross} - out.completed_by_worker
     clock.advance(PAST_FX_SETTLEMENT)
-    assert await t.settlement.run_all_due() == len(still_pending)
+    assert await t.jobs.run_all_due() == len(still_pending)
 
     # The stored transfers are exactly the acknowledged ones, unchanged and all completed.
     stored = await _all_transfers(t, company_id)

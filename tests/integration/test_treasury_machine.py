@@ -117,7 +117,11 @@ def test_the_machine_catches_a_service_that_ignores_the_received_amount() -> Non
     class Machine(TreasuryMachine):
         def make_treasury(self, config: TreasuryConfig) -> Treasury:
             treasury = super().make_treasury(config)
-            treasury.deposits = CreditsTheAnnouncedAmount(treasury.context)
+            treasury.deposits = CreditsTheAnnouncedAmount(
+                adapters=treasury.adapters,
+                quotes=treasury.quotes,
+                wallets=treasury.wallet_currencies,
+            )
             return treasury
 
     with pytest.raises(AssertionError, match="model"):

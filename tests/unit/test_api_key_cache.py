@@ -14,7 +14,9 @@ from treasury_core.testing import FakeClock, MemoryStorage, SequentialIds
 
 
 def _service(storage: MemoryStorage, seconds: float) -> CompanyService:
-    return CompanyService(storage, FakeClock(), SequentialIds(), key_cache_seconds=seconds)
+    return CompanyService(
+        storage=storage, clock=FakeClock(), ids=SequentialIds(), key_cache_seconds=seconds
+    )
 
 
 def test_a_cached_key_survives_a_revocation_elsewhere_until_it_expires() -> None:
@@ -71,7 +73,9 @@ class _GatedReads(MemoryStorage):
 def test_a_lookup_that_straddles_a_revocation_is_not_cached() -> None:
     async def scenario() -> None:
         storage = _GatedReads()
-        service = CompanyService(storage, FakeClock(), SequentialIds(), key_cache_seconds=3600)
+        service = CompanyService(
+            storage=storage, clock=FakeClock(), ids=SequentialIds(), key_cache_seconds=3600
+        )
         created = await service.create_company("Acme")
         digest = hash_api_key(created.secret_key)
         key = storage.run_sync(lambda uow: uow.companies.api_key_by_hash(digest), write=False)

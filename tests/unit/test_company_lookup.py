@@ -13,7 +13,7 @@ from treasury_core.testing import FakeClock, MemoryStorage, SequentialIds
 
 def test_a_company_is_found_by_id_and_an_unknown_id_is_not_found() -> None:
     async def scenario() -> None:
-        service = CompanyService(MemoryStorage(), FakeClock(), SequentialIds())
+        service = CompanyService(storage=MemoryStorage(), clock=FakeClock(), ids=SequentialIds())
         acme = await service.create_company("Acme")
         globex = await service.create_company("Globex")
         assert (await service.get_company(acme.company.id)).name == "Acme"

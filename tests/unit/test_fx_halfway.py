@@ -77,7 +77,7 @@ def treasury() -> Iterator[Treasury]:
 async def test_a_halfway_quote_rounds_half_to_even(
     treasury: Treasury, source: str, target: str, amount: int, expected: int
 ) -> None:
-    rate, converted = await treasury.context.quote(source, target, amount)
+    rate, converted = await treasury.quotes.quote(source, target, amount)
     assert rate == Decimal(RATES[source, target])
     assert converted == expected
 
@@ -85,7 +85,7 @@ async def test_a_halfway_quote_rounds_half_to_even(
 async def test_half_a_minor_unit_rounds_to_nothing_and_is_refused(treasury: Treasury) -> None:
     # 1 JPY x 0.005 = 0.5 cents: half-even makes it 0, which moves nothing.
     with pytest.raises(ValidationFailed) as refused:
-        await treasury.context.quote("JPY", "USD", 1)
+        await treasury.quotes.quote("JPY", "USD", 1)
     assert (refused.value.code, refused.value.param) == ("amount_too_small", "from_amount")
     # 3 JPY = 1.5 cents rounds up to the even 2.
-    assert (await treasury.context.quote("JPY", "USD", 3))[1] == 2
+    assert (await treasury.quotes.quote("JPY", "USD", 3))[1] == 2

@@ -16,7 +16,9 @@ from treasury_core.testing import FakeClock, MemoryStorage, SequentialIds
 
 
 def _service(storage: MemoryStorage, seconds: float = 0) -> CompanyService:
-    return CompanyService(storage, FakeClock(), SequentialIds(), key_cache_seconds=seconds)
+    return CompanyService(
+        storage=storage, clock=FakeClock(), ids=SequentialIds(), key_cache_seconds=seconds
+    )
 
 
 def test_a_key_is_shown_once_and_only_its_digest_is_stored() -> None:

@@ -160,7 +160,7 @@ def test_an_adapter_passed_in_needs_no_registered_name() -> None:
     rail = SandboxBankRail()
     config = TreasuryConfig(database_url="memory://", bank_rail="nope", clock="nope")
     treasury = bootstrap(config, rail=rail, clock=clock)
-    assert treasury.context.rail is rail
+    assert treasury.adapters.rail is rail
 
 
 def test_sandbox_mode_uses_the_advanceable_clock() -> None:

@@ -121,7 +121,7 @@ async def work_loop(
                         # clock's offset is kept in the database), so what it made due is
                         # done now.
                         await treasury.sandbox.sync_clock()
-                        await treasury.settlement.run_all_due(stopping=stop.is_set)
+                        await treasury.jobs.run_all_due(stopping=stop.is_set)
                         if not stop.is_set():
                             # Once per period between all workers (the run's time is stored).
                             await treasury.card_reconciliation.run_if_due()

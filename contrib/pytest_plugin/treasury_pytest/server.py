@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from aiohttp import web
 
     from treasury_core import Treasury
-    from treasury_core.services.notifications.service import CreatedEndpoint
+    from treasury_core.services.notifications.endpoints import CreatedEndpoint
     from treasury_core.testing import FakeClock
     from treasury_pytest.receiver import WebhookReceiver
 
@@ -217,7 +217,7 @@ class TreasuryServer:
         return await self._loop.run_async(_await(awaitable))
 
     async def _due(self) -> None:
-        await self.treasury.settlement.run_all_due()
+        await self.treasury.jobs.run_all_due()
         await self.treasury.notifications.run_due()
 
     def run_due(self) -> None:

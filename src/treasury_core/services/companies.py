@@ -61,7 +61,7 @@ class CompanyService:
     """Tenancy: who a key belongs to and what it may do."""
 
     def __init__(
-        self, storage: Storage, clock: Clock, ids: IdSource, *, key_cache_seconds: float = 0.0
+        self, *, storage: Storage, clock: Clock, ids: IdSource, key_cache_seconds: float = 0.0
     ) -> None:
         """``key_cache_seconds``: how long a successful key lookup is reused by this process
         (0: never). A key revoked through this service stops working at once here; in other
@@ -69,8 +69,8 @@ class CompanyService:
         self._storage = storage
         self._clock = clock
         self._ids = ids
-        self._key_cache: KeyCache[Principal] = KeyCache(key_cache_seconds)
-        self._operator_cache: KeyCache[OperatorPrincipal] = KeyCache(key_cache_seconds)
+        self._key_cache: KeyCache[Principal] = KeyCache(seconds=key_cache_seconds)
+        self._operator_cache: KeyCache[OperatorPrincipal] = KeyCache(seconds=key_cache_seconds)
 
     def _new_key(self, company_id: int, kind: KeyKind) -> tuple[ApiKey, str]:
         raw = kind.prefix + self._ids.token(24)

@@ -52,10 +52,10 @@ class DashboardSessionService:
 
     def __init__(
         self,
+        *,
         storage: Storage,
         wall_clock: Clock,
         ids: IdSource,
-        *,
         idle_seconds: float,
         lifetime_seconds: float = LIFETIME_SECONDS,
     ) -> None:

@@ -26,7 +26,7 @@ class KeyCache(Generic[P]):
     """Principals by key digest, each until a monotonic deadline ``seconds`` after it was put
     (0: nothing is remembered)."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, *, seconds: float) -> None:
         self._seconds = seconds
         self._entries: dict[str, tuple[P, float]] = {}
         # Bumped by every revocation: a lookup that started before one is not remembered.

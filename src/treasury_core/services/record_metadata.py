@@ -14,15 +14,15 @@ from treasury_core.errors import NotFound
 from treasury_core.idempotency import IdempotencyTicket
 from treasury_core.metadata import merged_metadata
 from treasury_core.movements.records import TreasuryRecord
-from treasury_core.ports import UnitOfWork
+from treasury_core.ports import Storage, UnitOfWork
 from treasury_core.services.idempotency import finish
-from treasury_core.services.support import TreasuryContext, require_id
+from treasury_core.services.record_reads import require_id
 
 R = TypeVar("R", bound=TreasuryRecord)
 
 
 async def update_record_metadata(
-    ctx: TreasuryContext,
+    storage: Storage,
     kind: type[R],
     company_id: int,
     record_id: str,
@@ -49,4 +49,4 @@ async def update_record_metadata(
             uow.records.update(record)
         return finish(uow, idempotency, record)
 
-    return await ctx.storage.run(write)
+    return await storage.run(write)

@@ -1,14 +1,15 @@
-"""Every record readable (issue 24): retrieve and filtered lists of the treasury's records,
-deleting a bank account, and forgetting a saved card.
+"""Reading records: the one path every service reads a company's records by.
 
-Refunds, chargebacks, payouts, deposits, bank accounts and saved cards were visible only
-through their events; this service reads them as the API serves them. Reads never return a
-deleted record: a deleted bank account or saved card is a tombstone kept for the records that
-name it (a withdrawal's ``bank_account_id``, an intent's ``card_token``), not data.
+:func:`read_record` and :func:`list_records` are the reads the services share;
+:class:`RecordService` reads every kind the interface serves, deletes a bank account and
+forgets a saved card. Reads through it never return a deleted record: a deleted bank account or
+saved card is a tombstone kept for the records that name it (a withdrawal's
+``bank_account_id``, an intent's ``card_token``), not data.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TypeVar
 
 from treasury_core.cards.tokens import PaymentMethodToken
@@ -24,8 +25,8 @@ from treasury_core.movements.records import (
 )
 from treasury_core.pagination import Page, PageRequest, checked_page, page_of
 from treasury_core.payments.records import Chargeback, Payout, Refund, Transaction
-from treasury_core.ports import UnitOfWork
-from treasury_core.services.support import TreasuryContext, require_id
+from treasury_core.ports import Storage, UnitOfWork
+from treasury_core.validation import is_resource_id
 
 R = TypeVar("R", bound=TreasuryRecord)
 
@@ -43,6 +44,45 @@ NAMES: dict[type[TreasuryRecord], tuple[str, str]] = {
 }
 
 
+def require_id(value: str, prefix: str, noun: str, param: str) -> None:
+    """:class:`NotFound` unless ``value`` has the shape of a ``prefix`` id."""
+    if not is_resource_id(value, prefix):
+        raise NotFound(
+            f"No such {noun}: {value}" if value.isprintable() else f"No such {noun}", param=param
+        )
+
+
+async def read_record(
+    storage: Storage, kind: type[R], company_id: int, record_id: str, noun: str, param: str
+) -> R:
+    """The company's record of ``kind``, or :class:`NotFound` naming ``param``."""
+    require_id(record_id, kind.prefix, noun, param)
+    found = await storage.run(lambda uow: uow.records.get(kind, record_id, company_id), write=False)
+    if found is None:
+        raise NotFound(f"No such {noun}: {record_id}", param=param)
+    return found
+
+
+async def list_records(
+    storage: Storage,
+    kind: type[R],
+    company_id: int,
+    page: PageRequest | None,
+    *,
+    metadata: Mapping[str, str] | None = None,
+) -> Page[R]:
+    """A page of the company's records of ``kind``, newest first (with ``metadata``: only
+    those whose metadata holds every pair of it)."""
+    page = checked_page(page)
+    rows = await storage.run(
+        lambda uow: uow.records.list(
+            kind, company_id, page.limit + 1, page.starting_after, metadata=metadata
+        ),
+        write=False,
+    )
+    return page_of(rows, page.limit)
+
+
 class BankAccountInUse(InvalidRequestError):
     """A pending withdrawal still pays out to the bank account."""
 
@@ -52,8 +92,8 @@ class BankAccountInUse(InvalidRequestError):
 class RecordService:
     """Read any of a company's records; delete a bank account; forget a saved card."""
 
-    def __init__(self, ctx: TreasuryContext) -> None:
-        self._ctx = ctx
+    def __init__(self, *, storage: Storage) -> None:
+        self._storage = storage
 
     async def get(self, kind: type[R], company_id: int, record_id: str) -> R:
         """The company's record, or :class:`NotFound` (also once deleted); a kind it does not
@@ -64,11 +104,8 @@ class RecordService:
             name = getattr(kind, "__name__", repr(kind))
             raise ValidationFailed(f"records.get reads {read}; not {name}", param="kind")
         noun, param = names
-        require_id(record_id, kind.prefix, noun, param)
-        found = await self._ctx.storage.run(
-            lambda uow: uow.records.get(kind, record_id, company_id), write=False
-        )
-        if found is None or found.status_value == DELETED:
+        found = await read_record(self._storage, kind, company_id, record_id, noun, param)
+        if found.status_value == DELETED:
             raise NotFound(f"No such {noun}: {record_id}", param=param)
         return found
 
@@ -86,7 +123,7 @@ class RecordService:
         """
         filters = checked_filter(kind, filters or RecordFilter())
         page = checked_page(page)
-        rows = await self._ctx.storage.run(
+        rows = await self._storage.run(
             lambda uow: uow.records.page(
                 kind, company_id, filters, page.limit + 1, page.starting_after
             ),
@@ -119,7 +156,7 @@ class RecordService:
             uow.records.update(deleted)
             return deleted
 
-        return await self._ctx.storage.run(delete)
+        return await self._storage.run(delete)
 
     async def tokens(
         self, company_id: int, customer_email: str, page: PageRequest | None = None
@@ -155,4 +192,4 @@ class RecordService:
             uow.records.update(erased)
             return erased
 
-        return await self._ctx.storage.run(forget)
+        return await self._storage.run(forget)

@@ -17,10 +17,9 @@ from typing import Protocol, runtime_checkable
 
 from treasury_core.errors import NotFound, ValidationFailed
 from treasury_core.movements.requests import ClockAdvanceRequest
-from treasury_core.ports import Clock, ClockOffsets
-from treasury_core.services.movements.settlement import SettlementService
+from treasury_core.ports import Clock, ClockOffsets, Storage
+from treasury_core.services.jobs import JobRunner
 from treasury_core.services.notifications.service import NotificationService
-from treasury_core.services.support import TreasuryContext
 
 _LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
@@ -69,24 +68,30 @@ class SandboxService:
 
     def __init__(
         self,
-        ctx: TreasuryContext,
-        settlement: SettlementService,
+        *,
+        storage: Storage,
+        clock: Clock,
+        sandbox: bool,
+        jobs: JobRunner,
         notifications: NotificationService | None = None,
     ) -> None:
-        self._ctx = ctx
-        self._settlement = settlement
+        """``sandbox``: whether sandbox controls are on (the configuration's sandbox mode)."""
+        self._storage = storage
+        self._clock = clock
+        self._sandbox = sandbox
+        self._jobs = jobs
         self._notifications = notifications
-        self._offsets = ctx.storage.clock_offsets()
+        self._offsets = storage.clock_offsets()
 
     @property
     def enabled(self) -> bool:
         """Whether sandbox controls are on (sandbox mode)."""
-        return self._ctx.config.sandbox
+        return self._sandbox
 
     async def sync_clock(self) -> None:
         """Take the clock offset storage keeps, which another process may have advanced
         (the background loop calls this before each pass). A no-op for other clocks."""
-        clock = self._ctx.clock
+        clock = self._clock
         if self._offsets is not None and isinstance(clock, SharedOffsetClock):
             clock.catch_up(await self._offsets.get())
 
@@ -96,7 +101,7 @@ class SandboxService:
         if not self.enabled:
             raise NotFound("Sandbox controls are off", code="sandbox_disabled")
         await self.sync_clock()
-        return self._ctx.clock.now()
+        return self._clock.now()
 
     async def advance(self, seconds: int) -> datetime:
         """Advance the clock by ``seconds`` and run every job due by then; the new now.
@@ -112,7 +117,7 @@ class SandboxService:
         clock takes it.
         """
         ClockAdvanceRequest(seconds=seconds)  # positive, at most ten years: the HTTP body's rule
-        clock = self._ctx.clock
+        clock = self._clock
         offsets = self._offsets if isinstance(clock, SharedOffsetClock) else None
         shared = offsets is not None
         if not self.enabled or not (shared or isinstance(clock, AdvanceableClock)):
@@ -130,7 +135,7 @@ class SandboxService:
             else:
                 assert isinstance(clock, AdvanceableClock)  # checked above
                 clock.advance(seconds)
-            await self._settlement.run_all_due()
+            await self._jobs.run_all_due()
             if notifications is not None:
                 try:
                     await notifications.dispatch_all()

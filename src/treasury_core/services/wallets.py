@@ -1,9 +1,9 @@
-"""Wallets: creation, lookup, balances and lists."""
+"""Wallets: creation, lookup, balances and lists; the cache of their currencies."""
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from treasury_core.currency import CurrencyRegistry
@@ -20,12 +20,75 @@ from treasury_core.wallets import CreateWalletRequest, Wallet, WalletStatus
 WALLET_ID_PREFIX = "wal"
 T = TypeVar("T")
 
+#: Wallet currencies remembered per process (see WalletCurrencies.known_currency).
+_WALLET_CACHE_MAX = 100_000
+
+
+class WalletCurrencies:
+    """The currency of each wallet a committed transaction has read, per process.
+
+    A wallet's currency never changes, so a service that must quote before its transaction
+    (a transfer) can skip a read transaction.
+    """
+
+    def __init__(self, *, storage: Storage) -> None:
+        self._storage = storage
+        # (company, wallet id) -> currency.
+        self._currencies: dict[tuple[int, str], str] = {}
+
+    def known_currency(self, company_id: int, wallet_id: str) -> str | None:
+        """The currency of the company's wallet if a committed transaction has read it, else
+        ``None``.
+
+        A fact, not a hint: wallets are never deleted and never change company or currency, so
+        a transfer between known wallets, or a deposit into one, quotes and moves money without
+        reading them again (the ledger still locks each wallet's account and checks its
+        currency). Keyed by company, so another company's wallet id is never known and is
+        refused by the read.
+        """
+        return self._currencies.get((company_id, wallet_id))
+
+    async def wallet_currencies(
+        self, company_id: int, wallets: Sequence[tuple[str, str]]
+    ) -> builtins.list[str]:
+        """The currency of each of the company's ``(wallet id, param)`` wallets, in order.
+
+        Remembered ones cost nothing (:meth:`known_currency`); otherwise all of them are read
+        in one read transaction, refusing an unknown wallet with :class:`NotFound` naming its
+        param, and remembered for next time.
+        """
+        known = [self.known_currency(company_id, wallet_id) for wallet_id, _ in wallets]
+        if all(currency is not None for currency in known):
+            return [currency for currency in known if currency is not None]
+
+        def read(uow: UnitOfWork) -> builtins.list[Wallet]:
+            return [wallet_of(uow, company_id, wallet_id, param) for wallet_id, param in wallets]
+
+        found = await self._storage.run(read, write=False)
+        for wallet in found:
+            self.saw_wallet(wallet)
+        return [wallet.currency for wallet in found]
+
+    def saw_wallet(self, wallet: Wallet) -> None:
+        """Remember ``wallet``'s currency (bounded: cleared when it grows past 100,000)."""
+        if len(self._currencies) >= _WALLET_CACHE_MAX:
+            self._currencies.clear()
+        self._currencies[wallet.company_id, wallet.id] = wallet.currency
+
+
+def wallet_of(uow: UnitOfWork, company_id: int, wallet_id: str, param: str) -> Wallet:
+    """The company's wallet, or :class:`NotFound` naming ``param``."""
+    wallet = uow.wallets.get(company_id, wallet_id) if is_resource_id(wallet_id, "wal") else None
+    if wallet is None:
+        raise NotFound(f"No such wallet: {wallet_id}", param=param)
+    return wallet
+
 
 class WalletService:
     """A company's wallets and their balances."""
 
     def __init__(
-        self, storage: Storage, clock: Clock, ids: IdSource, currencies: CurrencyRegistry
+        self, *, storage: Storage, clock: Clock, ids: IdSource, currencies: CurrencyRegistry
     ) -> None:
         self._storage = storage
         self._clock = clock

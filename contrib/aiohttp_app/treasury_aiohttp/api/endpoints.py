@@ -14,8 +14,11 @@ from treasury_core.notifications.endpoints import (
     UpdateWebhookEndpointRequest,
     WebhookEndpoint,
 )
-from treasury_core.services.notifications.endpoints import rotate_secret, update_endpoint
-from treasury_core.services.notifications.service import CreatedEndpoint
+from treasury_core.services.notifications.endpoints import (
+    CreatedEndpoint,
+    rotate_secret,
+    update_endpoint,
+)
 
 
 async def update_webhook_endpoint(request: web.Request) -> web.StreamResponse:

@@ -44,13 +44,13 @@ def _record_of(item: TreasuryRecord) -> bytes:
 
 def _metadata_handler(kind: type[TreasuryRecord], noun: str, param: str) -> Handler:
     async def handler(request: web.Request) -> web.StreamResponse:
-        context, record_id = treasury(request).context, request.match_info[param]
+        storage, record_id = treasury(request).storage, request.match_info[param]
         return await act(
             request,
             MetadataUpdateRequest,
             _record_of,
             lambda company, body, ticket: update_record_metadata(
-                context,
+                storage,
                 kind,
                 company,
                 record_id,

@@ -28,7 +28,7 @@ from treasury_core.notifications.deliveries import Delivery
 from treasury_core.notifications.endpoints import CreateWebhookEndpointRequest
 from treasury_core.notifications.events import Event, EventType
 from treasury_core.serialization import Timestamp
-from treasury_core.services.notifications.service import CreatedEndpoint
+from treasury_core.services.notifications.endpoints import CreatedEndpoint
 from treasury_core.validation import id_pattern
 
 

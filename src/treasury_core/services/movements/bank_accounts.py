@@ -21,8 +21,12 @@ from treasury_core.movements.states import MovementTrigger, next_status
 from treasury_core.notifications.events import EventType
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import AccountFormat, BankAccountDetails, UnitOfWork
+from treasury_core.services.adapters import Adapters
+from treasury_core.services.amount_limits import check_amount
 from treasury_core.services.idempotency import finish
-from treasury_core.services.support import TreasuryContext, require_id, wallet_of
+from treasury_core.services.movements.fx_quotes import FxQuotes
+from treasury_core.services.record_reads import list_records, read_record, require_id
+from treasury_core.services.wallets import wallet_of
 from treasury_core.wallets import Wallet
 
 _MAX_DRAWS = 20
@@ -31,8 +35,8 @@ _MAX_DRAWS = 20
 class BankAccountService:
     """Register and read withdrawal destinations, validated by the bank rail's formats."""
 
-    def __init__(self, ctx: TreasuryContext) -> None:
-        self._ctx = ctx
+    def __init__(self, *, adapters: Adapters) -> None:
+        self._adapters = adapters
 
     async def register(
         self,
@@ -42,7 +46,7 @@ class BankAccountService:
         idempotency: IdempotencyTicket[BankAccount] | None = None,
     ) -> BankAccount:
         """Check the details against their currency's format and checksums, then store them."""
-        ctx = self._ctx
+        ctx = self._adapters
         currency = ctx.currencies.get(request.currency_id, param="currency_id").code
         checked_metadata(request.metadata)  # before the rail's checks: one error per field
         details = ctx.rail.validate_bank_account(
@@ -74,8 +78,13 @@ class BankAccountService:
 
     async def get(self, company_id: int, bank_account_id: str) -> BankAccount:
         """The bank account, or ``NotFound``."""
-        return await self._ctx.read_record(
-            BankAccount, company_id, bank_account_id, "bank account", "bank_account_id"
+        return await read_record(
+            self._adapters.storage,
+            BankAccount,
+            company_id,
+            bank_account_id,
+            "bank account",
+            "bank_account_id",
         )
 
     async def list(
@@ -86,24 +95,31 @@ class BankAccountService:
         metadata: Mapping[str, str] | None = None,
     ) -> Page[BankAccount]:
         """The company's bank accounts, newest first (``metadata``: those holding its pairs)."""
-        return await self._ctx.list_records(BankAccount, company_id, page, metadata=metadata)
+        return await list_records(
+            self._adapters.storage, BankAccount, company_id, page, metadata=metadata
+        )
 
     def formats(self) -> builtins.list[AccountFormat]:
         """The formats of the enabled currencies."""
-        return [f for f in self._ctx.rail.account_formats() if f.currency in self._ctx.currencies]
+        return [
+            f
+            for f in self._adapters.rail.account_formats()
+            if f.currency in self._adapters.currencies
+        ]
 
     def bank_names(self, currency: str | None = None) -> builtins.list[str]:
         """Known bank names, for one enabled currency or all."""
         if currency is not None:
-            currency = self._ctx.currencies.get(currency, param="currency").code
-        return self._ctx.rail.bank_names(currency)
+            currency = self._adapters.currencies.get(currency, param="currency").code
+        return self._adapters.rail.bank_names(currency)
 
 
 class VirtualAccountService:
     """Virtual accounts and the money that arrives through them."""
 
-    def __init__(self, ctx: TreasuryContext) -> None:
-        self._ctx = ctx
+    def __init__(self, *, adapters: Adapters, quotes: FxQuotes) -> None:
+        self._adapters = adapters
+        self._quotes = quotes
 
     async def create(
         self,
@@ -113,7 +129,7 @@ class VirtualAccountService:
         idempotency: IdempotencyTicket[VirtualAccount] | None = None,
     ) -> VirtualAccount:
         """Dedicated bank details for a wallet, where the currency has ``can_vban``."""
-        ctx = self._ctx
+        ctx = self._adapters
         currency = ctx.currencies.get(request.source_currency, param="source_currency")
         if not currency.can_vban:
             raise ValidationFailed(
@@ -140,7 +156,7 @@ class VirtualAccountService:
         idempotency: IdempotencyTicket[VirtualAccount] | None,
         metadata: dict[str, str] | None = None,
     ) -> VirtualAccount:
-        ctx = self._ctx
+        ctx = self._adapters
         # Details derive from the id; short local numbers (8-digit GBP) can collide, so draw
         # again until they are free. Incoming funds are routed by these numbers.
         for _ in range(_MAX_DRAWS):
@@ -175,8 +191,13 @@ class VirtualAccountService:
 
     async def get(self, company_id: int, account_id: str) -> VirtualAccount:
         """The virtual account, or ``NotFound``."""
-        return await self._ctx.read_record(
-            VirtualAccount, company_id, account_id, "virtual account", "virtual_account_id"
+        return await read_record(
+            self._adapters.storage,
+            VirtualAccount,
+            company_id,
+            account_id,
+            "virtual account",
+            "virtual_account_id",
         )
 
     async def list(
@@ -187,7 +208,9 @@ class VirtualAccountService:
         metadata: Mapping[str, str] | None = None,
     ) -> Page[VirtualAccount]:
         """The company's virtual accounts, newest first (``metadata``: with its pairs)."""
-        return await self._ctx.list_records(VirtualAccount, company_id, page, metadata=metadata)
+        return await list_records(
+            self._adapters.storage, VirtualAccount, company_id, page, metadata=metadata
+        )
 
     async def incoming(
         self,
@@ -213,7 +236,7 @@ class VirtualAccountService:
         self, account_key: str, currency: str, amount: int, reference: str | None = None
     ) -> Deposit:
         """The rail reports funds sent to an IBAN or account number: credit its virtual account."""
-        currency = self._ctx.currencies.get(currency, param="currency").code
+        currency = self._adapters.currencies.get(currency, param="currency").code
 
         def find(uow: UnitOfWork) -> VirtualAccount | None:
             account = uow.records.find(VirtualAccount, account_key)
@@ -229,8 +252,8 @@ class VirtualAccountService:
         reference: str | None,
         idempotency: IdempotencyTicket[Deposit] | None = None,
     ) -> Deposit:
-        ctx = self._ctx
-        ctx.check_amount(amount, "amount")
+        ctx = self._adapters
+        check_amount(amount, "amount", ctx.config.max_amount)
 
         def read(uow: UnitOfWork) -> tuple[VirtualAccount, Wallet]:
             account = find(uow)
@@ -239,7 +262,7 @@ class VirtualAccountService:
             return account, wallet_of(uow, account.company_id, account.wallet_id, "wallet_id")
 
         account, wallet = await ctx.storage.run(read, write=False)
-        rate, to_amount = await ctx.quote(account.source_currency, wallet.currency, amount)
+        rate, to_amount = await self._quotes.quote(account.source_currency, wallet.currency, amount)
         deposit, journal = virtual_account_credit(
             ctx, account, wallet, amount, reference, rate, to_amount
         )
@@ -252,7 +275,7 @@ class VirtualAccountService:
 
 
 def virtual_account_credit(
-    ctx: TreasuryContext,
+    ctx: Adapters,
     account: VirtualAccount,
     wallet: Wallet,
     amount: int,
@@ -276,7 +299,7 @@ def virtual_account_credit(
 
 
 def completed_credit(
-    ctx: TreasuryContext,
+    ctx: Adapters,
     wallet: Wallet,
     received: tuple[int, str],
     quote: tuple[Decimal, int],
@@ -319,7 +342,7 @@ def completed_credit(
 
 
 def apply_completed_credit(
-    uow: UnitOfWork, ctx: TreasuryContext, deposit: Deposit, journal: Journal
+    uow: UnitOfWork, ctx: Adapters, deposit: Deposit, journal: Journal
 ) -> None:
     """Post the credit, store the deposit and write ``treasury.deposit.completed``, in ``uow``
     (the sandbox control's transaction, or a statement import's)."""

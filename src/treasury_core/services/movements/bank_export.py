@@ -20,7 +20,7 @@ from treasury_core.errors import NotFound
 from treasury_core.movements.bank_files import OPERATOR, BankExport
 from treasury_core.movements.records import BankAccount, MovementStatus, Withdrawal
 from treasury_core.ports import BankFiles, OutgoingPayment, UnitOfWork
-from treasury_core.services.support import TreasuryContext
+from treasury_core.services.adapters import Adapters
 
 #: How many pending withdrawals one export reads per page.
 _PAGE = 500
@@ -90,7 +90,7 @@ def _candidates(
 
 
 async def export_withdrawals(
-    ctx: TreasuryContext, files: BankFiles, currency: str | None
+    ctx: Adapters, files: BankFiles, currency: str | None
 ) -> ExportOutcome:
     """Record one payment file of every exportable pending withdrawal (in ``currency``, or
     all); the withdrawals it carries are marked as sent in the same transaction."""
@@ -138,14 +138,14 @@ async def export_withdrawals(
     raise RuntimeError("the pending withdrawals kept changing; run the export again")
 
 
-async def unwritten_exports(ctx: TreasuryContext) -> list[BankExport]:
+async def unwritten_exports(ctx: Adapters) -> list[BankExport]:
     """Exports recorded but not confirmed written (a run crashed in between), oldest first."""
     return await ctx.storage.run(
         lambda uow: uow.records.with_status(BankExport, "recorded", 1000), write=False
     )
 
 
-async def mark_written(ctx: TreasuryContext, export_id: str) -> BankExport:
+async def mark_written(ctx: Adapters, export_id: str) -> BankExport:
     """Confirm the export's file is on disk."""
 
     def mark(uow: UnitOfWork) -> BankExport:

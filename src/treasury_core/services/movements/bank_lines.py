@@ -41,7 +41,7 @@ from treasury_core.ports import (
     StatementLine,
     StatementRejected,
 )
-from treasury_core.services.support import TreasuryContext
+from treasury_core.services.adapters import Adapters
 
 #: References that are placeholders, not identities.
 _NO_REFERENCE = frozenset({"", "NONREF", "NOTPROVIDED", "NONE"})
@@ -173,7 +173,7 @@ def system_ids(line: StatementLine, *, remittance: bool) -> tuple[str, ...]:
     return tuple(found)
 
 
-def minor_units(ctx: TreasuryContext, amount: Decimal, currency: str, where: str) -> int:
+def minor_units(ctx: Adapters, amount: Decimal, currency: str, where: str) -> int:
     """``amount`` (major units) in minor units of ``currency``; :class:`StatementRejected` for
     an unknown currency or more decimals than the currency has."""
     if currency not in ctx.currencies:
@@ -186,7 +186,7 @@ def minor_units(ctx: TreasuryContext, amount: Decimal, currency: str, where: str
     return minor
 
 
-def _line_amount(ctx: TreasuryContext, line: StatementLine) -> int:
+def _line_amount(ctx: Adapters, line: StatementLine) -> int:
     amount = minor_units(ctx, line.amount, line.currency, line.location)
     if amount <= 0:
         raise StatementRejected(f"amount {line.amount} must be positive", location=line.location)
@@ -200,7 +200,7 @@ def _line_amount(ctx: TreasuryContext, line: StatementLine) -> int:
 
 
 def _checked(
-    ctx: TreasuryContext,
+    ctx: Adapters,
     statement: Statement,
     accounts: dict[str, frozenset[str]],
     number: int,
@@ -251,7 +251,7 @@ def _checked(
 
 
 def read(
-    ctx: TreasuryContext,
+    ctx: Adapters,
     files: BankFiles,
     data: bytes,
     formats: Collection[str] | None = None,

@@ -51,6 +51,7 @@ from treasury_core.movements.records import (
 )
 from treasury_core.movements.safeguarding import BankBreak
 from treasury_core.ports import Direction, StatementLine, UnitOfWork
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.movements import safeguarding
 from treasury_core.services.movements.bank_accounts import (
     apply_completed_credit,
@@ -58,8 +59,8 @@ from treasury_core.services.movements.bank_accounts import (
     virtual_account_credit,
 )
 from treasury_core.services.movements.bank_lines import ParsedLine, ParsedStatement, signed
+from treasury_core.services.movements.fx_quotes import FxQuotes
 from treasury_core.services.movements.settlement import complete_in, fail_in
-from treasury_core.services.support import TreasuryContext
 from treasury_core.wallets import Wallet
 
 R = TypeVar("R", Deposit, Withdrawal, BankExport)
@@ -109,7 +110,7 @@ def _mismatch(expected: int, currency: str, item: ParsedLine) -> str | None:
     return None
 
 
-def _paying_account(ctx: TreasuryContext, item: ParsedLine) -> str | None:
+def _paying_account(ctx: Adapters, item: ParsedLine) -> str | None:
     """Why ``item`` cannot be about our payment files (booked on another account), or None."""
     debtor = ctx.config.bank_debtor_iban
     if debtor is not None and normalized_account(debtor) != item.account:
@@ -118,7 +119,7 @@ def _paying_account(ctx: TreasuryContext, item: ParsedLine) -> str | None:
 
 
 def _withdrawal_plan(
-    ctx: TreasuryContext, item: ParsedLine, withdrawal: Withdrawal, returned: bool
+    ctx: Adapters, item: ParsedLine, withdrawal: Withdrawal, returned: bool
 ) -> Plan:
     problem = _mismatch(withdrawal.to_amount, withdrawal.to_currency_id, item)
     if problem is None and withdrawal.status is not MovementStatus.PENDING:
@@ -147,9 +148,7 @@ def _export_withdrawals(
     return found, None
 
 
-def _export_plan(
-    uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine, export: BankExport
-) -> Plan:
+def _export_plan(uow: UnitOfWork, ctx: Adapters, item: ParsedLine, export: BankExport) -> Plan:
     problem = (
         _mismatch(export.amount, export.currency, item)
         or _paying_account(ctx, item)
@@ -160,7 +159,7 @@ def _export_plan(
     return Plan(item, "complete_export", export.id)
 
 
-def _debit_plan(uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine) -> Plan:
+def _debit_plan(uow: UnitOfWork, ctx: Adapters, item: ParsedLine) -> Plan:
     ids = item.system_ids(remittance=False)
     withdrawal = _quoted(uow, Withdrawal, ids)
     if withdrawal is not None:
@@ -178,7 +177,7 @@ def _virtual_account(uow: UnitOfWork, line: StatementLine) -> VirtualAccount | N
 
 
 def _paid_return_plan(
-    uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine, withdrawal: Withdrawal
+    uow: UnitOfWork, ctx: Adapters, item: ParsedLine, withdrawal: Withdrawal
 ) -> Plan:
     """A return of a payout the bank paid (or pays earlier in this import): its amount goes
     back to the wallet, once."""
@@ -197,7 +196,7 @@ def _paid_return_plan(
     return Plan(item, "credit_return", withdrawal.id, wallet=wallet)
 
 
-def _credit_plan(uow: UnitOfWork, ctx: TreasuryContext, item: ParsedLine, paying: set[str]) -> Plan:
+def _credit_plan(uow: UnitOfWork, ctx: Adapters, item: ParsedLine, paying: set[str]) -> Plan:
     line = item.line
     if line.return_code is not None:
         withdrawal = _quoted(uow, Withdrawal, item.system_ids(remittance=False))
@@ -265,7 +264,7 @@ def _known_as_a_whole(uow: UnitOfWork, parsed: ParsedStatement) -> dict[str, Ban
 
 
 def plan(
-    uow: UnitOfWork, ctx: TreasuryContext, statements: Sequence[ParsedStatement]
+    uow: UnitOfWork, ctx: Adapters, statements: Sequence[ParsedStatement]
 ) -> tuple[list[Plan], list[BankStatementLine]]:
     """Plans for the lines not imported before, and the stored lines of those that were. A
     booking two statements of the file both list (the same identity) is planned once. A line
@@ -314,7 +313,8 @@ def _paid_by(uow: UnitOfWork, planned: Plan) -> set[str]:
 
 
 async def apply(
-    ctx: TreasuryContext,
+    ctx: Adapters,
+    quotes: FxQuotes,
     statements: Sequence[ParsedStatement],
     plans: list[Plan],
     known: list[BankStatementLine],
@@ -324,7 +324,7 @@ async def apply(
     credits: dict[str, tuple[Deposit, Journal]] = {}
     for p in plans:
         if p.action == "credit" and p.account is not None and p.wallet is not None:
-            rate, to_amount = await ctx.quote(
+            rate, to_amount = await quotes.quote(
                 p.account.source_currency, p.wallet.currency, p.line.amount
             )
             credits[p.line.key] = virtual_account_credit(
@@ -332,7 +332,7 @@ async def apply(
             )
         elif p.action == "credit_return" and p.wallet is not None:
             line = p.line.line
-            quote = await ctx.quote(line.currency, p.wallet.currency, p.line.amount)
+            quote = await quotes.quote(line.currency, p.wallet.currency, p.line.amount)
             credits[p.line.key] = completed_credit(
                 ctx,
                 p.wallet,
@@ -385,7 +385,7 @@ async def apply(
 
 def _store(
     uow: UnitOfWork,
-    ctx: TreasuryContext,
+    ctx: Adapters,
     parsed: ParsedStatement,
     plans: list[Plan],
     credits: dict[str, tuple[Deposit, Journal]],
@@ -447,7 +447,7 @@ def _reference(line: StatementLine) -> str | None:
 
 def _carry_out(
     uow: UnitOfWork,
-    ctx: TreasuryContext,
+    ctx: Adapters,
     p: Plan,
     credits: dict[str, tuple[Deposit, Journal]],
 ) -> tuple[LineOutcome, str | None, str | None]:
@@ -488,7 +488,7 @@ def _carry_out(
 
 
 def _credit_return(
-    uow: UnitOfWork, ctx: TreasuryContext, withdrawal_id: str, credit: tuple[Deposit, Journal]
+    uow: UnitOfWork, ctx: Adapters, withdrawal_id: str, credit: tuple[Deposit, Journal]
 ) -> tuple[LineOutcome, str | None, str | None]:
     """Credit back a paid payout the bank returned, unless it was returned already (checked
     under the withdrawal's lock, so two imports cannot both credit it)."""
@@ -506,7 +506,7 @@ def _credit_return(
 
 
 def _complete_export(
-    uow: UnitOfWork, ctx: TreasuryContext, export_id: str
+    uow: UnitOfWork, ctx: Adapters, export_id: str
 ) -> tuple[LineOutcome, str | None, str | None]:
     """Complete every withdrawal of a batch-booked export, or none of them."""
     export = uow.records.get(BankExport, export_id, None)

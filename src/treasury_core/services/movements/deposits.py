@@ -14,16 +14,22 @@ from treasury_core.movements.requests import (
 )
 from treasury_core.movements.states import MovementTrigger, next_status
 from treasury_core.ports import Settlement, UnitOfWork
+from treasury_core.services.adapters import Adapters
+from treasury_core.services.amount_limits import check_amount
 from treasury_core.services.idempotency import finish
+from treasury_core.services.movements.fx_quotes import FxQuotes
 from treasury_core.services.movements.settlement import settle, settlement_job
-from treasury_core.services.support import TreasuryContext
+from treasury_core.services.record_reads import read_record
+from treasury_core.services.wallets import WalletCurrencies
 
 
 class DepositService:
     """Create, read and settle deposits."""
 
-    def __init__(self, ctx: TreasuryContext) -> None:
-        self._ctx = ctx
+    def __init__(self, *, adapters: Adapters, quotes: FxQuotes, wallets: WalletCurrencies) -> None:
+        self._adapters = adapters
+        self._quotes = quotes
+        self._wallets = wallets
 
     async def create(
         self,
@@ -33,13 +39,13 @@ class DepositService:
         idempotency: IdempotencyTicket[Deposit] | None = None,
     ) -> Deposit:
         """A pending deposit with payment instructions; the wallet shows it as ``pending_in``."""
-        ctx = self._ctx
+        ctx = self._adapters
         source = ctx.currencies.get(request.from_currency_id, param="from_currency_id").code
-        ctx.check_amount(request.from_amount, "from_amount")
+        check_amount(request.from_amount, "from_amount", ctx.config.max_amount)
         wallet_id = request.wallet_id
         # A wallet the process has seen needs no read transaction.
-        (currency,) = await ctx.wallet_currencies(company_id, ((wallet_id, "wallet_id"),))
-        rate, to_amount = await ctx.quote(source, currency, request.from_amount)
+        (currency,) = await self._wallets.wallet_currencies(company_id, ((wallet_id, "wallet_id"),))
+        rate, to_amount = await self._quotes.quote(source, currency, request.from_amount)
         now = ctx.clock.now()
         deposit_id = ctx.ids.new_id(Deposit.prefix)
         journal = Journal(
@@ -91,8 +97,10 @@ class DepositService:
 
     async def get(self, company_id: int, deposit_id: str) -> Deposit:
         """The deposit, or ``NotFound``."""
-        ctx = self._ctx
-        return await ctx.read_record(Deposit, company_id, deposit_id, "deposit", "deposit_id")
+        ctx = self._adapters
+        return await read_record(
+            ctx.storage, Deposit, company_id, deposit_id, "deposit", "deposit_id"
+        )
 
     async def complete(
         self,
@@ -105,10 +113,10 @@ class DepositService:
         """The bank delivered: credit the wallet (with ``amount`` if it differs from expected)."""
         SandboxCompleteRequest(amount=amount)
         if amount is not None:
-            self._ctx.check_amount(amount, "amount")
-        return await self._ctx.storage.run(
+            check_amount(amount, "amount", self._adapters.config.max_amount)
+        return await self._adapters.storage.run(
             settle(
-                self._ctx,
+                self._adapters,
                 Deposit,
                 deposit_id,
                 param="deposit_id",
@@ -129,9 +137,9 @@ class DepositService:
     ) -> Deposit:
         """The bank gave up: release the expected credit and record why."""
         SandboxFailRequest(code=code, message=message)
-        return await self._ctx.storage.run(
+        return await self._adapters.storage.run(
             settle(
-                self._ctx,
+                self._adapters,
                 Deposit,
                 deposit_id,
                 param="deposit_id",

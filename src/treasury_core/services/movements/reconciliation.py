@@ -28,9 +28,9 @@ from treasury_core.ledger import EntryCounter, EntryType
 from treasury_core.movements.bank_files import BankExport, BankStatementLine, LineOutcome
 from treasury_core.movements.records import Deposit, MovementStatus, Withdrawal
 from treasury_core.ports import BankFiles, UnitOfWork
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.movements import bank_lines
 from treasury_core.services.movements.statements import WalletStatementService, WalletTransaction
-from treasury_core.services.support import TreasuryContext
 
 #: The ledger movements that cross the bank.
 _BANK_TYPES = frozenset({EntryType.DEPOSIT, EntryType.WITHDRAWAL})
@@ -95,7 +95,7 @@ def _owner_of(uow: UnitOfWork, object_id: str) -> Deposit | Withdrawal | None:
 
 
 async def reconcile(
-    ctx: TreasuryContext,
+    ctx: Adapters,
     files: BankFiles,
     statements: WalletStatementService,
     wallet_id: str,

@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from functools import partial
-from typing import TYPE_CHECKING
 
 from treasury_core.config import TreasuryConfig
 from treasury_core.currency import CurrencyRegistry
@@ -70,9 +69,7 @@ from treasury_core.movements.safeguarding import (
 )
 from treasury_core.notifications.events import EventType
 from treasury_core.ports import Direction, Statement, Storage, UnitOfWork
-
-if TYPE_CHECKING:
-    from treasury_core.services.support import TreasuryContext
+from treasury_core.services.adapters import Adapters
 
 #: Records read per query when walking a mirror's days or listing records.
 _PAGE = 200
@@ -125,7 +122,7 @@ def _has_mirror(uow: UnitOfWork, mirror_id: str) -> bool:
 # --- the import's step -----------------------------------------------------------------------
 
 
-def _minor(ctx: TreasuryContext, amount: Decimal, currency: str) -> int:
+def _minor(ctx: Adapters, amount: Decimal, currency: str) -> int:
     # The import read the statement whole first (bank_lines.read): every amount fits, so one
     # that does not is a bug in the import, not the bank's mistake.
     minor = ctx.currencies.get(currency).minor_units(amount)
@@ -140,7 +137,7 @@ def _signed(line: BankStatementLine) -> int:
 
 def reconcile_statement(
     uow: UnitOfWork,
-    ctx: TreasuryContext,
+    ctx: Adapters,
     statement: Statement,
     new_lines: Sequence[BankStatementLine],
 ) -> list[BankBreak]:
@@ -171,7 +168,7 @@ def reconcile_statement(
 
 def _post(
     uow: UnitOfWork,
-    ctx: TreasuryContext,
+    ctx: Adapters,
     mirror: BankMirror,
     lines: Sequence[BankStatementLine],
 ) -> BankMirror:
@@ -220,7 +217,7 @@ def _post(
 
 
 def _record_opening(
-    uow: UnitOfWork, ctx: TreasuryContext, statement: Statement, mirror: BankMirror
+    uow: UnitOfWork, ctx: Adapters, statement: Statement, mirror: BankMirror
 ) -> BankMirror:
     """Record the opening from the first statement that states one (once, whatever the mirror
     holds already): the stated balance less the lines posted so far that were booked before
@@ -311,7 +308,7 @@ def stated_balance_as_of(uow: UnitOfWork, mirror: BankMirror, on: date) -> State
 
 def _compare(
     uow: UnitOfWork,
-    ctx: TreasuryContext,
+    ctx: Adapters,
     statement: Statement,
     mirror: BankMirror,
     new_lines: Sequence[BankStatementLine],
@@ -368,7 +365,7 @@ def _compare(
 
 def _mirror_figure(
     uow: UnitOfWork,
-    ctx: TreasuryContext,
+    ctx: Adapters,
     statement: Statement,
     mirror: BankMirror,
     kind: BreakKind,
@@ -421,7 +418,7 @@ def _mirror_figure(
 
 def _remember_closing(
     uow: UnitOfWork,
-    ctx: TreasuryContext,
+    ctx: Adapters,
     statement: Statement,
     mirror: BankMirror,
     on: date,
@@ -450,7 +447,7 @@ def _remember_closing(
 
 def _record(
     uow: UnitOfWork,
-    ctx: TreasuryContext,
+    ctx: Adapters,
     statement: Statement,
     mirror: BankMirror,
     kind: BreakKind,
@@ -771,8 +768,8 @@ def _report(uow: UnitOfWork, on: date) -> SafeguardingReport:
 class SafeguardingService:
     """Breaks between the bank and the ledger, and the safeguarding report (the operator's)."""
 
-    def __init__(self, ctx: TreasuryContext) -> None:
-        self._ctx = ctx
+    def __init__(self, *, adapters: Adapters) -> None:
+        self._adapters = adapters
 
     async def breaks(
         self, status: BreakStatus | None = BreakStatus.OPEN, limit: int = 1000
@@ -786,10 +783,12 @@ class SafeguardingService:
                 rows += uow.records.with_status(BankBreak, wanted.value, limit)
             return sorted(rows, key=lambda b: b.id)[:limit]
 
-        found = await self._ctx.storage.run(read, write=False)
+        found = await self._adapters.storage.run(read, write=False)
         return [break_record(b) for b in found]
 
     async def report(self, on: date) -> SafeguardingReport:
         """Per currency at the end of ``on``: the bank (mirrors, and the bank's stated closing
         balances) against what the wallets are owed, read in one snapshot."""
-        return await self._ctx.storage.run(lambda uow: _report(uow, on), write=False, snapshot=True)
+        return await self._adapters.storage.run(
+            lambda uow: _report(uow, on), write=False, snapshot=True
+        )

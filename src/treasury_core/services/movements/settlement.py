@@ -8,9 +8,7 @@ the record's scheduled job, all in the caller's transaction.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -29,12 +27,12 @@ from treasury_core.movements.records import (
 from treasury_core.movements.states import MovementTrigger, next_status, settleable
 from treasury_core.notifications.events import EventType
 from treasury_core.ports import Settlement, UnitOfWork
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.idempotency import finish
-from treasury_core.services.support import TreasuryContext, require_id
+from treasury_core.services.jobs import JobHandler
+from treasury_core.services.record_reads import require_id
 
 M = TypeVar("M", bound=Deposit | Withdrawal | Transfer)
-
-log = logging.getLogger("treasury.settlement")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +63,7 @@ JOB_KINDS: Mapping[str, type[Deposit | Withdrawal | Transfer]] = {
 
 
 def settlement_job(
-    ctx: TreasuryContext,
+    ctx: Adapters,
     record: Deposit | Withdrawal | Transfer,
     settlement: Settlement,
 ) -> Job | None:
@@ -98,9 +96,7 @@ def locked_pending(
     return record
 
 
-def complete_in(
-    uow: UnitOfWork, ctx: TreasuryContext, record: M, *, received: int | None = None
-) -> M:
+def complete_in(uow: UnitOfWork, ctx: Adapters, record: M, *, received: int | None = None) -> M:
     """Complete a locked pending movement: post its legs (a deposit may arrive for another sum)."""
     update: dict[str, object] = {"status": next_status(record.status, MovementTrigger.COMPLETE)}
     legs: tuple[Leg, ...]
@@ -137,7 +133,7 @@ def complete_in(
     return _finish(uow, ctx, record, done, KINDS[record.prefix].completed)
 
 
-def fail_in(uow: UnitOfWork, ctx: TreasuryContext, record: M, *, code: str, message: str) -> M:
+def fail_in(uow: UnitOfWork, ctx: Adapters, record: M, *, code: str, message: str) -> M:
     """Fail a locked pending movement: void every reservation, record why."""
     _apply(uow, ctx, record, tuple(VoidPending(p) for p in record.pending_ids), "fail")
     failed = cast(
@@ -152,9 +148,7 @@ def fail_in(uow: UnitOfWork, ctx: TreasuryContext, record: M, *, code: str, mess
     return _finish(uow, ctx, record, failed, KINDS[record.prefix].failed)
 
 
-def _apply(
-    uow: UnitOfWork, ctx: TreasuryContext, record: M, legs: tuple[Leg, ...], verb: str
-) -> None:
+def _apply(uow: UnitOfWork, ctx: Adapters, record: M, legs: tuple[Leg, ...], verb: str) -> None:
     if legs:
         journal = Journal(
             ctx.ids.new_id("jr"),
@@ -166,7 +160,7 @@ def _apply(
         uow.ledger.apply(journal, ctx.clock.now())
 
 
-def _finish(uow: UnitOfWork, ctx: TreasuryContext, before: M, after: M, event: EventType) -> M:
+def _finish(uow: UnitOfWork, ctx: Adapters, before: M, after: M, event: EventType) -> M:
     uow.records.update(after)
     uow.jobs.finish_for(before.id)
     ctx.event(uow, event, after)
@@ -174,7 +168,7 @@ def _finish(uow: UnitOfWork, ctx: TreasuryContext, before: M, after: M, event: E
 
 
 def settle(
-    ctx: TreasuryContext,
+    ctx: Adapters,
     kind: type[M],
     record_id: str,
     *,
@@ -210,33 +204,15 @@ def settle(
     return run
 
 
-#: A job's work: lock what the job is about, claim the job (``uow.jobs.claim``; ``False`` when
-#: another runner holds it or it is done), do the work and finish the job, all in ``uow``.
-JobHandler = Callable[[UnitOfWork, Job], bool]
-
-#: A job whose work calls out (a card provider): awaited outside any transaction, it does the
-#: call and then claims and finishes the job in a transaction of its own; ``False`` when it was
-#: not the one to finish it. Two runners may both do the call before one claims the job, so
-#: the work must be safe to repeat (at least once, not exactly once).
-OutsideJobHandler = Callable[[Job], Awaitable[bool]]
-
-
 class SettlementService:
-    """Runs the jobs that fall due on the clock: settlements, and whatever else is registered."""
+    """Settles the movements whose rail delay is up: the handlers of the settlement jobs."""
 
-    def __init__(self, ctx: TreasuryContext) -> None:
-        self._ctx = ctx
-        self._handlers: dict[str, JobHandler] = dict.fromkeys(JOB_KINDS, self._settle)
-        self._outside: dict[str, OutsideJobHandler] = {}
+    def __init__(self, *, adapters: Adapters) -> None:
+        self._adapters = adapters
 
-    def register(self, kind: str, handler: JobHandler) -> None:
-        """Run ``handler`` for due jobs of ``kind`` (the payments service registers its own)."""
-        self._handlers[kind] = handler
-
-    def register_outside(self, kind: str, handler: OutsideJobHandler) -> None:
-        """Await ``handler`` for due jobs of ``kind``, outside any transaction (its work calls
-        out and must not hold a transaction open meanwhile)."""
-        self._outside[kind] = handler
+    def handlers(self) -> dict[str, JobHandler]:
+        """Job kind → handler, for :meth:`~treasury_core.services.jobs.JobRunner.register`."""
+        return dict.fromkeys(JOB_KINDS, self._settle)
 
     def _settle(self, uow: UnitOfWork, job: Job) -> bool:
         # Lock the record before the job: every path that settles by hand locks the record and
@@ -246,65 +222,6 @@ class SettlementService:
         if claimed is None:  # done meanwhile, or another runner holds it
             return False
         if record is not None and settleable(record.status):
-            complete_in(uow, self._ctx, record)  # the sandbox rail confirms what falls due
+            complete_in(uow, self._adapters, record)  # the sandbox rail confirms what falls due
         uow.jobs.finish(claimed.id)
         return True
-
-    def _unknown(self, uow: UnitOfWork, job: Job) -> bool:
-        log.warning("no handler for job kind %s; retiring job %s", job.kind, job.id)
-        if uow.jobs.claim(job.id) is None:
-            return False
-        uow.jobs.finish(job.id)
-        return True
-
-    async def run_due(self, limit: int = 100) -> int:
-        """Run up to ``limit`` due jobs, each in its own transaction; how many ran.
-
-        Jobs registered with :meth:`register_outside` run last, all at once: a slow provider
-        then delays the batch by one call's time, not by one per job, and never the
-        transactional jobs (an expiry) of the batch.
-        """
-        ctx = self._ctx
-        now = ctx.clock.now()
-        due = await ctx.storage.run(lambda uow: uow.jobs.due(now, limit), write=False)
-        ran = 0
-        outside: list[tuple[Job, OutsideJobHandler]] = []
-        for job in due:
-            if job.kind in self._outside:
-                outside.append((job, self._outside[job.kind]))
-                continue
-            handler = self._handlers.get(job.kind, self._unknown)
-
-            def run(uow: UnitOfWork, job: Job = job, handler: JobHandler = handler) -> bool:
-                return handler(uow, job)
-
-            try:
-                ran += await ctx.storage.run(run)
-            except Exception:
-                # One job that cannot run must not hold up every later one; it stays pending
-                # and is tried again on the next pass.
-                log.exception("running %s %s failed", job.kind, job.resource_id)
-        calls = (work(job) for job, work in outside)
-        results = await asyncio.gather(*calls, return_exceptions=True)
-        for (job, _), result in zip(outside, results, strict=True):
-            if isinstance(result, BaseException):
-                log.error("running %s %s failed", job.kind, job.resource_id, exc_info=result)
-            else:
-                ran += result
-        return ran
-
-    async def run_all_due(
-        self, batch: int = 100, *, stopping: Callable[[], bool] = lambda: False
-    ) -> int:
-        """Run everything due now, pass after pass (a job may schedule another that is due
-        already, e.g. a payout behind a capture the clock advanced past); how many ran.
-
-        ``stopping`` is asked between batches: once it answers true the batch in progress is
-        the last, so a shutdown waits for at most ``batch`` jobs, not for a whole backlog.
-        """
-        total = 0
-        while True:
-            ran = await self.run_due(batch)
-            total += ran
-            if ran == 0 or stopping():
-                return total

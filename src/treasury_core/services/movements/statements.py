@@ -125,7 +125,7 @@ class TransactionFilter:
 class WalletStatementService:
     """A company's wallet transactions and statements."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, *, storage: Storage) -> None:
         self._storage = storage
 
     async def transactions(

@@ -16,9 +16,13 @@ from treasury_core.movements.states import MovementTrigger, next_status
 from treasury_core.notifications.events import EventType
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
+from treasury_core.services.adapters import Adapters
+from treasury_core.services.amount_limits import check_amount
 from treasury_core.services.idempotency import finish
+from treasury_core.services.movements.fx_quotes import FxQuotes
 from treasury_core.services.movements.settlement import settle, settlement_job
-from treasury_core.services.support import TreasuryContext
+from treasury_core.services.record_reads import list_records, read_record
+from treasury_core.services.wallets import WalletCurrencies
 
 # The two ways a transfer starts (looked up once: the table is fixed).
 _CREATED_PENDING = next_status(None, MovementTrigger.CREATE)
@@ -28,8 +32,10 @@ _CREATED_SETTLED = next_status(None, MovementTrigger.CREATE_SETTLED)
 class TransferService:
     """Create, read, list and settle transfers."""
 
-    def __init__(self, ctx: TreasuryContext) -> None:
-        self._ctx = ctx
+    def __init__(self, *, adapters: Adapters, quotes: FxQuotes, wallets: WalletCurrencies) -> None:
+        self._adapters = adapters
+        self._quotes = quotes
+        self._wallets = wallets
 
     async def create(
         self,
@@ -39,8 +45,8 @@ class TransferService:
         idempotency: IdempotencyTicket[Transfer] | None = None,
     ) -> Transfer:
         """Same currency: completed at once. Cross currency: reserved until the rail confirms."""
-        ctx = self._ctx
-        ctx.check_amount(request.from_amount, "from_amount")
+        ctx = self._adapters
+        check_amount(request.from_amount, "from_amount", ctx.config.max_amount)
         if request.from_wallet_id == request.to_wallet_id:
             raise ValidationFailed(
                 "from_wallet_id and to_wallet_id must be different wallets",
@@ -51,11 +57,11 @@ class TransferService:
 
         # A wallet's currency never changes: once both have been seen, a transfer is one
         # transaction; the first transfer of a wallet reads it first.
-        from_currency, to_currency = await ctx.wallet_currencies(
+        from_currency, to_currency = await self._wallets.wallet_currencies(
             company_id,
             ((request.from_wallet_id, "from_wallet_id"), (request.to_wallet_id, "to_wallet_id")),
         )
-        rate, to_amount, rate_date = await ctx.dated_quote(
+        rate, to_amount, rate_date = await self._quotes.dated_quote(
             from_currency, to_currency, request.from_amount
         )
         cross = from_currency != to_currency
@@ -123,8 +129,8 @@ class TransferService:
 
     async def get(self, company_id: int, transfer_id: str) -> Transfer:
         """The transfer, or ``NotFound``."""
-        return await self._ctx.read_record(
-            Transfer, company_id, transfer_id, "transfer", "transfer_id"
+        return await read_record(
+            self._adapters.storage, Transfer, company_id, transfer_id, "transfer", "transfer_id"
         )
 
     async def list(
@@ -135,7 +141,9 @@ class TransferService:
         metadata: Mapping[str, str] | None = None,
     ) -> Page[Transfer]:
         """The company's transfers, newest first (``metadata``: only those holding its pairs)."""
-        return await self._ctx.list_records(Transfer, company_id, page, metadata=metadata)
+        return await list_records(
+            self._adapters.storage, Transfer, company_id, page, metadata=metadata
+        )
 
     async def complete(
         self,
@@ -145,9 +153,9 @@ class TransferService:
         idempotency: IdempotencyTicket[Transfer] | None = None,
     ) -> Transfer:
         """The conversion settled: post both legs."""
-        return await self._ctx.storage.run(
+        return await self._adapters.storage.run(
             settle(
-                self._ctx,
+                self._adapters,
                 Transfer,
                 transfer_id,
                 param="transfer_id",
@@ -167,9 +175,9 @@ class TransferService:
     ) -> Transfer:
         """The conversion failed: return the funds to the source wallet and record why."""
         SandboxFailRequest(code=code, message=message)
-        return await self._ctx.storage.run(
+        return await self._adapters.storage.run(
             settle(
-                self._ctx,
+                self._adapters,
                 Transfer,
                 transfer_id,
                 param="transfer_id",

@@ -16,17 +16,22 @@ from treasury_core.movements.requests import CreateWithdrawalRequest, SandboxFai
 from treasury_core.movements.states import MovementTrigger, next_status
 from treasury_core.pagination import Page, PageRequest
 from treasury_core.ports import Settlement, UnitOfWork
+from treasury_core.services.adapters import Adapters
+from treasury_core.services.amount_limits import check_amount
 from treasury_core.services.idempotency import finish
+from treasury_core.services.movements.fx_quotes import FxQuotes
 from treasury_core.services.movements.settlement import settle, settlement_job
-from treasury_core.services.support import TreasuryContext, require_id, wallet_of
+from treasury_core.services.record_reads import list_records, read_record, require_id
+from treasury_core.services.wallets import wallet_of
 from treasury_core.wallets import Wallet
 
 
 class WithdrawalService:
     """Create, read, list and settle withdrawals."""
 
-    def __init__(self, ctx: TreasuryContext) -> None:
-        self._ctx = ctx
+    def __init__(self, *, adapters: Adapters, quotes: FxQuotes) -> None:
+        self._adapters = adapters
+        self._quotes = quotes
 
     async def create(
         self,
@@ -36,11 +41,11 @@ class WithdrawalService:
         idempotency: IdempotencyTicket[Withdrawal] | None = None,
     ) -> Withdrawal:
         """Reserve amount and fee (``pending_out``) and start paying out; refused whole if short."""
-        ctx = self._ctx
+        ctx = self._adapters
         source = ctx.currencies.get(request.from_currency_id, param="from_currency_id").code
         if request.to_currency_id is not None:
             ctx.currencies.get(request.to_currency_id, param="to_currency_id")
-        ctx.check_amount(request.from_amount, "from_amount")
+        check_amount(request.from_amount, "from_amount", ctx.config.max_amount)
         require_id(request.bank_account_id, BankAccount.prefix, "bank account", "bank_account_id")
 
         def read(uow: UnitOfWork) -> tuple[Wallet, BankAccount | None]:
@@ -65,7 +70,7 @@ class WithdrawalService:
                 param="to_currency_id",
                 code="currency_mismatch",
             )
-        rate, to_amount = await ctx.quote(source, target, request.from_amount)
+        rate, to_amount = await self._quotes.quote(source, target, request.from_amount)
         fee = FeeRule(*ctx.config.withdrawal_fee(source)).fee(request.from_amount)
         now = ctx.clock.now()
         journal = Journal(
@@ -124,8 +129,13 @@ class WithdrawalService:
 
     async def get(self, company_id: int, withdrawal_id: str) -> Withdrawal:
         """The withdrawal, or ``NotFound``."""
-        return await self._ctx.read_record(
-            Withdrawal, company_id, withdrawal_id, "withdrawal", "withdraw_id"
+        return await read_record(
+            self._adapters.storage,
+            Withdrawal,
+            company_id,
+            withdrawal_id,
+            "withdrawal",
+            "withdraw_id",
         )
 
     async def list(
@@ -136,7 +146,9 @@ class WithdrawalService:
         metadata: Mapping[str, str] | None = None,
     ) -> Page[Withdrawal]:
         """The company's withdrawals, newest first (``metadata``: only those holding its pairs)."""
-        return await self._ctx.list_records(Withdrawal, company_id, page, metadata=metadata)
+        return await list_records(
+            self._adapters.storage, Withdrawal, company_id, page, metadata=metadata
+        )
 
     async def complete(
         self,
@@ -146,9 +158,9 @@ class WithdrawalService:
         idempotency: IdempotencyTicket[Withdrawal] | None = None,
     ) -> Withdrawal:
         """The bank paid out: post the amount and the fee."""
-        return await self._ctx.storage.run(
+        return await self._adapters.storage.run(
             settle(
-                self._ctx,
+                self._adapters,
                 Withdrawal,
                 withdraw_id,
                 param="withdraw_id",
@@ -168,9 +180,9 @@ class WithdrawalService:
     ) -> Withdrawal:
         """The payout failed: release amount and fee back to the wallet and record why."""
         SandboxFailRequest(code=code, message=message)
-        return await self._ctx.storage.run(
+        return await self._adapters.storage.run(
             settle(
-                self._ctx,
+                self._adapters,
                 Withdrawal,
                 withdraw_id,
                 param="withdraw_id",

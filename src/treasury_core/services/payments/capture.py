@@ -33,6 +33,7 @@ from treasury_core.ports.card_provider import (
     HoldGone,
     takes_keyed_calls,
 )
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.idempotency import bind, finish
 from treasury_core.services.payments.intent_steps import IntentSteps
 from treasury_core.services.payments.vocabulary import (
@@ -40,16 +41,13 @@ from treasury_core.services.payments.vocabulary import (
     intent_job_key,
     void_key,
 )
-from treasury_core.services.support import TreasuryContext
 
 
 class CaptureAndVoid:
     """Capture and cancel (for :class:`~treasury_core.services.payments.PaymentService`), and
     the recording steps the provider's events share with them."""
 
-    def __init__(
-        self, *, context: TreasuryContext, steps: IntentSteps, provider: CardProvider
-    ) -> None:
+    def __init__(self, *, context: Adapters, steps: IntentSteps, provider: CardProvider) -> None:
         self._ctx = context
         self._steps = steps
         self.provider = provider

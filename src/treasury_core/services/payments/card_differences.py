@@ -20,7 +20,7 @@ from treasury_core.payments.card_differences import (
     CardDifferenceStatus,
 )
 from treasury_core.ports import UnitOfWork
-from treasury_core.services.support import TreasuryContext
+from treasury_core.services.adapters import Adapters
 
 log = logging.getLogger("treasury.card_reconciliation")
 
@@ -43,7 +43,7 @@ class Found:
 
 
 def note_difference(
-    ctx: TreasuryContext, uow: UnitOfWork, found: Found, *, resolved: bool = False
+    ctx: Adapters, uow: UnitOfWork, found: Found, *, resolved: bool = False
 ) -> CardDifference:
     """Keep ``found`` as its kind's one record about its subject, in the caller's transaction:
     new (announced), opened again (announced), or updated with its figures (silently).
@@ -93,7 +93,7 @@ def note_difference(
 
 
 def resolve_difference(
-    ctx: TreasuryContext, uow: UnitOfWork, kind: CardDifferenceKind, subject: str, detail: str
+    ctx: Adapters, uow: UnitOfWork, kind: CardDifferenceKind, subject: str, detail: str
 ) -> bool:
     """Mark the open difference of ``kind`` about ``subject`` resolved, saying how; whether
     there was one."""

@@ -61,6 +61,7 @@ from treasury_core.ports.card_provider import (
     answers_lookups,
     takes_keyed_calls,
 )
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.payments.card_differences import (
     Found,
     note_difference,
@@ -74,7 +75,6 @@ from treasury_core.services.payments.vocabulary import (
     refund_key,
     void_key,
 )
-from treasury_core.services.support import TreasuryContext
 
 log = logging.getLogger("treasury.card_reconciliation")
 
@@ -123,7 +123,7 @@ class CardReconciliation:
     def __init__(
         self,
         *,
-        context: TreasuryContext,
+        context: Adapters,
         steps: IntentSteps,
         provider: CardProvider,
         charging: Charging,

@@ -23,6 +23,7 @@ from treasury_core.ports import CardProvider, UnitOfWork
 from treasury_core.ports.card_provider import (
     CardProviderResult,
 )
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.payments.charging import Charging
 from treasury_core.services.payments.intent_steps import IntentSteps
 from treasury_core.services.payments.vocabulary import (
@@ -30,7 +31,6 @@ from treasury_core.services.payments.vocabulary import (
     PaymentOutcome,
     unsupported,
 )
-from treasury_core.services.support import TreasuryContext
 
 
 class Challenges:
@@ -42,7 +42,7 @@ class Challenges:
     def __init__(
         self,
         *,
-        context: TreasuryContext,
+        context: Adapters,
         steps: IntentSteps,
         provider: CardProvider,
         charging: Charging,

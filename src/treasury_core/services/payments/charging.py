@@ -49,6 +49,8 @@ from treasury_core.ports.card_provider import (
     takes_keyed_calls,
 )
 from treasury_core.ports.hosted_pages import HostedPages
+from treasury_core.services.adapters import Adapters
+from treasury_core.services.amount_limits import check_amount
 from treasury_core.services.idempotency import bind, finish
 from treasury_core.services.payments.intent_steps import IntentSteps
 from treasury_core.services.payments.links import schedule_link_expiry
@@ -72,7 +74,6 @@ from treasury_core.services.payments.vocabulary import (
     safe_last4,
     unsupported,
 )
-from treasury_core.services.support import TreasuryContext
 from treasury_core.validation import is_resource_id
 
 
@@ -89,7 +90,7 @@ class Charging:
     def __init__(
         self,
         *,
-        context: TreasuryContext,
+        context: Adapters,
         steps: IntentSteps,
         provider: CardProvider,
         hosted_pages: HostedPages,
@@ -141,11 +142,13 @@ class Charging:
             processing = ctx.currencies.get(
                 request.processing_currency, param="processing_currency"
             ).code
-        ctx.check_amount(request.billing_amount, "billing_amount")
+        check_amount(request.billing_amount, "billing_amount", ctx.config.max_amount)
         check_min_amount(request.billing_amount, billing, ctx.config.min_amounts)
         card = await self._saved_card(company_id, request.card_token)
         try:
-            _, processing_amount = await ctx.quote(billing, processing, request.billing_amount)
+            _, processing_amount = await self._steps.quotes.quote(
+                billing, processing, request.billing_amount
+            )
         except ValidationFailed as exc:
             raise ValidationFailed(exc.message, code=exc.code, param="billing_amount") from None
         now = ctx.clock.now()

@@ -22,11 +22,12 @@ from treasury_core.payments.disputes import ChargebackEvidence
 from treasury_core.payments.intents import PaymentIntent
 from treasury_core.payments.records import Chargeback, ChargebackStatus
 from treasury_core.ports import UnitOfWork
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.idempotency import finish
 from treasury_core.services.payments.chargebacks import resolve_chargeback
 from treasury_core.services.payments.intent_steps import IntentSteps
 from treasury_core.services.payments.vocabulary import CAPABILITY_UNSUPPORTED
-from treasury_core.services.support import TreasuryContext, require_id
+from treasury_core.services.record_reads import read_record, require_id
 
 _PARAM = "chargeback_id"
 
@@ -35,14 +36,14 @@ class DisputeService:
     """Reads a company's chargebacks and takes the merchant's answer to them (``context``:
     storage, reads and the clock; ``steps``: the payments service's ledger and job steps)."""
 
-    def __init__(self, *, context: TreasuryContext, steps: IntentSteps) -> None:
+    def __init__(self, *, context: Adapters, steps: IntentSteps) -> None:
         self._ctx = context
         self._steps = steps
 
     async def get(self, company_id: int, chargeback_id: str) -> Chargeback:
         """The company's chargeback, or :class:`NotFound`."""
-        return await self._ctx.read_record(
-            Chargeback, company_id, chargeback_id, "chargeback", _PARAM
+        return await read_record(
+            self._ctx.storage, Chargeback, company_id, chargeback_id, "chargeback", _PARAM
         )
 
     async def submit_evidence(

@@ -42,6 +42,8 @@ from treasury_core.payments.states import (
     Trigger,
 )
 from treasury_core.ports import CardProvider, UnitOfWork
+from treasury_core.services.adapters import Adapters
+from treasury_core.services.movements.fx_quotes import FxQuotes
 from treasury_core.services.payments.vocabulary import (
     CHARGEBACK_OPEN,
     DEFAULT_DELAYS,
@@ -51,7 +53,6 @@ from treasury_core.services.payments.vocabulary import (
     log,
     unsupported,
 )
-from treasury_core.services.support import TreasuryContext
 
 
 class IntentSteps:
@@ -65,18 +66,24 @@ class IntentSteps:
     def __init__(
         self,
         *,
-        context: TreasuryContext,
+        context: Adapters,
         provider: CardProvider,
         delays_seconds: Mapping[str, float] | None = None,
     ) -> None:
         self._ctx = context
+        self.quotes = FxQuotes(
+            fx=context.fx,
+            clock=context.clock,
+            currencies=context.currencies,
+            max_age_seconds=context.config.fx_max_age_seconds,
+        )
         self.provider = provider
         delays = {**DEFAULT_DELAYS, **(delays_seconds or {})}
         self._delays = {kind: timedelta(seconds=s) for kind, s in delays.items()}
         self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
 
     @property
-    def context(self) -> TreasuryContext:
+    def context(self) -> Adapters:
         """The storage, ids, clock and event writing these steps use."""
         return self._ctx
 

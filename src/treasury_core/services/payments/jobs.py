@@ -23,7 +23,8 @@ from treasury_core.payments.ledger import payout_legs, settlement_account
 from treasury_core.payments.records import Chargeback, ChargebackStatus, Payout, PayoutStatus
 from treasury_core.payments.states import Trigger, transition
 from treasury_core.ports import CardProvider, UnitOfWork
-from treasury_core.services.movements.settlement import JobHandler, OutsideJobHandler
+from treasury_core.services.adapters import Adapters
+from treasury_core.services.jobs import JobHandler, OutsideJobHandler
 from treasury_core.services.payments.chargebacks import (
     apply_legs,
     open_chargeback,
@@ -39,7 +40,6 @@ from treasury_core.services.payments.vocabulary import (
     PAYOUT_APPLY,
     RELEASE_HOLD,
 )
-from treasury_core.services.support import TreasuryContext
 from treasury_core.wallets import Wallet
 
 _WALLET_PAGE = 100
@@ -66,7 +66,7 @@ class PaymentJobs:
     def __init__(
         self,
         *,
-        context: TreasuryContext,
+        context: Adapters,
         steps: IntentSteps,
         provider: CardProvider,
         resolution: ProviderResolution,

@@ -20,9 +20,9 @@ from treasury_core.payments.intents import PaymentIntent
 from treasury_core.payments.requests import IntentActionRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.ports import UnitOfWork
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.idempotency import finish
 from treasury_core.services.payments.intent_steps import IntentSteps
-from treasury_core.services.support import TreasuryContext
 
 #: The job that fires ``payment_intent.expired`` when a link reaches its ``expires_at``.
 LINK_EXPIRY: Final = "link_expiry"
@@ -34,7 +34,7 @@ def link_job_key(intent_id: int) -> str:
     return f"link:{intent_id}"
 
 
-def schedule_link_expiry(uow: UnitOfWork, ctx: TreasuryContext, intent: PaymentIntent) -> None:
+def schedule_link_expiry(uow: UnitOfWork, ctx: Adapters, intent: PaymentIntent) -> None:
     """In the create's transaction: the job announcing the link's expiry, if it has one."""
     if intent.expires_at is None:
         return
@@ -57,7 +57,7 @@ class PaymentLinkService:
     """Closing payment links and intents' metadata, under the payments service's intent locks
     (``steps``); ``context`` gives storage, ids and the clock."""
 
-    def __init__(self, *, context: TreasuryContext, steps: IntentSteps) -> None:
+    def __init__(self, *, context: Adapters, steps: IntentSteps) -> None:
         self._ctx = context
         self._steps = steps
 

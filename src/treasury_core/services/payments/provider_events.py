@@ -91,6 +91,7 @@ from treasury_core.ports.card_provider import (
     CardProviderStatus,
     ChargebackOutcome,
 )
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.payments.capture import CaptureAndVoid
 from treasury_core.services.payments.card_differences import resolve_difference
 from treasury_core.services.payments.challenges import Challenges
@@ -104,7 +105,6 @@ from treasury_core.services.payments.refund_outcomes import (
 )
 from treasury_core.services.payments.refunds import Refunds
 from treasury_core.services.payments.vocabulary import owner_tag
-from treasury_core.services.support import TreasuryContext
 
 log = logging.getLogger("treasury.provider_events")
 
@@ -150,7 +150,7 @@ class ProviderEventService:
     def __init__(
         self,
         *,
-        context: TreasuryContext,
+        context: Adapters,
         steps: IntentSteps,
         provider: CardProvider,
         charging: Charging,

@@ -50,7 +50,8 @@ from treasury_core.ports.card_provider import (
     CardProviderStatus,
     answers_lookups,
 )
-from treasury_core.services.movements.settlement import OutsideJobHandler
+from treasury_core.services.adapters import Adapters
+from treasury_core.services.jobs import OutsideJobHandler
 from treasury_core.services.payments.card_differences import (
     Found,
     note_difference,
@@ -69,7 +70,6 @@ from treasury_core.services.payments.vocabulary import (
     charge_attempt_resource,
     refund_key,
 )
-from treasury_core.services.support import TreasuryContext
 
 log = logging.getLogger("treasury.payments")
 
@@ -199,7 +199,7 @@ class ProviderResolution:
     def __init__(
         self,
         *,
-        context: TreasuryContext,
+        context: Adapters,
         steps: IntentSteps,
         provider: CardProvider,
         charging: Charging,

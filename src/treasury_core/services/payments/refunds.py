@@ -36,6 +36,7 @@ from treasury_core.ports.card_provider import (
     answers_lookups,
     takes_keyed_calls,
 )
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.idempotency import bind, finish
 from treasury_core.services.payments.intent_steps import IntentSteps
 from treasury_core.services.payments.refund_outcomes import (
@@ -51,16 +52,14 @@ from treasury_core.services.payments.vocabulary import (
     refund_key,
     unsupported,
 )
-from treasury_core.services.support import TreasuryContext
+from treasury_core.services.record_reads import read_record
 
 
 class Refunds:
     """Refunds (for :class:`~treasury_core.services.payments.PaymentService`), and the
     reservation and settling steps the provider's events share with them."""
 
-    def __init__(
-        self, *, context: TreasuryContext, steps: IntentSteps, provider: CardProvider
-    ) -> None:
+    def __init__(self, *, context: Adapters, steps: IntentSteps, provider: CardProvider) -> None:
         self._ctx = context
         self._steps = steps
         self.provider = provider
@@ -357,7 +356,9 @@ class Refunds:
 
     async def get_refund(self, company_id: int, refund_id: str) -> Refund:
         """The company's refund, or :class:`NotFound`."""
-        return await self._ctx.read_record(Refund, company_id, refund_id, "refund", "refund_id")
+        return await read_record(
+            self._ctx.storage, Refund, company_id, refund_id, "refund", "refund_id"
+        )
 
     async def refunds(self, company_id: int, intent_id: int) -> list[Refund]:
         """Every refund of the company's intent, newest first."""

@@ -43,8 +43,8 @@ from treasury_core.payments.intents import PaymentType
 from treasury_core.ports import CardProvider, SealedCard, UnitOfWork, Vault
 from treasury_core.ports.card_provider import CardData, SavedCardReference, keeps_saved_cards
 from treasury_core.ports.hosted_pages import HostedPages
+from treasury_core.services.adapters import Adapters
 from treasury_core.services.idempotency import finish
-from treasury_core.services.support import TreasuryContext
 from treasury_core.validation import is_resource_id
 
 R = TypeVar("R", bound=TreasuryRecord)
@@ -98,7 +98,7 @@ class CardOnFileService:
     def __init__(
         self,
         *,
-        context: TreasuryContext,
+        context: Adapters,
         provider: CardProvider,
         vault: Vault,
         hosted_pages: HostedPages,

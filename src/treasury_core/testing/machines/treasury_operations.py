@@ -497,7 +497,7 @@ class TreasuryOperations(ServiceMachine):
         Every one: the rules also draw currencies outside the pool (a virtual account's, a bank
         account's) on purpose.
         """
-        fx = self.treasury.context.fx
+        fx = self.treasury.adapters.fx
         rates: dict[str, Decimal] = {}
         known = {currency.code for currency in self.treasury.currencies}
         for code in sorted({"USD", *known, *self.currency_pool, *self.extra_bank_currencies}):
