@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pluggy
@@ -19,6 +20,7 @@ from treasury_core.errors import TreasuryError
 from treasury_core.interface.projections import event_object
 from treasury_core.interface.urls import INTERFACE_PATHS
 from treasury_core.plugins import collect_factories, make_plugin_manager
+from treasury_core.plugins.subscribers import event_subscribers
 from treasury_core.ports import (
     BankRail,
     CardProvider,
@@ -250,7 +252,7 @@ def bootstrap(
         config=config,
         vault=card_vault,
         wall_clock=real_time,
-        plugins=pm,
+        subscribers=partial(event_subscribers, pm),
         sender=sender,
     )
     steps = IntentSteps(

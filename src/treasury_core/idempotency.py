@@ -118,3 +118,22 @@ def scoped_key(key: str, kind: KeyKind) -> str:
     if kind is KeyKind.SECRET:
         return key
     return f"\x1f{kind.value}:{hashlib.sha256(key.encode()).hexdigest()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The key is ours until completed or released; ``token`` proves it.
+
+    ``key`` is the stored name (:func:`~treasury_core.idempotency.scoped_key`), not always the
+    presented one. ``resource`` is the record an earlier request with this key started and left
+    without an answer (see :func:`bind`): the service resumes it.
+    """
+
+    company_id: int
+    key: str
+    token: str
+    resource: str | None = None
+
+    def ticket(self, recorder: Callable[[R], StoredResult]) -> IdempotencyTicket[R]:
+        """A ticket a service completes in its transaction, storing ``recorder(its result)``."""
+        return IdempotencyTicket(self.company_id, self.key, self.token, recorder, self.resource)

@@ -9,6 +9,7 @@ import logging
 from collections import Counter
 from collections.abc import Generator, Mapping
 from datetime import timedelta
+from functools import partial
 from typing import Literal
 
 import pytest
@@ -22,6 +23,7 @@ from treasury_core.notifications.schedule import MAX_ATTEMPTS, RETRY_DELAYS
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.plugins import hookimpl, make_plugin_manager
+from treasury_core.plugins.subscribers import event_subscribers
 from treasury_core.ports import DeliveryFailed, UnitOfWork
 from treasury_core.services.notifications.service import NotificationService
 from treasury_core.testing.fakes.clock import FakeClock
@@ -128,7 +130,7 @@ async def test_a_dead_workers_deliveries_go_once_its_lease_runs_out(
             config=treasury.config,
             vault=treasury.cards.vault,
             wall_clock=real_time,
-            plugins=treasury.plugins,
+            subscribers=partial(event_subscribers, treasury.plugins),
             sender=sender,
         )
         # A worker claims everything, then dies before sending or recording anything.
@@ -401,7 +403,7 @@ async def test_a_worker_that_lost_its_lease_decides_nothing(
             config=treasury.config,
             vault=treasury.cards.vault,
             wall_clock=real_time,
-            plugins=treasury.plugins,
+            subscribers=partial(event_subscribers, treasury.plugins),
             sender=slow,
         )
         other = NotificationService(
@@ -411,7 +413,7 @@ async def test_a_worker_that_lost_its_lease_decides_nothing(
             config=treasury.config,
             vault=treasury.cards.vault,
             wall_clock=real_time,
-            plugins=treasury.plugins,
+            subscribers=partial(event_subscribers, treasury.plugins),
             sender=fast,
         )
         task = asyncio.create_task(stuck.deliver_due())

@@ -12,12 +12,11 @@ from tests.lost_answers import AMOUNT, CARD, World, make_world, opened
 from treasury_core import TreasuryConfig, bootstrap
 from treasury_core.companies import KeyKind
 from treasury_core.errors import ProviderDidNotAct, ProviderError
-from treasury_core.idempotency import StoredResult
+from treasury_core.idempotency import Claim, StoredResult
 from treasury_core.payments.intents import CaptureMethod, IntentStatus
 from treasury_core.payments.records import Refund, RefundStatus
 from treasury_core.ports import Storage
 from treasury_core.ports.card_provider import CallOwner, CardProviderResult
-from treasury_core.services.idempotency import Claim
 from treasury_core.services.payments.vocabulary import RESOLVE_CHARGE, RESOLVE_REFUND
 from treasury_core.testing import FlakyCardProvider
 from treasury_core.testing.fakes.card_providers import Call

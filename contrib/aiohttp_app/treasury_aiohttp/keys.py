@@ -9,10 +9,10 @@ from aiohttp import web
 from treasury_aiohttp.hosted.security import FormKey
 from treasury_core import Treasury
 from treasury_core.companies import Principal
+from treasury_core.idempotency import Claim
 from treasury_core.operators import OperatorPrincipal
 from treasury_core.ports import RequestLimiter
 from treasury_core.ratelimit import FailureThrottle
-from treasury_core.services.idempotency import Claim
 
 TREASURY_KEY = web.AppKey("treasury", Treasury)
 MAX_BODY_KEY = web.AppKey("max_body_bytes", int)

@@ -29,8 +29,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from treasury_core.idempotency import IdempotencyTicket, StoredResult
-from treasury_core.services.idempotency import Claim
+from treasury_core.idempotency import Claim, IdempotencyTicket, StoredResult
 
 __all__ = [
     "REPLAYED_HEADER",

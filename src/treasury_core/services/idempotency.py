@@ -7,7 +7,6 @@ transaction, so the change and the record of its result commit together or not a
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TypeVar
@@ -16,6 +15,7 @@ from treasury_core.companies import KeyKind
 from treasury_core.errors import IdempotencyError, IdempotencyInFlight, ValidationFailed
 from treasury_core.idempotency import (
     MAX_KEY_LENGTH,
+    Claim,
     IdempotencyRecord,
     IdempotencyState,
     IdempotencyTicket,
@@ -35,25 +35,6 @@ class Replay:
     """The key was used before with the same request: answer with this result."""
 
     result: StoredResult
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """The key is ours until completed or released; ``token`` proves it.
-
-    ``key`` is the stored name (:func:`~treasury_core.idempotency.scoped_key`), not always the
-    presented one. ``resource`` is the record an earlier request with this key started and left
-    without an answer (see :func:`bind`): the service resumes it.
-    """
-
-    company_id: int
-    key: str
-    token: str
-    resource: str | None = None
-
-    def ticket(self, recorder: Callable[[R], StoredResult]) -> IdempotencyTicket[R]:
-        """A ticket a service completes in its transaction, storing ``recorder(its result)``."""
-        return IdempotencyTicket(self.company_id, self.key, self.token, recorder, self.resource)
 
 
 class IdempotencyService:

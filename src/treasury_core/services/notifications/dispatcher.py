@@ -30,11 +30,10 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pluggy
 from standardwebhooks import Webhook
 
 from treasury_core.cards.tokens import TokenizationResult
@@ -55,7 +54,6 @@ from treasury_core.payments.payloads import (
     legacy_callback_body,
     legacy_callback_url,
 )
-from treasury_core.plugins.subscribers import event_subscribers
 from treasury_core.ports import Clock, DeliveryFailed, IdSource, Storage, UnitOfWork, WebhookSender
 from treasury_core.services.notifications.endpoints import WebhookSecrets, all_endpoints
 
@@ -145,7 +143,7 @@ class Dispatcher:
         wall_clock: Clock,
         secrets: WebhookSecrets,
         config: TreasuryConfig,
-        plugins: pluggy.PluginManager | None = None,
+        subscribers: Callable[[], Sequence[tuple[str, Callable[..., Any]]]] | None = None,
         sender: WebhookSender | None = None,
     ) -> None:
         """``config`` gives the delivery settings (``delivery_*``, ``job_poll_seconds``)."""
@@ -155,7 +153,7 @@ class Dispatcher:
         self._wall = wall_clock
         self._secrets = secrets
         self._config = config
-        self._plugins = plugins
+        self._subscribers = subscribers
         self.sender = sender
         #: How long a worker holds a claimed delivery (real time): longer than a send can take.
         self.lease = timedelta(seconds=config.delivery_lease_seconds)
@@ -258,7 +256,7 @@ class Dispatcher:
         subscribers) are read whole: most make none, and reading and parsing every payload on
         the writer's thread took a large share of a busy server's CPU per create.
         """
-        subscribers = [] if self._plugins is None else event_subscribers(self._plugins)
+        subscribers = [] if self._subscribers is None else self._subscribers()
 
         def write(uow: UnitOfWork) -> tuple[int, list[Event], int]:
             heads = uow.outbox.undispatched_heads(limit)

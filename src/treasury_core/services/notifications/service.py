@@ -9,10 +9,9 @@ notifications.dispatcher.Dispatcher` (fan-out and delivery, documented there),
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-
-import pluggy
+from typing import Any
 
 from treasury_core.config import TreasuryConfig
 from treasury_core.idempotency import IdempotencyTicket
@@ -66,7 +65,7 @@ class NotificationService:
         config: TreasuryConfig,
         vault: Vault,
         wall_clock: Clock,
-        plugins: pluggy.PluginManager | None = None,
+        subscribers: Callable[[], Sequence[tuple[str, Callable[..., Any]]]] | None = None,
         sender: WebhookSender | None = None,
     ) -> None:
         secrets = WebhookSecrets(vault=vault)
@@ -85,7 +84,7 @@ class NotificationService:
             wall_clock=wall_clock,
             secrets=secrets,
             config=config,
-            plugins=plugins,
+            subscribers=subscribers,
             sender=sender,
         )
         self.events_api = EventsApi(
