@@ -40,27 +40,7 @@ HISTORY = re.compile(
 )
 
 #: Files that still tell history, by path from the root: their owners are rewriting them.
-STILL_TO_CLEAN: frozenset[str] = frozenset(
-    {
-        "contrib/aiohttp_app/treasury_aiohttp/api/disputes.py",
-        "contrib/aiohttp_app/treasury_aiohttp/api/endpoints.py",
-        "contrib/aiohttp_app/treasury_aiohttp/api/links.py",
-        "contrib/aiohttp_app/treasury_aiohttp/api/records.py",
-        "src/adapters/treasury_sqlalchemy/delivery_records.py",
-        "src/adapters/treasury_sqlalchemy/stripes.py",
-        "src/adapters/treasury_stripe/card_provider.py",
-        "src/treasury_core/movements/records.py",
-        "src/treasury_core/payments/disputes.py",
-        "src/treasury_core/ports/card_provider.py",
-        "src/treasury_core/services/payments/common.py",
-        "src/treasury_core/services/payments/disputes.py",
-        "src/treasury_core/services/record_reads.py",
-        "src/treasury_core/testing/contracts/card_provider.py",
-        "src/treasury_core/testing/contracts/hot_accounts.py",
-        "src/treasury_core/testing/contracts/metadata.py",
-        "src/treasury_core/wallets.py",
-    }
-)
+STILL_TO_CLEAN: frozenset[str] = frozenset()
 
 
 def _sources() -> Iterator[Path]:

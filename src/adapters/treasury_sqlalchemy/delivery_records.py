@@ -43,9 +43,9 @@ class DeliveryRows:
         """See :meth:`treasury_core.ports.storage.DeliveryRepository.record_attempts`.
 
         Two statements for the whole batch: a read of the rows' state columns only (locked on
-        PostgreSQL, as the one-by-one record locked each row), and one ``executemany`` of the
-        rewrites, where the record used to read and parse each row's whole body and write it
-        back one statement at a time.
+        PostgreSQL, as recording one delivery locks its row), and one ``executemany`` of the
+        rewrites: reading and parsing each row's whole body and writing it back one statement
+        at a time would cost a round trip per delivery.
         """
         if not attempted:
             return []

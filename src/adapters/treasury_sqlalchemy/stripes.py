@@ -4,7 +4,7 @@ The outside world (``world:{CUR}``), FX liquidity (``fx:{CUR}``), fees and each 
 settlement account are never checked for funds (they are unguarded: see
 :mod:`treasury_core.ledger.accounts`). Were their counters one row updated by every movement,
 each movement would hold that row's lock to its commit, and all of a currency's movements on the
-platform would queue behind one another (issue 26). Instead, a movement adds its delta to one of
+platform would queue behind one another. Instead, a movement adds its delta to one of
 ``stripes`` rows of ``ledger_account_stripes`` for the account, chosen per connection, and a read
 sums the account's own row and its stripes in one statement (so a snapshot read stays exact).
 

@@ -49,8 +49,8 @@ from the attempt key (``treasury-authorize-{attempt_key}``), ``capture``, ``void
 ``refund`` from their ``key`` (``treasury-capture-…``, ``treasury-cancel-…``,
 ``treasury-refund-…``). So when every SDK retry failed too and the service calls again about
 the same record, Stripe answers with its first outcome rather than charging or refunding a
-second time (for 24 hours, the life of Stripe's keys). Called without a key (by code written
-before keys), a capture, cancel or refund gets a fresh one: only the SDK's retries share it.
+second time (for 24 hours, the life of Stripe's keys). Called without a key (a caller that
+keeps none), a capture, cancel or refund gets a fresh one: only the SDK's retries share it.
 
 What a call makes names its record: a PaymentIntent's metadata holds ``treasury_company``,
 ``treasury_intent`` (the :class:`~treasury_core.ports.card_provider.CallOwner`) and

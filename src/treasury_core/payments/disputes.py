@@ -1,4 +1,4 @@
-"""What a merchant sends to contest a chargeback (issue 24): a few text fields named as
+"""What a merchant sends to contest a chargeback: a few text fields named as
 Stripe's dispute evidence names them, each at most :data:`MAX_EVIDENCE_TEXT` characters.
 
 Evidence is kept on the chargeback and shown on it; it is accepted while the chargeback is

@@ -1,4 +1,4 @@
-"""Acting on a chargeback (issue 24, sandbox disputes): submit evidence, accept it.
+"""Acting on a chargeback (sandbox disputes): submit evidence, accept it.
 
 Reading one is a record route (``record_handlers``), which answers the same record.
 """

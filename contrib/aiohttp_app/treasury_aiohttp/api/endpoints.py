@@ -1,4 +1,4 @@
-"""Managing a webhook endpoint (issue 24): update its URL, event types or enabled flag, and
+"""Managing a webhook endpoint: update its URL, event types or enabled flag, and
 rotate its signing secret with an overlap during which deliveries carry both signatures."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Closing a payment link and changing an intent's metadata (decisions.md, issue 24).
+"""Closing a payment link and changing an intent's metadata (decisions.md).
 
 Both need a secret key: closing a link stops a customer from paying, and metadata is the
 merchant's own bookkeeping.

@@ -1,4 +1,4 @@
-"""Every record readable (issue 24): retrieve and list refunds, chargebacks, payouts, deposits,
+"""Every record readable: retrieve and list refunds, chargebacks, payouts, deposits,
 bank accounts and saved cards; an intent by its integer id; delete a bank account; forget a
 saved card.
 

@@ -1,4 +1,4 @@
-"""Acting on a chargeback (issue 24, sandbox): read it, submit evidence, or accept it.
+"""Acting on a chargeback (sandbox): read it, submit evidence, or accept it.
 
 A simulated chargeback (the sandbox's test cards) opens with an evidence window: its
 ``evidence_due_by`` is when the ``chargeback_resolve`` job decides it (the ``chargeback_resolve``

@@ -1,4 +1,4 @@
-"""The storage contract's tests of shared accounts under concurrent movements (issue 26).
+"""The storage contract's tests of shared accounts under concurrent movements.
 
 The outside world, FX liquidity, fees and settlement accounts are touched by many concurrent
 movements; a storage may spread their counters (the SQL storage stripes them on PostgreSQL), but

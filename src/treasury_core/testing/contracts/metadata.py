@@ -1,4 +1,4 @@
-"""The storage contract's metadata tests (issue 24): lists filtered on ``metadata[key]=value``
+"""The storage contract's metadata tests: lists filtered on ``metadata[key]=value``
 and wallets' metadata changes. :class:`~treasury_core.testing.contracts.storage.StorageContract`
 inherits
 them, so every storage runs them."""
