@@ -78,7 +78,7 @@ class PaymentJobs:
         self.resolution = resolution
 
     def handlers(self) -> dict[str, JobHandler]:
-        """Job kind → handler, for :meth:`SettlementService.register`."""
+        """Job kind → handler, for :meth:`~treasury_core.services.jobs.JobRunner.register_all`."""
         return {
             EXPIRE_AUTHORIZATION: self.expire_authorization,
             PAYOUT: self.payout,
@@ -207,7 +207,7 @@ class PaymentJobs:
 
     def outside_handlers(self) -> dict[str, OutsideJobHandler]:
         """Job kind → handler run outside transactions, for
-        :meth:`SettlementService.register_outside` (the resolution jobs of
+        :meth:`~treasury_core.services.jobs.JobRunner.register_outside` (the resolution jobs of
         :mod:`~treasury_core.services.payments.provider_resolution` among them)."""
         return {RELEASE_HOLD: self.release_hold, **self.resolution.outside_handlers()}
 
