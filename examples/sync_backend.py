@@ -44,6 +44,7 @@ from treasury_core import (
     bootstrap,
 )
 from treasury_core.interface.errors import error_body, http_status
+from treasury_core.interface.projections import record_dict
 
 _BALANCE = re.compile(r"^/wallets/(?P<wallet_id>[^/]+)/balance$")
 
@@ -78,7 +79,7 @@ def make_app(treasury: BlockingTreasury, company_id: int, wallet_id: str) -> WSG
                     ),
                 )
                 deposit = treasury.deposits.complete(company_id, deposit.id)
-                return _json(start_response, 201, deposit.record().model_dump(mode="json"))
+                return _json(start_response, 201, record_dict(deposit))
             found = _BALANCE.match(path)
             if method == "GET" and found:
                 balance = treasury.wallets.balance(company_id, found["wallet_id"])

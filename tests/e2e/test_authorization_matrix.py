@@ -751,7 +751,7 @@ async def _chargeback(treasury: Treasury, tenant: Tenant, paid: dict[str, Any]) 
         intent = uow.intents.get(paid["id"], tenant.company_id, for_update=True)
         due = treasury.clock.now() + timedelta(days=1)
         _, made = open_chargeback(
-            treasury.payments, uow, intent, intent.amount_refundable, evidence_due_by=due
+            treasury.payments.steps, uow, intent, intent.amount_refundable, evidence_due_by=due
         )
         return str(made.id)
 

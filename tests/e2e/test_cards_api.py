@@ -479,9 +479,9 @@ async def test_pmti_creation_is_idempotent(
     record = await treasury.storage.run(
         lambda uow: uow.idempotency.get(tenant.company_id, "pmti-1"), write=False
     )
-    assert record is not None and record.response is not None
+    assert record is not None and record.result is not None
     secret = created["latest_version"]["confirm_endpoint_url"].rsplit("/", 1)[1]
-    assert secret.encode() not in record.response.body
+    assert secret.encode() not in record.result.body
     # A replay after the card was submitted still answers what was answered first.
     await confirm(client, created, CARD)
     third = await client.post(PMTI, json=pmti_body(tenant), headers=headers)

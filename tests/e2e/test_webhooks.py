@@ -564,8 +564,8 @@ async def test_endpoint_creation_is_idempotent_without_storing_the_secret(
     record = await treasury.storage.run(
         lambda uow: uow.idempotency.get(tenant.company_id, "endpoint-1"), write=False
     )
-    assert record is not None and record.response is not None
-    assert b"whsec_" not in record.response.body
+    assert record is not None and record.result is not None
+    assert b"whsec_" not in record.result.body
 
 
 async def test_a_refused_create_is_replayed_as_it_was(client: Client, tenant: Tenant) -> None:

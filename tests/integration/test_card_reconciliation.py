@@ -9,6 +9,7 @@ import pytest
 
 from tests.lost_answers import AMOUNT, CARD, World, lost_attempt, make_world, opened
 from treasury_aiohttp.worker import work_loop
+from treasury_core.interface.urls import INTERFACE_PATHS
 from treasury_core.payments.card_differences import CardDifferenceKind, CardDifferenceStatus
 from treasury_core.payments.intents import CaptureMethod, IntentStatus
 from treasury_core.ports import Storage
@@ -208,9 +209,11 @@ def _reconciliation(
 ) -> CardReconciliation:
     """A reconciliation over the world's database and provider, built as another worker
     process builds its own."""
-    context, provider = world.treasury.context, world.treasury.payments.provider
+    context, provider = world.treasury.adapters, world.treasury.payments.provider
     steps = IntentSteps(context=context, provider=provider)
-    charging = Charging(context=context, steps=steps, provider=provider)
+    charging = Charging(
+        context=context, steps=steps, provider=provider, hosted_pages=INTERFACE_PATHS
+    )
     return CardReconciliation(
         context=context,
         steps=steps,

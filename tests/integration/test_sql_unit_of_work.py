@@ -25,7 +25,7 @@ def test_every_repository_lands_under_its_own_name() -> None:
     with engine.connect() as conn:
         uow = SqlUnitOfWork(conn, lock_rows=True)
         names = [n for n, v in vars(SqlUnitOfWork).items() if isinstance(v, _made_on_first_use)]
-        assert len(names) == 12
+        assert len(names) == 11
         made = {name: getattr(uow, name) for name in names}
         assert {name: vars(uow)[name] for name in names} == made
         assert len({id(r) for r in made.values()}) == len(names)

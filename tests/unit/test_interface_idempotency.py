@@ -20,6 +20,7 @@ from treasury_core.interface.idempotency import (
     json_bytes,
     keeps_answer,
 )
+from treasury_core.interface.records import WalletRecord
 from treasury_core.services.idempotency import Claim, Replay
 from treasury_core.wallets import Wallet
 
@@ -49,6 +50,11 @@ def test_a_stored_response_is_the_core_s_opaque_result() -> None:
     assert REPLAYED_HEADER == ("Idempotent-Replayed", "true")
 
 
+def _render(treasury: Treasury) -> Callable[[Wallet], WalletRecord]:
+    """A wallet's interface record, as the bundled app renders it."""
+    return lambda wallet: WalletRecord.of(wallet, treasury.currencies.describe(wallet.currency))
+
+
 @pytest.mark.parametrize(
     ("status", "kept"),
     [(200, True), (201, True), (303, True), (400, True), (402, True), (404, True), (415, True),
@@ -62,13 +68,13 @@ def test_the_answer_is_stored_in_the_service_s_transaction_and_replayed_byte_for
     async def scenario(treasury: Treasury, company_id: int) -> tuple[StoredResponse, object]:
         claim = await _claim(treasury, company_id)
         assert isinstance(claim, Claim)
-        recorder: ResponseRecorder[Wallet] = ResponseRecorder(claim, treasury.wallets.record, 201)
+        recorder: ResponseRecorder[Wallet] = ResponseRecorder(claim, _render(treasury), 201)
         assert not recorder.stored
         request = CreateWalletRequest(name="Ops", currency_id="USD")
         wallet = await treasury.wallets.create(company_id, request, idempotency=recorder.ticket())
         assert recorder.stored
         answer = recorder.response(wallet)
-        assert answer == StoredResponse(201, json_bytes(treasury.wallets.record(wallet)))
+        assert answer == StoredResponse(201, json_bytes(_render(treasury)(wallet)))
         return answer, await _claim(treasury, company_id)
 
     answer, again = _run(scenario)
@@ -79,7 +85,7 @@ def test_a_refused_call_stores_nothing() -> None:
     async def scenario(treasury: Treasury, company_id: int) -> tuple[bool, object]:
         claim = await _claim(treasury, company_id)
         assert isinstance(claim, Claim)
-        recorder: ResponseRecorder[Wallet] = ResponseRecorder(claim, treasury.wallets.record)
+        recorder: ResponseRecorder[Wallet] = ResponseRecorder(claim, _render(treasury))
         with pytest.raises(UnknownCurrency):
             await treasury.wallets.create(
                 company_id,
@@ -102,7 +108,7 @@ def test_a_copy_stored_without_secrets_is_not_the_answer() -> None:
         claim = await _claim(treasury, company_id)
         assert isinstance(claim, Claim)
         recorder: ResponseRecorder[Wallet] = ResponseRecorder(
-            claim, treasury.wallets.record, render_stored=lambda wallet: b'{"id":"hidden"}'
+            claim, _render(treasury), render_stored=lambda wallet: b'{"id":"hidden"}'
         )
         wallet = await treasury.wallets.create(
             company_id,
@@ -120,7 +126,7 @@ def test_a_copy_stored_without_secrets_is_not_the_answer() -> None:
 
 def test_without_a_claim_there_is_no_ticket() -> None:
     async def scenario(treasury: Treasury, company_id: int) -> tuple[object, bool, int]:
-        recorder: ResponseRecorder[Wallet] = ResponseRecorder(None, treasury.wallets.record)
+        recorder: ResponseRecorder[Wallet] = ResponseRecorder(None, _render(treasury))
         wallet = await treasury.wallets.create(
             company_id,
             CreateWalletRequest(name="Ops", currency_id="USD"),

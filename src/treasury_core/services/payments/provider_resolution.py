@@ -210,7 +210,7 @@ class ProviderResolution:
         self._charging = charging
 
     def outside_handlers(self) -> dict[str, OutsideJobHandler]:
-        """Job kind → handler, for :meth:`~treasury_core.services.jobs.JobRunner.register_outside`."""
+        """Job kind → handler, for the job runner's ``register_outside``."""
         return {RESOLVE_REFUND: self.resolve_refund, RESOLVE_CHARGE: self.resolve_charge}
 
     def _lookups(self) -> CardProviderLookups | None:

@@ -54,6 +54,11 @@ class PaymentService:
         """The card provider the intents are charged with."""
         return self._steps.provider
 
+    @property
+    def steps(self) -> IntentSteps:
+        """The shared intent steps (what the chargeback and refund-outcome functions take)."""
+        return self._steps
+
     def delay(self, kind: str) -> timedelta:
         """How long after its cause a job of ``kind`` falls due."""
         return self._steps.delay(kind)
