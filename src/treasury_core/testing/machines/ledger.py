@@ -101,17 +101,17 @@ from treasury_core.ledger.invariants import (
     read_ledger,
 )
 from treasury_core.ports.storage import UnitOfWork
+from treasury_core.testing.machines.base import (
+    StorageFactory,
+    StorageMachine,
+    bind_storage,
+    storage_test_case,
+)
 from treasury_core.testing.machines.ledger_model import (
     COUNTER_FIELDS,
     Change,
     ModelPending,
     ReferenceLedger,
-)
-from treasury_core.testing.machines.run import (
-    StorageFactory,
-    StorageMachine,
-    bind_storage,
-    storage_test_case,
 )
 from treasury_core.testing.strategies import amounts, overdraft_limits, pending_categories
 

@@ -93,6 +93,12 @@ from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.payments.states import IllegalTransition
 from treasury_core.ports.card_provider import CardData
 from treasury_core.ports.storage import UnitOfWork
+from treasury_core.testing.machines.base import (
+    ServiceMachine,
+    StorageFactory,
+    bind_storage,
+    storage_test_case,
+)
 from treasury_core.testing.machines.payments_model import (
     CARDS,
     INTENT_EVENTS,
@@ -113,12 +119,6 @@ from treasury_core.testing.machines.payments_model import (
     is_payable,
     is_refundable,
     refund_refusal,
-)
-from treasury_core.testing.machines.run import (
-    ServiceMachine,
-    StorageFactory,
-    bind_storage,
-    storage_test_case,
 )
 from treasury_core.wallets import CreateWalletRequest
 

@@ -74,7 +74,7 @@ from treasury_core.movements.records import (
 from treasury_core.notifications.events import Event
 from treasury_core.pagination import PageRequest
 from treasury_core.ports.storage import UnitOfWork
-from treasury_core.testing.machines.run import StorageFactory, bind_storage, storage_test_case
+from treasury_core.testing.machines.base import StorageFactory, bind_storage, storage_test_case
 from treasury_core.testing.machines.treasury_model import (
     MALFORMED_IDS,
     MOVEMENT_KINDS,

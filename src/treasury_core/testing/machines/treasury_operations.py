@@ -39,7 +39,7 @@ from treasury_core.movements.requests import (
     RegisterBankAccountRequest,
 )
 from treasury_core.ports.storage import UnitOfWork
-from treasury_core.testing.machines.run import ServiceMachine
+from treasury_core.testing.machines.base import ServiceMachine
 from treasury_core.testing.machines.treasury_model import (
     INSUFFICIENT,
     MISMATCH,

@@ -1,4 +1,4 @@
-"""What every machine of the kit sets up for a run, and how a machine is bound to a storage.
+"""The base machines of the kit: what each sets up for a run, and how it binds to a storage.
 
 :class:`StorageMachine` opens the run's storage (``make_storage()``, a
 :class:`~treasury_core.memory.storage.MemoryStorage` unless overridden) and its
