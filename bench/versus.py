@@ -13,7 +13,10 @@ odd ones), ``--rounds`` times. Every row of the tables is paired by its measure;
 gives the ratio after/before of the row's median figure, and the tool prints, per row, the
 median before and after, the median of those paired ratios and their min-max over the rounds,
 flagging a row whose median ratio is slower than ``--threshold`` (default 5 %). A rate is
-slower below 1, a cost (``us``) above 1. A row printed by one tree only is listed as such.
+slower below 1, a cost (``us``) above 1. A row printed by one tree only is listed as such. A row's
+Ratio cell (against a baseline of the same run, such as raw sqlite3) is paired too, as a row
+of its own named ``measure [ratio column]``, its first number; it moves less with the
+machine's load than the figure does (a cell starting ``costs`` or ``... x small`` is a cost).
 
 ``--server-cpu create`` (and ``read``, ``balance``, ``transfer``) adds ``bench.ab``'s figure:
 each tree's own ``treasury serve``, driven by ``wrk`` alternately, server CPU per request
@@ -69,6 +72,11 @@ def parse_table(text: str) -> dict[str, Figure]:
         value = figure(cells[1])
         if value is not None:
             rows[cells[0]] = value
+        # The Ratio cell is against a baseline of the same run, so it moves less with load.
+        against = figure(cells[3]) if len(cells) > 3 else None
+        if against is not None:
+            worse_up = "costs" in cells[3] or "x small" in cells[3]
+            rows[f"{cells[0]} [ratio column]"] = Figure(against.value, not worse_up)
     return rows
 
 

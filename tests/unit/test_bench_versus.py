@@ -18,6 +18,8 @@ def test_the_table_s_rows_are_read_as_rates_and_costs() -> None:
     assert rows == {
         "HTTP: POST /api/v1/transfer": Figure(3129.0, rate=True),
         "Ledger SQLite: wallets.balance, each of 100": Figure(28.3, rate=False),
+        "HTTP: POST /api/v1/transfer [ratio column]": Figure(0.176, rate=True),
+        "Ledger SQLite: wallets.balance, each of 100 [ratio column]": Figure(4.65, rate=False),
     }
     assert figure("1,743/s (1,605-1,775) = 573.6 us") == Figure(1743.0, rate=True)
     assert figure("no number") is None
