@@ -48,10 +48,19 @@ def _pythonpath(tree: Path) -> str:
     return os.pathsep.join(str(p) for p in parts)
 
 
-def _start(tree: Path, workload: str, root: Path, stack: ExitStack, name: str) -> _Side:
-    cli = h._treasury_cli()
-    # The CLI and the server import this tree first.
-    with mock.patch.dict(os.environ, {"PYTHONPATH": _pythonpath(tree)}):
+def _start(
+    tree: Path,
+    workload: str,
+    root: Path,
+    stack: ExitStack,
+    name: str,
+    cli: list[str] | None = None,
+) -> _Side:
+    """One side's server; ``cli`` (a tree's own installed ``treasury``) or this interpreter's
+    CLI with ``tree`` first on ``PYTHONPATH``."""
+    env = {"PYTHONPATH": _pythonpath(tree)} if cli is None else {"PYTHONPATH": ""}
+    cli = h._treasury_cli() if cli is None else cli
+    with mock.patch.dict(os.environ, env):
         database = str(root / f"{name}.db")
         key, account = h._company(cli, database)
         port = h.free_port()
@@ -78,15 +87,22 @@ def _run(side: _Side, seconds: float) -> None:
 
 
 def compare(
-    a: Path, b: Path, workload: str, rounds: int = 8, seconds: float = 3.0
+    a: Path,
+    b: Path,
+    workload: str,
+    rounds: int = 8,
+    seconds: float = 3.0,
+    clis: tuple[list[str], list[str]] | None = None,
 ) -> tuple[_Side, _Side]:
-    """Both servers measured ``rounds`` times each, interleaved, after one warm-up run each."""
+    """Both servers measured ``rounds`` times each, interleaved, after one warm-up run each;
+    ``clis``: each side's own ``treasury`` command (see ``_start``)."""
     problem = h.wrk_problem()
     if problem is not None:
         raise RuntimeError(problem)
     with tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp, ExitStack() as stack:
         root = Path(tmp)
-        sides = [_start(tree, workload, root, stack, name) for tree, name in ((a, "a"), (b, "b"))]
+        pairs = ((a, "a", clis[0] if clis else None), (b, "b", clis[1] if clis else None))
+        sides = [_start(tree, workload, root, stack, name, cli) for tree, name, cli in pairs]
         for side in sides:
             h._wrk(side.url, side.script, 2)  # warm-up, not counted
         for n in range(rounds):
