@@ -71,9 +71,12 @@ def build_backlog(url: str, hook: str, count: int) -> str:
     from treasury_core.notifications.events import EventType
     from treasury_core.payments.intents import PaymentType
     from treasury_core.payments.requests import CreateIntentRequest
+    from treasury_sqlalchemy.settings import SqlSettings
 
     async def build() -> str:
-        treasury = bootstrap(TreasuryConfig(database_url=url, pool_size=BUILDERS))
+        treasury = bootstrap(
+            TreasuryConfig(database_url=url, adapters=[SqlSettings(pool_size=BUILDERS)])
+        )
         try:
             made = await treasury.companies.create_company("Drain Co")
             company, account = made.company.id, made.merchant_account.id

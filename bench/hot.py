@@ -50,6 +50,7 @@ from treasury_core.movements.requests import CreateDepositRequest, CreateTransfe
 from treasury_core.payments.intents import PaymentType
 from treasury_core.payments.requests import CreateIntentRequest
 from treasury_core.ports.card_provider import CardData
+from treasury_sqlalchemy.settings import SqlSettings
 
 #: Companies, and the concurrent workers of the 8-worker runs.
 COMPANIES = WORKERS = 8
@@ -84,7 +85,9 @@ class HotBench:
 
     def __init__(self, url: str) -> None:
         self.loop = asyncio.new_event_loop()
-        self.treasury = bootstrap(TreasuryConfig(database_url=url, pool_size=WORKERS))
+        self.treasury = bootstrap(
+            TreasuryConfig(database_url=url, adapters=[SqlSettings(pool_size=WORKERS)])
+        )
         self.companies = self.loop.run_until_complete(self._setup())
 
     async def _setup(self) -> list[Company]:

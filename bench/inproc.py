@@ -29,6 +29,7 @@ from aiohttp.streams import StreamReader
 from aiohttp.test_utils import make_mocked_request
 
 from treasury_aiohttp.app import create_app
+from treasury_aiohttp.settings import AppSettings
 from treasury_core import (
     CreateIntentRequest,
     CreateWalletRequest,
@@ -51,7 +52,10 @@ async def measure(workloads: list[str]) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench-inproc-") as tmp:
         database = Path(tmp) / "inproc.db"
         treasury = bootstrap(
-            TreasuryConfig(database_url=f"sqlite:///{database}", rate_limit_per_second=0)
+            TreasuryConfig(
+                database_url=f"sqlite:///{database}",
+                adapters=[AppSettings(rate_limit_per_second=0)],
+            )
         )
         app = create_app(treasury, close_treasury=True)
         app.freeze()

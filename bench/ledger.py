@@ -101,6 +101,7 @@ from bench.report import Row, cost, cpu, rate, ratio, render, verdict
 from bench.timing import Elapsed, Samples
 from treasury_core import CreateWalletRequest, Treasury, TreasuryConfig, bootstrap
 from treasury_core.movements.requests import CreateDepositRequest, CreateTransferRequest
+from treasury_sqlalchemy.settings import SqlSettings
 
 #: Transfers per repetition and contender by default, on SQLite and on PostgreSQL (the issue's
 #: 20,000 does not fit the suite's time budget; see the module docstring).
@@ -220,7 +221,7 @@ class ServiceLedger:
         self.workers = workers
         config = TreasuryConfig(database_url=url)
         if pool_size is not None:
-            config = TreasuryConfig(database_url=url, pool_size=pool_size)
+            config = TreasuryConfig(database_url=url, adapters=[SqlSettings(pool_size=pool_size)])
         self.treasury = bootstrap(config)
         self.loop = asyncio.new_event_loop()
 

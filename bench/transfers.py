@@ -34,6 +34,7 @@ from bench.raw_transfers import (
 from bench.timing import Elapsed, Samples, Workload, interleave
 from treasury_core import CreateWalletRequest, Treasury, TreasuryConfig, bootstrap
 from treasury_core.movements.requests import CreateDepositRequest, CreateTransferRequest
+from treasury_sqlalchemy.settings import SqlSettings
 
 #: Minor units per transfer (USD 1.00; 0.92 EUR at the sandbox rate).
 AMOUNT = 100
@@ -72,7 +73,9 @@ class ServiceTransfers:
 
     def __init__(self, url: str) -> None:
         self.loop = asyncio.new_event_loop()
-        self.treasury = bootstrap(TreasuryConfig(database_url=url, pool_size=1))
+        self.treasury = bootstrap(
+            TreasuryConfig(database_url=url, adapters=[SqlSettings(pool_size=1)])
+        )
         self.wallets, self.quote = self.loop.run_until_complete(_setup(self.treasury))
 
     def workload(self, *, fx: bool) -> Workload:

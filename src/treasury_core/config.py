@@ -18,14 +18,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, TypeVar
 
 import pydantic_core
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    StringConstraints,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from treasury_core.currency import DEFAULT_CURRENCIES, DEFAULT_VBAN_CURRENCIES, CurrencyRegistry
@@ -36,12 +29,28 @@ DEFAULT_DATABASE_URL = "sqlite:///treasury.db"
 #: lower case (``TREASURY_STRIPE_API_KEY`` is ``stripe_api_key``).
 VARIABLE_PREFIX = "TREASURY_"
 
-#: The bundled adapters' settings, which :class:`TreasuryConfig` takes as keyword arguments
-#: (``TreasuryConfig(stripe_api_key=...)``) and files under :attr:`TreasuryConfig.adapters`,
-#: where the adapter's own model reads and checks them. A third party's settings go in
-#: ``adapters=`` directly.
+#: The bundled adapters' and the HTTP app's settings, which :class:`TreasuryConfig` takes as
+#: keyword arguments (``TreasuryConfig(stripe_api_key=...)``, ``TreasuryConfig(pool_size=4)``)
+#: and files under :attr:`TreasuryConfig.adapters`, where the owner's own model reads and
+#: checks them. A third party's settings go in ``adapters=`` directly.
 ADAPTER_KEYWORDS = frozenset(
     {
+        # treasury_sqlalchemy's SqlSettings.
+        "pool_size",
+        # treasury_aiohttp's AppSettings.
+        "max_body_bytes",
+        "body_timeout_seconds",
+        "bank_statement_max_bytes",
+        "rate_limit_per_second",
+        "rate_limit_burst",
+        "auth_failure_limit_per_second",
+        "auth_failure_limit_burst",
+        "rate_limit_redis_url",
+        "rate_limit_redis_timeout_seconds",
+        "form_key",
+        "frame_ancestors",
+        "event_backlog_warning_seconds",
+        # The adapters' own models.
         "stripe_api_key",
         "stripe_api_base",
         "stripe_webhook_secret",
@@ -58,12 +67,6 @@ ADAPTER_KEYWORDS = frozenset(
         "ecb_max_age_days",
     }
 )
-
-#: An origin allowed to frame the hosted pages (``https://shop.example``, ``https://*.example``):
-#: a scheme, a host and an optional port, nothing that could add a CSP directive.
-FrameAncestor = Annotated[
-    str, StringConstraints(pattern=r"^https?://(\*\.)?[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
-]
 
 Settings = TypeVar("Settings", bound="AdapterSettings")
 
@@ -109,6 +112,9 @@ class AdapterSettings(BaseModel):
 
     #: The variables' common prefix, ``TREASURY_`` and the adapter's part, ending in ``_``.
     env_prefix: ClassVar[str] = VARIABLE_PREFIX
+    #: Fields whose values an error message never repeats, besides the ``SecretStr`` ones (a
+    #: URL that may hold a password).
+    secret_fields: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def setting_name(cls, field: str) -> str:
@@ -161,7 +167,6 @@ class TreasuryConfig(BaseModel):
     )
     idempotency_ttl_seconds: int = Field(default=24 * 3600, gt=0)
     idempotency_lease_seconds: int = Field(default=60, gt=0)
-    pool_size: int = Field(default=8, ge=1, le=128, description="Connections/threads for storage.")
     bank_rail: str = Field(default="sandbox", description="Bank rail adapter name.")
     bank_debtor_name: str | None = Field(
         default=None,
@@ -178,11 +183,6 @@ class TreasuryConfig(BaseModel):
         description="The treasury's own bank accounts by currency (IBANs or account numbers): "
         "the only accounts whose statements are imported. The debtor IBAN is always one "
         "(EUR).",
-    )
-    bank_statement_max_bytes: int = Field(
-        default=5 * 1024 * 1024,
-        gt=0,
-        description="Largest statement POST /api/v1/bank-statements accepts.",
     )
     fx_rates: str = Field(default="sandbox", description="FX rates adapter name.")
     fx_max_age_seconds: float = Field(
@@ -220,42 +220,6 @@ class TreasuryConfig(BaseModel):
         gt=0,
         description="How far back card reconciliation asks the provider for charges.",
     )
-    max_body_bytes: int = Field(default=64 * 1024, gt=0)
-    body_timeout_seconds: float = Field(
-        default=30.0, gt=0, description="How long a client may take to send a request body (408)."
-    )
-    rate_limit_per_second: float = Field(
-        default=100.0,
-        ge=0,
-        description="Requests per second each API key may make on average (0: no limit).",
-    )
-    rate_limit_burst: int = Field(
-        default=200, ge=1, description="Requests an API key may make at once."
-    )
-    auth_failure_limit_per_second: float = Field(
-        default=0.2,
-        ge=0,
-        description="Failed authentications (a wrong API key, a wrong dashboard sign-in) each "
-        "client address may make per second on average before it is answered 429 without a "
-        "lookup (0: no limit); kept in the rate limit's Redis when one is set.",
-    )
-    auth_failure_limit_burst: int = Field(
-        default=20, ge=1, description="Failed authentications a client address may make at once."
-    )
-    rate_limit_redis_url: str | None = Field(
-        default=None,
-        pattern=r"^(rediss?|unix)://",
-        description="Keep the rate limit's buckets in this Redis (redis://, rediss://, unix://; "
-        "the `redis` extra), shared by every server process that names it; unset: a bucket per "
-        "process, so N processes allow N times the limit.",
-    )
-    rate_limit_redis_timeout_seconds: float = Field(
-        default=0.25,
-        gt=0,
-        le=60,
-        description="How long a request waits for the rate limit's Redis (a free connection, "
-        "connecting, the answer) before it is limited by the process's own bucket instead.",
-    )
     vault: str = Field(default="aesgcm", description="Card vault adapter name.")
     tokenization_ttl_seconds: int = Field(
         default=24 * 3600,
@@ -266,11 +230,6 @@ class TreasuryConfig(BaseModel):
         default=None,
         description="The server's public base URL, for the URLs it hands out (hosted form, "
         "confirm endpoint); the request's own scheme and host otherwise.",
-    )
-    form_key: SecretStr | None = Field(
-        default=None,
-        description="Signs the hosted forms' CSRF tokens; every server process behind one "
-        "address needs the same. Random per process when unset.",
     )
     allow_private_destinations: bool | None = Field(
         default=None,
@@ -312,13 +271,6 @@ class TreasuryConfig(BaseModel):
     event_retention_days: int = Field(
         default=30, gt=0, description="How long GET /api/v1/events shows an event (days)."
     )
-    event_backlog_warning_seconds: float = Field(
-        default=300.0,
-        ge=0,
-        description="The worker logs a warning when the oldest undelivered event is older "
-        "than this (business time), at most once every 5 minutes, and a line when it "
-        "recovers (0: never).",
-    )
     dashboard: bool = Field(
         default=True,
         description="Whether the HTTP server serves the dashboard (/dashboard): sign-in with a "
@@ -329,11 +281,6 @@ class TreasuryConfig(BaseModel):
         gt=0,
         description="A dashboard session not used for this long (real time) is over; every "
         "session also ends 8 hours after sign-in.",
-    )
-    frame_ancestors: tuple[FrameAncestor, ...] = Field(
-        default=(),
-        description="Origins allowed to embed the hosted pages in an iframe (CSP "
-        "frame-ancestors); the server's own origin always may.",
     )
     adapters: Mapping[str, Any] = Field(
         default_factory=dict,

@@ -1,6 +1,6 @@
 """The ``TREASURY_*`` environment variables, read into a :class:`TreasuryConfig`.
 
-One variable per setting, named after it (``pool_size`` → ``TREASURY_POOL_SIZE``). The core's
+One variable per setting, named after it (``max_amount`` → ``TREASURY_MAX_AMOUNT``). The core's
 settings are read by one pydantic-settings model, :class:`TreasurySettings`; each adapter's by
 its own :class:`~treasury_core.config.AdapterSettings` model (``TREASURY_STRIPE_*``,
 ``TREASURY_VAULT_*``, ``TREASURY_ECB_*``, …, listed by the plugins'
@@ -34,7 +34,7 @@ from contextvars import ContextVar
 from functools import partial
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from pydantic import Json, SecretStr, ValidationError, field_validator
+from pydantic import Json, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
@@ -68,13 +68,7 @@ _WARNED: set[str] = set()
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("treasury_environ", default=None)
 
 #: Settings whose values are secrets: an error names the variable but never repeats the value.
-_SECRET_FIELDS = frozenset(
-    {
-        "form_key",
-        "database_url",
-        "rate_limit_redis_url",
-    }
-)
+_SECRET_FIELDS = frozenset({"database_url"})
 
 
 class BadSetting(TreasuryError):
@@ -145,7 +139,7 @@ class _EnvironmentReader(BaseSettings):
 class TreasurySettings(_EnvironmentReader):
     """Every :class:`TreasuryConfig` setting as a ``TREASURY_*`` variable; unset ones stay unset.
 
-    Values are only parsed here (a boolean, a number, JSON); the limits (``pool_size`` 1 to 128,
+    Values are only parsed here (a boolean, a number, JSON); the limits (``max_amount`` above 0,
     a lease longer than twice the timeout, …) are :class:`TreasuryConfig`'s, checked when
     :func:`config_from_env` builds it. ``tests/unit/test_config.py`` checks that the two models
     have the same fields.
@@ -165,13 +159,11 @@ class TreasurySettings(_EnvironmentReader):
     min_amounts: Json[dict[str, int]] | None = None
     idempotency_ttl_seconds: int | None = None
     idempotency_lease_seconds: int | None = None
-    pool_size: int | None = None
     bank_rail: str | None = None
     bank_debtor_name: str | None = None
     bank_debtor_iban: str | None = None
     bank_debtor_bic: str | None = None
     bank_accounts: Json[dict[str, tuple[str, ...]]] | None = None
-    bank_statement_max_bytes: int | None = None
     fx_rates: str | None = None
     fx_max_age_seconds: float | None = None
     withdrawal_fees: Json[dict[str, tuple[int, int]]] | None = None
@@ -181,18 +173,9 @@ class TreasurySettings(_EnvironmentReader):
     job_poll_seconds: float | None = None
     card_reconciliation_seconds: float | None = None
     card_reconciliation_window_seconds: float | None = None
-    max_body_bytes: int | None = None
-    body_timeout_seconds: float | None = None
-    rate_limit_per_second: float | None = None
-    rate_limit_burst: int | None = None
-    rate_limit_redis_url: str | None = None
-    rate_limit_redis_timeout_seconds: float | None = None
-    auth_failure_limit_per_second: float | None = None
-    auth_failure_limit_burst: int | None = None
     vault: str | None = None
     tokenization_ttl_seconds: int | None = None
     public_url: str | None = None
-    form_key: SecretStr | None = None
     allow_private_destinations: bool | None = None
     webhook_sender: str | None = None
     webhook_timeout_seconds: float | None = None
@@ -201,14 +184,10 @@ class TreasurySettings(_EnvironmentReader):
     delivery_concurrency: int | None = None
     delivery_concurrency_per_destination: int | None = None
     event_retention_days: int | None = None
-    event_backlog_warning_seconds: float | None = None
-    frame_ancestors: tuple[str, ...] | None = None
     dashboard: bool | None = None
     dashboard_idle_timeout_seconds: float | None = None
 
-    _split_lists = field_validator(
-        "currencies", "vban_currencies", "frame_ancestors", mode="before"
-    )(_items)
+    _split_lists = field_validator("currencies", "vban_currencies", mode="before")(_items)
 
 
 def _variable(field: str) -> str:
@@ -260,8 +239,8 @@ def _bad(
 
 
 def _adapter_secret(model: type[AdapterSettings], field: str) -> bool:
-    # An adapter marks its secrets by their type: SecretStr, alone or in a list.
-    return "SecretStr" in str(model.model_fields[field].annotation)
+    # An adapter marks its secrets by their type (SecretStr, alone or in a list) or by name.
+    return field in model.secret_fields or "SecretStr" in str(model.model_fields[field].annotation)
 
 
 Settings = TypeVar("Settings", bound=AdapterSettings)

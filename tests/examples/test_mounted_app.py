@@ -20,6 +20,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from treasury_aiohttp import create_app
+from treasury_aiohttp.settings import app_settings
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.testing.fakes.clock import FakeClock
 
@@ -247,7 +248,7 @@ async def test_the_body_limit_holds_for_undeclared_bodies_under_the_prefix(
 ) -> None:
     # aiohttp reads a sub-app's requests with the parent's client_max_size (1 MiB by default):
     # a chunked body has no Content-Length to refuse up front, so the app checks what it read.
-    limit = treasury.config.max_body_bytes
+    limit = app_settings(treasury.config).max_body_bytes
 
     async def chunked() -> AsyncIterator[bytes]:
         yield b'{"name": "' + b"x" * (limit * 2) + b'", "currency_id": "USD"}'

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import pytest
 
 from tests.integration.test_dispatcher import make_events
+from treasury_aiohttp.settings import app_settings
 from treasury_aiohttp.worker import BacklogWatch, work_loop
 from treasury_core import Treasury, TreasuryConfig, bootstrap
 from treasury_core.testing.fakes.clock import FakeClock
@@ -48,9 +49,8 @@ async def test_an_old_backlog_is_warned_of_once_an_interval_and_its_recovery_tol
     treasury = bootstrap(config, clock=clock, wall_clock=clock)
     try:
         await make_events(treasury, 1)  # an endpoint and one event; no sender: it waits
-        watch = BacklogWatch(
-            config.event_backlog_warning_seconds, monotonic=lambda: clock.now().timestamp()
-        )
+        threshold = app_settings(config).event_backlog_warning_seconds
+        watch = BacklogWatch(threshold, monotonic=lambda: clock.now().timestamp())
         await passes(treasury, watch, clock, 295)
         assert lines(caplog, logging.WARNING) == []  # younger than the threshold
         await passes(treasury, watch, clock, 300)  # 60 polls past the threshold

@@ -1,6 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
+from treasury_aiohttp.settings import app_settings
 from treasury_bankfiles.settings import BankFilesSettings
 from treasury_core import TreasuryConfig, bootstrap, config_from_env
 from treasury_core.plugins import make_plugin_manager
@@ -12,6 +13,7 @@ from treasury_core.settings import (
     warn_unknown_variables,
 )
 from treasury_sandbox.settings import SandboxRailSettings
+from treasury_sqlalchemy.settings import SqlSettings
 from treasury_stripe.settings import StripeSettings
 from treasury_vault.settings import VaultSettings
 
@@ -28,7 +30,7 @@ def test_env_and_overrides() -> None:
     assert config.database_url == "postgresql://x/y"
     assert config.currencies == ("USD", "EUR")
     assert config.sandbox is False
-    assert config.pool_size == 3
+    assert config.adapter_settings(SqlSettings).pool_size == 3
     assert config.storage_name == "sqlalchemy"
     assert config_from_env({}, database_url="memory://").storage_name == "memory"
 
@@ -37,7 +39,7 @@ def test_defaults_are_the_sandbox_on_a_local_file() -> None:
     config = TreasuryConfig()
     assert config.database_url == "sqlite:///treasury.db"
     assert config.sandbox
-    assert config.max_body_bytes == 65536
+    assert app_settings(config).max_body_bytes == 65536
     assert config.max_amount == 99_999_999_999
 
 
@@ -59,7 +61,10 @@ def test_card_on_file_settings_from_the_environment() -> None:
     vault = config.adapter_settings(VaultSettings)
     assert vault.key is not None and vault.key.get_secret_value() == "new-key"
     assert [k.get_secret_value() for k in vault.old_keys] == ["old-1", "old-2"]
-    assert config.frame_ancestors == ("https://shop.example", "https://*.shop.example")
+    assert app_settings(config).frame_ancestors == (
+        "https://shop.example",
+        "https://*.shop.example",
+    )
     assert config.public_url == "https://pay.example"
     assert "new-key" not in repr(config)  # secrets stay out of reprs and logs
 

@@ -50,17 +50,18 @@ async def test_the_in_process_bucket_is_a_request_limiter() -> None:
 
 async def test_the_app_builds_the_limiter_the_settings_name() -> None:
     from treasury_aiohttp.limits import build_rate_limiter
-    from treasury_core import TreasuryConfig
+    from treasury_aiohttp.settings import AppSettings
 
-    assert build_rate_limiter(TreasuryConfig(rate_limit_per_second=0)) is None
-    assert type(build_rate_limiter(TreasuryConfig())) is RateLimiter  # as before issue 26
+    assert build_rate_limiter(AppSettings(rate_limit_per_second=0)) is None
+    assert type(build_rate_limiter(AppSettings())) is RateLimiter  # as before issue 26
     redis_limiter = pytest.importorskip("treasury_redis", reason="the redis extra")
-    shared = build_rate_limiter(TreasuryConfig(rate_limit_redis_url="redis://127.0.0.1:1/0"))
+    shared = build_rate_limiter(AppSettings(rate_limit_redis_url="redis://127.0.0.1:1/0"))
     assert isinstance(shared, redis_limiter.RedisRateLimiter)  # nothing connects until asked
     await shared.close()
 
 
 def test_a_redis_url_must_name_redis_and_stays_hidden_in_errors() -> None:
+    from treasury_aiohttp.settings import AppSettings
     from treasury_core.settings import BadSetting, config_from_env
 
     url = "http://user:hunter2@cache:6379/0"
@@ -69,7 +70,7 @@ def test_a_redis_url_must_name_redis_and_stays_hidden_in_errors() -> None:
     assert "TREASURY_RATE_LIMIT_REDIS_URL" in str(refused.value)
     assert "hunter2" not in str(refused.value)
     config = config_from_env({"TREASURY_RATE_LIMIT_REDIS_URL": "rediss://cache:6380/1"})
-    assert config.rate_limit_redis_url == "rediss://cache:6380/1"
+    assert config.adapter_settings(AppSettings).rate_limit_redis_url == "rediss://cache:6380/1"
 
 
 def test_the_buckets_kept_are_bounded_full_ones_first() -> None:

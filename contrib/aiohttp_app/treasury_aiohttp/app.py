@@ -29,6 +29,7 @@ from treasury_aiohttp.hosted import pages as hosted_pages
 from treasury_aiohttp.hosted.security import FormKey
 from treasury_aiohttp.io import mount_prefix
 from treasury_aiohttp.keys import (
+    APP_SETTINGS_KEY,
     AUTH_FAILURES_KEY,
     FORM_KEY,
     MAX_BODY_KEY,
@@ -48,6 +49,7 @@ from treasury_aiohttp.openapi import build_openapi
 from treasury_aiohttp.query import check_query
 from treasury_aiohttp.routing import Auth, Handler, Route
 from treasury_aiohttp.server import SERVER_HEADER
+from treasury_aiohttp.settings import app_settings
 from treasury_aiohttp.worker import work_loop
 from treasury_core import Treasury
 from treasury_core.ports import RequestLimiter
@@ -93,11 +95,12 @@ def create_app(
 
     Mount it in an existing app with ``parent.add_subapp("/treasury", create_app(t))``.
     """
-    max_body = treasury.config.max_body_bytes
+    settings = app_settings(treasury.config)
+    max_body = settings.max_body_bytes
     app = web.Application(
         # The largest any route takes (a bank statement); body_limit_middleware holds every
         # other route to max_body.
-        client_max_size=max(max_body, treasury.config.bank_statement_max_bytes),
+        client_max_size=max(max_body, settings.bank_statement_max_bytes),
         middlewares=[
             error_middleware,
             body_limit_middleware,
@@ -107,14 +110,15 @@ def create_app(
     )
     app[TREASURY_KEY] = treasury
     app[MAX_BODY_KEY] = max_body
+    app[APP_SETTINGS_KEY] = settings
     app.on_response_prepare.append(_server_header)
     app.on_response_prepare.append(functools.partial(_wake_the_worker, treasury))
     app[FORM_KEY] = FormKey(treasury.config)
-    limiter = build_rate_limiter(treasury.config)
+    limiter = build_rate_limiter(settings)
     if limiter is not None:
         app[RATE_LIMITER_KEY] = limiter
         app.on_cleanup.append(functools.partial(_close_limiter, limiter))
-    failures = build_failure_throttle(treasury.config)
+    failures = build_failure_throttle(settings)
     if failures is not None:
         app[AUTH_FAILURES_KEY] = failures
         app.on_cleanup.append(functools.partial(_close_limiter, failures))

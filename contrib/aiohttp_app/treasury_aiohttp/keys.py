@@ -7,6 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from treasury_aiohttp.hosted.security import FormKey
+from treasury_aiohttp.settings import AppSettings
 from treasury_core import Treasury
 from treasury_core.companies import Principal
 from treasury_core.idempotency import Claim
@@ -16,6 +17,8 @@ from treasury_core.ratelimit import FailureThrottle
 
 TREASURY_KEY = web.AppKey("treasury", Treasury)
 MAX_BODY_KEY = web.AppKey("max_body_bytes", int)
+#: The app's own settings, read from the config once, when the app is built.
+APP_SETTINGS_KEY = web.AppKey("app_settings", AppSettings)
 FORM_KEY = web.AppKey("form_key", FormKey)
 RATE_LIMITER_KEY = web.AppKey("rate_limiter", RequestLimiter)
 #: Failed authentications per client address (asked before a key is looked up).

@@ -6,7 +6,7 @@ address (``auth_failure_limit_*``), whose buckets live where the first one's do.
 
 from __future__ import annotations
 
-from treasury_core.config import TreasuryConfig
+from treasury_aiohttp.settings import AppSettings
 from treasury_core.ports import RequestLimiter
 from treasury_core.ratelimit import FailureThrottle, RateLimiter
 
@@ -14,29 +14,29 @@ from treasury_core.ratelimit import FailureThrottle, RateLimiter
 AUTH_FAILURE_PREFIX = "treasury:authfail:"
 
 
-def build_rate_limiter(config: TreasuryConfig) -> RequestLimiter | None:
-    """The per-key limiter ``config`` asks for; ``None`` when ``rate_limit_per_second`` is 0.
+def build_rate_limiter(settings: AppSettings) -> RequestLimiter | None:
+    """The per-key limiter ``settings`` ask for; ``None`` when ``rate_limit_per_second`` is 0.
 
     With ``rate_limit_redis_url`` the buckets live in that Redis (the ``redis`` extra), which
     every process naming it shares; without it each process keeps its own.
     """
-    return _build(config, config.rate_limit_per_second, config.rate_limit_burst, None)
+    return _build(settings, settings.rate_limit_per_second, settings.rate_limit_burst, None)
 
 
-def build_failure_throttle(config: TreasuryConfig) -> FailureThrottle | None:
+def build_failure_throttle(settings: AppSettings) -> FailureThrottle | None:
     """The count of failed authentications per client address; ``None`` when
     ``auth_failure_limit_per_second`` is 0. In the rate limit's Redis when one is set."""
-    rate, burst = config.auth_failure_limit_per_second, config.auth_failure_limit_burst
-    limiter = _build(config, rate, burst, AUTH_FAILURE_PREFIX)
+    rate, burst = settings.auth_failure_limit_per_second, settings.auth_failure_limit_burst
+    limiter = _build(settings, rate, burst, AUTH_FAILURE_PREFIX)
     return FailureThrottle(limiter) if limiter is not None else None
 
 
 def _build(
-    config: TreasuryConfig, rate: float, burst: int, prefix: str | None
+    settings: AppSettings, rate: float, burst: int, prefix: str | None
 ) -> RequestLimiter | None:
     if rate <= 0:
         return None
-    if config.rate_limit_redis_url is None:
+    if settings.rate_limit_redis_url is None:
         return RateLimiter(rate, burst)
     try:
         from treasury_redis import DEFAULT_PREFIX, RedisRateLimiter
@@ -50,9 +50,9 @@ def _build(
             name=exc.name,
         ) from exc
     return RedisRateLimiter(
-        config.rate_limit_redis_url,
+        settings.rate_limit_redis_url,
         rate,
         burst,
         prefix=prefix or DEFAULT_PREFIX,
-        timeout=config.rate_limit_redis_timeout_seconds,
+        timeout=settings.rate_limit_redis_timeout_seconds,
     )

@@ -18,6 +18,7 @@ from treasury_aiohttp.errors import (
 )
 from treasury_aiohttp.io import treasury
 from treasury_aiohttp.keys import (
+    APP_SETTINGS_KEY,
     CLAIM,
     IDEMPOTENCY_DONE,
     MAX_BODY_KEY,
@@ -98,7 +99,7 @@ async def body_limit_middleware(request: web.Request, handler: Handler) -> web.S
         try:
             # aiohttp keeps what it read: the handler's own read returns it at once. (A timeout
             # scope, not wait_for: no extra task per request.)
-            async with asyncio.timeout(treasury(request).config.body_timeout_seconds):
+            async with asyncio.timeout(request.app[APP_SETTINGS_KEY].body_timeout_seconds):
                 body = await request.read()
         except TimeoutError:
             raise web.HTTPRequestTimeout() from None

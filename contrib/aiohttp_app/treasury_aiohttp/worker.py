@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from treasury_aiohttp.notifier import HttpSender
+from treasury_aiohttp.settings import app_settings
 from treasury_core import Treasury
 from treasury_core.ports import background_writes
 
@@ -96,8 +97,8 @@ async def work_loop(
 
     ``after_pass`` is called after each whole pass, before the wait for the next (a test
     harness learns from it that jobs and fan-out due at start have been done). ``watch`` checks
-    the event backlog after each whole pass (one on ``config.event_backlog_warning_seconds`` by
-    default).
+    the event backlog after each whole pass (one on the ``event_backlog_warning_seconds``
+    setting by default).
 
     The batches in flight finish before the loop ends, so a delivery being sent is recorded
     (its claim released) rather than left to its lease; a backlog left behind is the next
@@ -109,7 +110,7 @@ async def work_loop(
         delivering = asyncio.create_task(notifications.keep_delivering(stop), name="deliveries")
     next_pass = next_purge = 0.0
     if watch is None:
-        watch = BacklogWatch(treasury.config.event_backlog_warning_seconds)
+        watch = BacklogWatch(app_settings(treasury.config).event_backlog_warning_seconds)
     try:
         while not stop.is_set():
             whole = time.monotonic() >= next_pass

@@ -107,10 +107,9 @@ def treasury_config() -> TreasuryConfig:
     key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
     return TreasuryConfig(
         sandbox=True,
-        form_key=SecretStr(secrets.token_urlsafe(32)),
-        # The aesgcm vault's setting (its VaultSettings.key), by name: this module imports
-        # only pytest and treasury_core.
-        adapters={"vault_key": SecretStr(key)},
+        # The aesgcm vault's setting (its VaultSettings.key) and the HTTP app's (its
+        # AppSettings.form_key), by name: this module imports only pytest and treasury_core.
+        adapters={"vault_key": SecretStr(key), "form_key": SecretStr(secrets.token_urlsafe(32))},
     )
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from treasury_core.config import TreasuryConfig
+from treasury_core.config import AdapterSettings, TreasuryConfig
 from treasury_core.plugins.hookspecs import StorageFactory, hookimpl
 from treasury_core.ports.storage import Storage
 
@@ -22,10 +22,20 @@ def _sql(config: TreasuryConfig) -> Storage:
             f"SQLite and PostgreSQL storage need SQLAlchemy: pip install 'treasury-core[{extra}]'",
             name=exc.name,
         ) from exc
-    return SqlStorage(config.database_url, pool_size=config.pool_size)
+    from treasury_sqlalchemy.settings import SqlSettings
+
+    return SqlStorage(config.database_url, pool_size=config.adapter_settings(SqlSettings).pool_size)
 
 
 @hookimpl
 def register_storage() -> Mapping[str, StorageFactory]:
     """SQLite or PostgreSQL, by URL."""
     return {"sqlalchemy": _sql}
+
+
+@hookimpl
+def treasury_settings_models() -> Iterable[type[AdapterSettings]]:
+    """``TREASURY_POOL_SIZE``: :class:`~treasury_sqlalchemy.settings.SqlSettings`."""
+    from treasury_sqlalchemy.settings import SqlSettings
+
+    return (SqlSettings,)

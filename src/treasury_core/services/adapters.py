@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 
 from treasury_core.config import TreasuryConfig
 from treasury_core.currency import CurrencyRegistry
-from treasury_core.movements.records import TreasuryRecord
-from treasury_core.notifications.events import Event, EventType
-from treasury_core.ports import BankRail, Clock, FxRates, IdSource, Storage, UnitOfWork
+from treasury_core.ports import BankRail, Clock, FxRates, IdSource, Storage
 from treasury_core.services.events import EventFactory
 
 
@@ -35,7 +33,8 @@ class Adapters:
     ids: IdSource
     rail_factory: Callable[[], BankRail]
     fx: FxRates
-    #: Builds every event the services write (its payload is the interface's projection).
+    #: Builds and writes every event the services write (its payload is the interface's
+    #: projection): ``events.write(uow, type_, record)``, ``events.add_announced(uow, ...)``.
     events: EventFactory
     _rail: list[BankRail] = field(default_factory=list, init=False, repr=False, compare=False)
     _lock: threading.Lock = field(
@@ -50,16 +49,3 @@ class Adapters:
                 if not self._rail:
                     self._rail.append(self.rail_factory())
         return self._rail[0]
-
-    def new_event(self, type_: EventType, record: TreasuryRecord) -> Event:
-        """The event ``type_`` for ``record``, stamped now, not yet written."""
-        return self.events.event(type_, record)
-
-    def event(self, uow: UnitOfWork, type_: EventType, record: TreasuryRecord) -> None:
-        """Write ``type_`` for ``record`` to the outbox, in the caller's transaction."""
-        uow.outbox.add(self.new_event(type_, record))
-
-    def add_announced(self, uow: UnitOfWork, record: TreasuryRecord, type_: EventType) -> None:
-        """Store the new ``record`` and its event ``type_``, in the caller's transaction (one
-        statement where the storage can: ``RecordRepository.add``)."""
-        uow.records.add(record, self.new_event(type_, record))

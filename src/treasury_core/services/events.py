@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from treasury_core.movements.records import TreasuryRecord
 from treasury_core.notifications.events import Event, EventType
-from treasury_core.ports import Clock, IdSource
+from treasury_core.ports import Clock, IdSource, UnitOfWork
 
 
 class Announced(Protocol):
@@ -29,7 +30,7 @@ Payload = Callable[[Any], dict[str, Any]]
 
 
 class EventFactory:
-    """Builds the events the services write to the outbox."""
+    """Builds the events the services write to the outbox, and writes them."""
 
     def __init__(self, ids: IdSource, clock: Clock, payload: Payload) -> None:
         self._ids = ids
@@ -45,3 +46,13 @@ class EventFactory:
             created_at=self._clock.now(),
             data={"object": self._payload(resource)},
         )
+
+    def write(self, uow: UnitOfWork, type_: EventType, resource: Announced) -> None:
+        """Write the event ``type_`` about ``resource`` to the outbox, in the caller's
+        transaction."""
+        uow.outbox.add(self.event(type_, resource))
+
+    def add_announced(self, uow: UnitOfWork, record: TreasuryRecord, type_: EventType) -> None:
+        """Store the new ``record`` and its event ``type_``, in the caller's transaction (one
+        statement where the storage can: ``RecordRepository.add``)."""
+        uow.records.add(record, self.event(type_, record))

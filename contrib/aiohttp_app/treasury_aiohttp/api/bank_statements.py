@@ -12,6 +12,7 @@ from aiohttp import web
 
 from treasury_aiohttp.io import json_response, treasury
 from treasury_aiohttp.routing import Auth, Route
+from treasury_aiohttp.settings import app_settings
 from treasury_core.errors import ValidationFailed
 from treasury_core.movements.bank_files import ImportResult
 
@@ -59,6 +60,6 @@ ROUTES: tuple[Route, ...] = (
         description="Only the operator's key (`ok_…`, from `treasury operator-keys create`) "
         "is accepted; a company's secret or publishable key is 403 `operator_key_required` "
         "and nothing changes. No `Idempotency-Key`: a line already imported is skipped.",
-        body_limit=lambda config: config.bank_statement_max_bytes,
+        body_limit=lambda config: app_settings(config).bank_statement_max_bytes,
     ),
 )

@@ -46,6 +46,7 @@ from treasury_aiohttp.hosted.forms import CSRF_FIELD, FormData, read_form
 from treasury_aiohttp.hosted.security import check_same_origin
 from treasury_aiohttp.io import treasury
 from treasury_aiohttp.keys import FORM_KEY
+from treasury_aiohttp.settings import app_settings
 from treasury_core.companies import Principal
 from treasury_core.config import TreasuryConfig
 from treasury_core.errors import (
@@ -92,7 +93,8 @@ SESSION_CIPHER = web.AppKey("dashboard_sessions", Fernet)
 def session_cipher(config: TreasuryConfig) -> Fernet:
     """The session cookies' cipher: from ``form_key`` (required outside sandbox mode, so every
     process behind one address reads each other's cookies), else random per process."""
-    secret = config.form_key.get_secret_value().encode() if config.form_key else None
+    form_key = app_settings(config).form_key
+    secret = form_key.get_secret_value().encode() if form_key else None
     material = hashlib.sha256(
         b"treasury dashboard sessions\0" + (secret or secrets.token_bytes(32))
     )

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from treasury_aiohttp.settings import app_settings
 from treasury_core.config import TreasuryConfig
 from treasury_core.errors import PermissionDenied, TreasuryError
 
@@ -72,12 +73,13 @@ def missing_form_key(config: TreasuryConfig) -> list[str]:
     ``[]`` (for ``treasury serve``, which names every missing setting at once)."""
     if config.sandbox:
         return []
-    secret = config.form_key.get_secret_value() if config.form_key else ""
+    form_key = app_settings(config).form_key
+    secret = form_key.get_secret_value() if form_key else ""
     return [MSG_FORM_KEY_MISSING] if len(secret.strip()) < FORM_KEY_MIN_LENGTH else []
 
 
 class FormKey:
-    """Signs and checks CSRF tokens (``config.form_key``, or a random per-process key).
+    """Signs and checks CSRF tokens (the ``form_key`` setting, or a random per-process key).
 
     Raises :class:`FormKeyMissing` outside sandbox mode without a form key; in sandbox mode a
     missing one is a warning and a random key.
@@ -85,7 +87,8 @@ class FormKey:
 
     def __init__(self, config: TreasuryConfig) -> None:
         require_form_key(config)
-        secret = config.form_key.get_secret_value().encode() if config.form_key else None
+        form_key = app_settings(config).form_key
+        secret = form_key.get_secret_value().encode() if form_key else None
         if secret is None:
             logger.warning(MSG_FORM_KEY_RANDOM)
         self._key = hashlib.sha256(b"treasury hosted forms\0" + (secret or secrets.token_bytes(32)))
@@ -129,7 +132,8 @@ def check_same_origin(request: web.Request) -> None:
 
 def page_headers(config: TreasuryConfig) -> dict[str, str]:
     """Headers of every hosted page: a strict CSP, and nothing that leaks the URL's secret."""
-    ancestors = " ".join(("'self'", *config.frame_ancestors))
+    frame_ancestors = app_settings(config).frame_ancestors
+    ancestors = " ".join(("'self'", *frame_ancestors))
     csp = (
         "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
         f"base-uri 'none'; frame-ancestors {ancestors}"
@@ -143,7 +147,7 @@ def page_headers(config: TreasuryConfig) -> dict[str, str]:
         "Cross-Origin-Resource-Policy": "same-origin",
         "Permissions-Policy": "camera=(), microphone=(), geolocation=(), payment=()",
     }
-    if not config.frame_ancestors:
+    if not frame_ancestors:
         # Older browsers ignore frame-ancestors; with no embedding allowed, say it twice.
         headers["X-Frame-Options"] = "SAMEORIGIN"
     return headers

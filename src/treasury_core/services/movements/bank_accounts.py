@@ -347,4 +347,4 @@ def apply_completed_credit(
     """Post the credit, store the deposit and write ``treasury.deposit.completed``, in ``uow``
     (the sandbox control's transaction, or a statement import's)."""
     uow.ledger.apply(journal, deposit.created_at)
-    ctx.add_announced(uow, deposit, EventType.DEPOSIT_COMPLETED)
+    ctx.events.add_announced(uow, deposit, EventType.DEPOSIT_COMPLETED)

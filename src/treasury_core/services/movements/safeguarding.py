@@ -483,7 +483,7 @@ def _record(
             status=BreakStatus.OPEN,
             created_at=ctx.clock.now(),
         )
-        ctx.add_announced(uow, found, EventType.RECONCILIATION_BREAK)
+        ctx.events.add_announced(uow, found, EventType.RECONCILIATION_BREAK)
         return found
     reopened = known.status is BreakStatus.RESOLVED
     if not reopened and known.expected == expected:
@@ -498,7 +498,7 @@ def _record(
     )
     uow.records.update(current)
     if reopened:
-        ctx.event(uow, EventType.RECONCILIATION_BREAK, current)
+        ctx.events.write(uow, EventType.RECONCILIATION_BREAK, current)
     return current
 
 

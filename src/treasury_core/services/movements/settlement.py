@@ -163,7 +163,7 @@ def _apply(uow: UnitOfWork, ctx: Adapters, record: M, legs: tuple[Leg, ...], ver
 def _finish(uow: UnitOfWork, ctx: Adapters, before: M, after: M, event: EventType) -> M:
     uow.records.update(after)
     uow.jobs.finish_for(before.id)
-    ctx.event(uow, event, after)
+    ctx.events.write(uow, event, after)
     return after
 
 

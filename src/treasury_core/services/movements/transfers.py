@@ -117,7 +117,7 @@ class TransferService:
                     param="from_amount",
                 ) from exc
             if not cross:
-                ctx.add_announced(uow, transfer, EventType.TRANSFER_COMPLETED)
+                ctx.events.add_announced(uow, transfer, EventType.TRANSFER_COMPLETED)
             else:
                 uow.records.add(transfer)
                 job = settlement_job(ctx, transfer, Settlement.FX_TRANSFER)

@@ -73,7 +73,7 @@ def note_difference(
             resolved_at=now if resolved else None,
             **figures,
         )
-        ctx.add_announced(uow, difference, EventType.CARD_RECONCILIATION_DIFFERENCE)
+        ctx.events.add_announced(uow, difference, EventType.CARD_RECONCILIATION_DIFFERENCE)
         _log(difference)
         return difference
     reopened = known.status is CardDifferenceStatus.RESOLVED and not resolved
@@ -87,7 +87,7 @@ def note_difference(
     if current != known:
         uow.records.update(current)
     if reopened:
-        ctx.event(uow, EventType.CARD_RECONCILIATION_DIFFERENCE, current)
+        ctx.events.write(uow, EventType.CARD_RECONCILIATION_DIFFERENCE, current)
         _log(current)
     return current
 

@@ -121,7 +121,7 @@ class Challenges:
             moved = transition(current, Trigger.PAY_DECLINED, now=now)
             uow.intents.update(moved.intent)
             uow.records.update(failed)
-            self._ctx.event(uow, EventType.TRANSACTION_FAILED, failed)
+            self._ctx.events.write(uow, EventType.TRANSACTION_FAILED, failed)
             self._steps.intent_events(uow, moved)
 
         await self._ctx.storage.run(write)

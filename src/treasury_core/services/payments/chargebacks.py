@@ -90,7 +90,7 @@ def open_chargeback(
         }
     )
     uow.intents.update(updated)
-    ctx.event(uow, EventType.CHARGEBACK_CREATED, chargeback)
+    ctx.events.write(uow, EventType.CHARGEBACK_CREATED, chargeback)
     return updated, chargeback
 
 
@@ -120,13 +120,13 @@ def resolve_chargeback(
         )
         done = chargeback.model_copy(update={"status": ChargebackStatus.WON})
         uow.records.update(done)
-        ctx.event(uow, EventType.CHARGEBACK_COMPLETED, done)
-        ctx.event(uow, EventType.CHARGEBACK_REVERSED, done)
+        ctx.events.write(uow, EventType.CHARGEBACK_COMPLETED, done)
+        ctx.events.write(uow, EventType.CHARGEBACK_REVERSED, done)
         steps.schedule(uow, PAYOUT, intent_job_key(intent.id), intent, payout_due)
         return done
     legs = tuple(PostPending(p) for p in chargeback.pending_ids)
     apply_legs(steps, uow, chargeback.company_id, legs, "chargeback_lost")
     done = chargeback.model_copy(update={"status": ChargebackStatus.LOST})
     uow.records.update(done)
-    ctx.event(uow, EventType.CHARGEBACK_FAILED, done)
+    ctx.events.write(uow, EventType.CHARGEBACK_FAILED, done)
     return done

@@ -598,7 +598,7 @@ class Charging:
             uow.intents.update(stored)
             if pending is not None:
                 uow.records.update(txn)
-                ctx.event(uow, EventType.TRANSACTION_COMPLETED, txn)
+                ctx.events.write(uow, EventType.TRANSACTION_COMPLETED, txn)
             else:
                 self._steps.transaction_events(uow, txn, EventType.TRANSACTION_COMPLETED)
             self._steps.intent_events(uow, moved, stored)
@@ -661,6 +661,6 @@ class Charging:
             current = uow.records.get(Transaction, txn.id, txn.company_id, for_update=True)
             if current is not None and current.status is TransactionStatus.REQUIRES_ACTION:
                 uow.records.update(failed)
-                self._ctx.event(uow, EventType.TRANSACTION_FAILED, failed)
+                self._ctx.events.write(uow, EventType.TRANSACTION_FAILED, failed)
 
         await self._ctx.storage.run(write)

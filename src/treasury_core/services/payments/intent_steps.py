@@ -299,9 +299,9 @@ class IntentSteps:
 
     def transaction_events(self, uow: UnitOfWork, txn: Transaction, outcome: EventType) -> None:
         """Store the new attempt ``txn`` with ``transaction.created``, then its ``outcome``."""
-        self._ctx.add_announced(uow, txn, EventType.TRANSACTION_CREATED)
-        self._ctx.event(uow, outcome, txn)
+        self._ctx.events.add_announced(uow, txn, EventType.TRANSACTION_CREATED)
+        self._ctx.events.write(uow, outcome, txn)
 
     def event(self, uow: UnitOfWork, type_: EventType, record: TreasuryRecord) -> None:
         """Write ``type_`` for ``record`` to the outbox, in the caller's transaction."""
-        self._ctx.event(uow, type_, record)
+        self._ctx.events.write(uow, type_, record)

@@ -267,8 +267,8 @@ class PaymentJobs:
                         ),
                     }
                 )
-                ctx.add_announced(uow, failed, EventType.PAYOUT_CREATED)
-                ctx.event(uow, EventType.PAYOUT_FAILED, failed)
+                ctx.events.add_announced(uow, failed, EventType.PAYOUT_CREATED)
+                ctx.events.write(uow, EventType.PAYOUT_FAILED, failed)
                 return
             legs = payout_legs(intent.company_id, currency, amount, wallet.id)
             journal_id = self._apply(uow, intent.company_id, legs, "payout", payout.id)
@@ -279,8 +279,8 @@ class PaymentJobs:
                     update={"processing_paid_out": intent.processing_paid_out + amount}
                 )
             )
-            ctx.event(uow, EventType.PAYOUT_CREATED, payout)
-            ctx.event(uow, EventType.PAYOUT_CONFIRMED, payout)
+            ctx.events.write(uow, EventType.PAYOUT_CREATED, payout)
+            ctx.events.write(uow, EventType.PAYOUT_CONFIRMED, payout)
             due = job.due_at + self._steps.delay(PAYOUT_APPLY)
             self._steps.schedule(uow, PAYOUT_APPLY, payout.id, intent, due)
 
@@ -297,8 +297,8 @@ class PaymentJobs:
             self._apply(uow, payout.company_id, legs, "payout_apply", payout.id)
             done = payout.model_copy(update={"status": PayoutStatus.COMPLETED})
             uow.records.update(done)
-            self._ctx.event(uow, EventType.PAYOUT_APPLIED, done)
-            self._ctx.event(uow, EventType.PAYOUT_COMPLETED, done)
+            self._ctx.events.write(uow, EventType.PAYOUT_APPLIED, done)
+            self._ctx.events.write(uow, EventType.PAYOUT_COMPLETED, done)
 
         return self._claimed(uow, job, work)
 

@@ -318,7 +318,7 @@ class Refunds:
                 }
             )
         )
-        ctx.event(uow, EventType.REFUND_CREATED, refund)
+        ctx.events.write(uow, EventType.REFUND_CREATED, refund)
         return refund
 
     def refund_succeeded(
