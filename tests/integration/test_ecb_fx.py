@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import os
 import socket
 import threading
 import time
@@ -641,3 +642,81 @@ def test_close_does_not_wait_for_a_fetch_a_server_keeps_trickling(tmp_path: Path
     finally:
         stop.set()
         listener.close()
+
+
+def test_a_quote_after_close_does_not_wait_for_a_fetch_that_never_starts(
+    server: RatesServer, tmp_path: Path
+) -> None:
+    clock = FakeClock(datetime(2025, 4, 22, 9, tzinfo=UTC))
+    thursday = parse_rates(snapshot_until(tmp_path, date(2025, 4, 17)).read_bytes())
+    # The loaded rates lack the clock's day, so an open adapter's first quote would wait for
+    # the first fetch, up to this (long) timeout.
+    fx = EcbFxRates(clock, table=thursday, url=server.url("/daily.xml"), timeout_seconds=60)
+    fx.close()
+    answers: list[FxQuote] = []
+    quoting = threading.Thread(target=lambda: answers.append(asyncio.run(fx.rate("USD", "GBP"))))
+    quoting.start()
+    quoting.join(10)
+    assert not quoting.is_alive(), "the quote waited for a fetch a closed adapter never makes"
+    assert [a.rate_date for a in answers] == [date(2025, 4, 17)]
+    assert server.hits == []
+
+
+def test_starting_the_fetch_does_not_wait_for_a_history_being_loaded(server: RatesServer) -> None:
+    clock = FakeClock(datetime(2025, 4, 22, 9, tzinfo=UTC))
+    loading, release = threading.Event(), threading.Event()
+
+    def slow_load() -> bytes:
+        loading.set()
+        release.wait(10)
+        return XML
+
+    fx = EcbFxRates(clock, load=slow_load, url=server.url("/eurofxref-hist-90d.xml"))
+    loader = threading.Thread(target=lambda: asyncio.run(fx.table()))
+    try:
+        loader.start()
+        assert loading.wait(10)
+        # start() runs on the event loop at every quote: it must not queue behind the load.
+        starting = threading.Thread(target=fx.start)
+        starting.start()
+        starting.join(5)
+        assert not starting.is_alive(), "start() waited for the history being parsed"
+    finally:
+        release.set()
+        loader.join(10)
+        fx.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the platform has no fork()")
+def test_a_forked_child_fetches_with_a_thread_of_its_own(
+    server: RatesServer, tmp_path: Path
+) -> None:
+    clock = FakeClock(datetime(2025, 4, 22, 9, tzinfo=UTC))
+    thursday = parse_rates(snapshot_until(tmp_path, date(2025, 4, 17)).read_bytes())
+    fx = EcbFxRates(
+        clock, table=thursday, url=server.url("/eurofxref-hist-90d.xml"), refresh_seconds=60
+    )
+    try:
+        fx.start()
+        wait_for(lambda: bool(server.hits), "the parent's first fetch")
+        reader, writer = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover - runs in the child, which reports through the pipe
+            status = 1
+            try:
+                inherited = fx._thread
+                fx.start()
+                fresh = fx._thread
+                asyncio.run(fx.refresh())
+                ok = inherited is None and fresh is not None and fresh.is_alive()
+                os.write(writer, b"ok" if ok else b"no thread")
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(writer)
+        _, status = os.waitpid(child, 0)
+        answer = os.read(reader, 64)
+        os.close(reader)
+        assert (os.waitstatus_to_exitcode(status), answer) == (0, b"ok")
+    finally:
+        fx.close()

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
+import weakref
 from collections.abc import Callable
 from datetime import date
 from decimal import ROUND_HALF_EVEN, Context, Decimal
@@ -65,7 +67,8 @@ class EcbFxRates:
     is logged (one line per run of failures) and the rates already loaded stay in use, subject
     to the day guard. Quotes made while the first fetch is under way wait for it, at most
     ``timeout_seconds``, only if the loaded rates lack the clock's day; :meth:`close` stops the
-    thread.
+    thread, and quotes after it never wait. A forked child (a pre-forking server's workers)
+    starts a thread of its own on its first quote.
     """
 
     def __init__(
@@ -108,6 +111,17 @@ class EcbFxRates:
         # that waits on it, and one adapter may serve several loops (one per asyncio.run, one
         # per thread). It is only taken in worker threads, so a loop never blocks on it.
         self._lock = threading.Lock()
+        # Held only to create the thread, never across a load or a fetch: ``start`` runs on the
+        # event loop, which must not wait for a history being parsed under ``_lock``.
+        self._start_lock = threading.Lock()
+        _ADAPTERS.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: no fetching thread runs there, and a lock a parent's thread held
+        at the fork would never be released; the next quote starts the child's own thread."""
+        self._thread = None
+        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
 
     async def table(self) -> RateTable:
         """The rates in use, loading the offline file first if nothing is loaded yet."""
@@ -138,7 +152,7 @@ class EcbFxRates:
         """Start the fetching thread, if there is a ``url`` and it is not running (idempotent)."""
         if self.url is None or self._thread is not None:
             return
-        with self._lock:
+        with self._start_lock:
             if self._thread is not None or self._stop.is_set():
                 return
             self._thread = threading.Thread(
@@ -150,6 +164,9 @@ class EcbFxRates:
         """Stop the fetching thread, waiting for it at most one fetch's timeout; the loaded
         rates still answer."""
         self._stop.set()
+        # No fetch will come now: quotes must not wait for one (when the thread never started,
+        # nothing else would set this).
+        self._first_fetch.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             # urllib's timeout is per socket operation: a server trickling bytes, or a hung DNS
@@ -291,3 +308,16 @@ class EcbFxRates:
         return FxQuote(
             source=source, target=target, rate=rate.normalize(), as_of=now, rate_date=day
         )
+
+
+#: Every adapter alive in this process, so that a forked child resets each one's thread.
+_ADAPTERS: weakref.WeakSet[EcbFxRates] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    for adapter in list(_ADAPTERS):
+        adapter._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
