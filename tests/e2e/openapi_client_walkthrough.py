@@ -13,11 +13,13 @@ the server: no hand-written request, so a field the document gets wrong fails he
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from typing import Any, TypeVar
 
 from treasury_core_client import AuthenticatedClient, Client
+from treasury_core_client.api.bank_files import import_statement
 from treasury_core_client.api.currencies import list_currencies
 from treasury_core_client.api.deposits import create_deposit
 from treasury_core_client.api.payments import (
@@ -53,6 +55,7 @@ from treasury_core_client.models import (
     Currency,
     CurrencyRecord,
     DepositRecord,
+    Error,
     IntentActionRequest,
     IntentStatus,
     MovementStatus,
@@ -64,7 +67,7 @@ from treasury_core_client.models import (
     TransferRecord,
     WalletRecord,
 )
-from treasury_core_client.types import Response
+from treasury_core_client.types import File, Response
 
 T = TypeVar("T")
 
@@ -207,6 +210,15 @@ def main(base_url: str, key: str, account_id: int) -> None:
     )
     check([r.id for r in refunds] == [refund.id], f"the refund is listed: {refunds}")
 
+    # A bank statement is the operator's to import: sent with the company's key, the generated
+    # call posts the XML and reads the documented refusal.
+    statement = import_statement.sync_detailed(
+        client=api, body=File(payload=io.BytesIO(b"<Document/>"), mime_type="application/xml")
+    )
+    refused = statement.parsed
+    check(isinstance(refused, Error), f"a company's key may not import: {statement.content!r}")
+    refusal = [statement.status_code, refused.error.code if isinstance(refused, Error) else None]
+
     # Two days later the captured money is paid out into the EUR wallet.
     ok(
         advance_clock.sync_detailed(client=api, body=ClockAdvanceRequest(seconds=180000)),
@@ -220,6 +232,7 @@ def main(base_url: str, key: str, account_id: int) -> None:
                 "intent_status": by_id.status.value,
                 "amount_refunded": looked_up.amount_refunded,
                 "processed": processed.count,
+                "statement_with_a_company_key": refusal,
                 "eur_balance_after_payout": after.balance,
             }
         )

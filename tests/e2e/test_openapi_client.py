@@ -68,7 +68,11 @@ async def test_a_generated_client_walks_the_readme(
     # The formatting hooks only restyle the generated code; without them generation needs
     # nothing on the PATH.
     config = tmp_path / "config.yml"
-    config.write_text("post_hooks: []\n")
+    # The generator reads a raw body of these media types only: the documented override maps
+    # the statement's XML to one, so POST /api/v1/bank-statements is generated too.
+    config.write_text(
+        "post_hooks: []\ncontent_type_overrides:\n  application/xml: application/octet-stream\n"
+    )
     out = tmp_path / "client"
     await _run(
         generator / "openapi-python-client",
@@ -82,6 +86,10 @@ async def test_a_generated_client_walks_the_readme(
     )
     # One type per shared schema, not one per field or parameter (CreateWalletRequestCurrencyId,
     # ListDepositsStatus, WalletRecordMetadata, ...).
+    generated = out / "treasury_core_client" / "api" / "bank_files" / "import_statement.py"
+    assert generated.is_file(), "POST /api/v1/bank-statements was not generated"
+    # Its body is the file's bytes: typed ``str``, the generated call could not send one.
+    assert "body: File," in generated.read_text(), "the statement body is not typed as a file"
     models = {path.stem for path in (out / "treasury_core_client" / "models").glob("*.py")}
     assert {"currency", "virtual_account_currency", "metadata", "metadata_input"} <= models
     per_field = {
@@ -107,5 +115,6 @@ async def test_a_generated_client_walks_the_readme(
     assert figures["intent_status"] == "PROCESSED"
     assert figures["amount_refunded"] == 500
     assert figures["processed"] == 1
+    assert figures["statement_with_a_company_key"] == [403, "operator_key_required"]
     # The payout of the captured 25.00 less the 5.00 refunded lands in the EUR wallet.
     assert figures["eur_balance_after_payout"] > 100000 - 10000

@@ -380,7 +380,9 @@ def _request_body(route: Route, keys: _Keys) -> dict[str, Any] | None:
             "content": {"application/json": {"schema": keys[(route.body, "validation")]}},
         }
     if route.raw_body:
-        raw = {"type": "string", "description": route.raw_body_description}
+        # ``format: binary`` says the body is the file's bytes as sent, not a JSON string:
+        # client generators then take a file for it instead of a ``str`` they cannot send.
+        raw = {"type": "string", "format": "binary", "description": route.raw_body_description}
         return {
             "required": True,
             "content": {media: {"schema": raw} for media in route.raw_body},
