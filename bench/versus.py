@@ -128,14 +128,20 @@ def pair(before: list[dict[str, Figure]], after: list[dict[str, Figure]]) -> lis
     return out
 
 
+def _figure(value: float) -> str:
+    """A row's value: rates and milliseconds with one decimal, ratios (below 10) to three
+    significant digits, so that 0.226 of a bare handler does not print as 0.2."""
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
 def render(rows: Iterable[Paired], threshold: float) -> str:
     """One line per row: before, after, ratio after/before (min-max) and a flag."""
     lines = ["| Measure | Before (median) | After (median) | After/before (min-max) | Flag |"]
     lines.append("|---|---|---|---|---|")
     for row in rows:
         if row.before is None or row.after is None:
-            b = "" if row.before is None else f"{row.before:,.1f}"
-            a = "" if row.after is None else f"{row.after:,.1f}"
+            b = "" if row.before is None else _figure(row.before)
+            a = "" if row.after is None else _figure(row.after)
             only = "only before" if row.after is None else "only after"
             lines.append(f"| {row.measure} | {b} | {a} |  | {only} |")
             continue
@@ -143,7 +149,7 @@ def render(rows: Iterable[Paired], threshold: float) -> str:
         spread = f"{min(row.ratios):.3f}-{max(row.ratios):.3f}" if row.ratios else ""
         flag = "SLOWER" if row.slower(threshold) else ""
         lines.append(
-            f"| {row.measure} | {row.before:,.1f} | {row.after:,.1f} |"
+            f"| {row.measure} | {_figure(row.before)} | {_figure(row.after)} |"
             f" {r:.3f} ({spread}) | {flag} |"
         )
     return "\n".join(lines)

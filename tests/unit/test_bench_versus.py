@@ -47,5 +47,10 @@ def test_rows_pair_by_measure_per_round_and_flag_the_slower_side() -> None:
     assert not rows["new"].slower(0.0)
     text = render(rows.values(), 0.05)
     assert "| r | 100.0 | 94.0 | 0.940 (0.900-0.990) | SLOWER |" in text
-    assert "| old | 1.0 |  |  | only before |" in text
-    assert "| new |  | 2.0 |  | only after |" in text
+    assert "| old | 1 |  |  | only before |" in text
+    assert "| new |  | 2 |  | only after |" in text
+
+
+def test_ratio_rows_keep_three_significant_digits() -> None:
+    rows = pair([{"x": Figure(0.226, True)}], [{"x": Figure(0.172, True)}])
+    assert "| x | 0.226 | 0.172 | 0.761 (0.761-0.761) | SLOWER |" in render(rows, 0.05)
